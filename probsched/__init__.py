@@ -1,0 +1,50 @@
+"""probsched: tensor program optimization on the CPU by probabilistic programming.
+
+>>> import probsched as ps
+>>> A = ps.placeholder((4,), name="A")
+>>> B = ps.compute((4,), lambda i: A[i] * 2.0, name="B")
+>>> func = ps.create_func([A, B])
+>>> [b.name for b in func.blocks()]
+['B']
+"""
+
+__version__ = "0.1.0"
+
+from .errors import (  # noqa: F401
+    BuildError,
+    FrontEndError,
+    IRError,
+    KernelArgumentError,
+    ProbschedError,
+    ScheduleError,
+)
+from .ir.expr import (  # noqa: F401
+    Expr,
+    Var,
+    abs,
+    all_of,
+    any_of,
+    cast,
+    const,
+    eq,
+    exp,
+    if_then_else,
+    log,
+    maximum,
+    minimum,
+    ne,
+    sigmoid,
+    sqrt,
+    tanh,
+)
+from .ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store  # noqa: F401
+from .te import (  # noqa: F401
+    Tensor,
+    compute,
+    create_func,
+    max,
+    min,
+    placeholder,
+    reduce_axis,
+    sum,
+)
