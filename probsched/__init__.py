@@ -48,3 +48,4 @@ from .te import (  # noqa: F401
     reduce_axis,
     sum,
 )
+from .schedule import BlockRV, LoopRV, Schedule, ScheduleTrace  # noqa: F401

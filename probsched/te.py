@@ -279,10 +279,11 @@ class _Names:
         self.taken = set(taken)
 
     def fresh(self, base: str) -> str:
+        # Digits without "_": split names loops "i_0", "i_1", which must not collide.
         name, n = base, 0
         while name in self.taken:
             n += 1
-            name = f"{base}_{n}"
+            name = f"{base}{n}"
         self.taken.add(name)
         return name
 

@@ -1,0 +1,71 @@
+"""The ``probsched`` command line.
+
+>>> main(["--version"])  # doctest: +ELLIPSIS
+probsched ...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+from . import __version__
+
+
+def _cmd_workloads(args: argparse.Namespace) -> int:
+    from . import workloads
+
+    for name in workloads.names():
+        print(name)
+    return 0
+
+
+def _cmd_ir(args: argparse.Namespace) -> int:
+    from . import workloads
+
+    try:
+        w = workloads.get(args.workload)
+    except (KeyError, ValueError) as exc:
+        print(f"probsched ir: {exc}", file=sys.stderr)
+        return 2
+    print(w.func)
+    print(f"# structural hash: {w.func.structural_hash()}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and shell completion)."""
+    parser = argparse.ArgumentParser(
+        prog="probsched",
+        description="Tune tensor programs for this CPU with probabilistic schedules.",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("workloads", help="list the operator suite (NAME:INDEX)")
+    p.set_defaults(run=_cmd_workloads)
+    p = sub.add_parser("ir", help="print the loop-nest IR of a workload, e.g. GMM:2")
+    p.add_argument("workload", help="suite entry such as GMM:2")
+    p.set_defaults(run=_cmd_ir)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``probsched`` console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad options, 0 on --help
+        return int(exc.code or 0)
+    if args.version:
+        print(f"probsched {__version__}")
+        return 0
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 0
+    return args.run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

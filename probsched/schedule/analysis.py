@@ -1,0 +1,220 @@
+"""Integer analysis for schedule primitives: affine forms, interval bounds, access regions.
+
+>>> from probsched.ir.expr import Var
+>>> i0, i1, k = Var("i_0"), Var("i_1"), Var("k")
+>>> print(simplify((i0 * 4 + i1) * 16 + k))
+i_0 * 64 + i_1 * 16 + k
+>>> bound(i1 * 16 + k, {"i_1": (0, 3), "k": (0, 15)})
+(0, 63)
+>>> start, extent = region(i0 * 16 + i1 + k, fixed={"i_0"}, ranges={"i_1": (0, 15), "k": (0, 2)})
+>>> print(start, extent)
+i_0 * 16 18
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Set, Tuple
+
+from ..ir.expr import INT_DTYPES, BinOp, Cast, Const, Expr, Select, Var, as_expr, free_vars
+
+Affine = Tuple[Dict[str, int], int]
+Interval = Tuple[int, int]
+
+
+def affine(e: Expr) -> Optional[Affine]:
+    """``e`` as ({var: coefficient}, constant) when it is affine in its variables, else None."""
+    if isinstance(e, Var):
+        return {e.name: 1}, 0
+    if isinstance(e, Const):
+        if e.dtype in INT_DTYPES:
+            return {}, int(e.value)
+        return None
+    if isinstance(e, Cast) and e.dtype in INT_DTYPES and e.value.dtype in INT_DTYPES:
+        return affine(e.value)
+    if isinstance(e, BinOp) and e.dtype in INT_DTYPES:
+        if e.op in ("add", "sub"):
+            a, b = affine(e.a), affine(e.b)
+            if a is None or b is None:
+                return None
+            sign = 1 if e.op == "add" else -1
+            coefs = dict(a[0])
+            for v, c in b[0].items():
+                coefs[v] = coefs.get(v, 0) + sign * c
+            return {v: c for v, c in coefs.items() if c != 0}, a[1] + sign * b[1]
+        if e.op == "mul":
+            a, b = affine(e.a), affine(e.b)
+            if a is None or b is None:
+                return None
+            if not a[0]:
+                a, b = b, a
+            if b[0]:
+                return None  # product of two variables
+            k = b[1]
+            return {v: c * k for v, c in a[0].items() if c * k != 0}, a[1] * k
+    return None
+
+
+def from_affine(form: Affine, order: Optional[list] = None) -> Expr:
+    """Rebuild an expression from an affine form (variables in ``order`` when given)."""
+    coefs, c = form
+    names = list(coefs)
+    if order:
+        rank = {n: i for i, n in enumerate(order)}
+        names.sort(key=lambda n: rank.get(n, len(rank)))
+    out: Expr = Const(0, "int64")
+    for n in names:
+        k = coefs[n]
+        term = Var(n) if k == 1 else Var(n) * k
+        out = out + term
+    return out + c
+
+
+def simplify(e: Expr) -> Expr:
+    """Canonical affine form of integer sub-expressions (keeps variable first-use order)."""
+    form = affine(e)
+    if form is not None:
+        order = []
+        _var_order(e, order)
+        return from_affine(form, order)
+    if isinstance(e, BinOp) and e.dtype in INT_DTYPES:
+        a, b = simplify(e.a), simplify(e.b)
+        if e.op in ("floordiv", "mod") and isinstance(b, Const) and b.value > 0:
+            fa = affine(a)
+            if fa is not None and all(c % b.value == 0 for c in fa[0].values()) and fa[1] % b.value == 0:
+                if e.op == "floordiv":
+                    return from_affine(({v: c // b.value for v, c in fa[0].items()}, fa[1] // b.value))
+                return Const(0, "int64")
+        from ..ir.expr import binary
+
+        return binary(e.op, a, b)
+    return e
+
+
+def _var_order(e: Expr, out: list) -> None:
+    from ..ir.expr import walk
+
+    for x in walk(e):
+        if isinstance(x, Var) and x.name not in out:
+            out.append(x.name)
+
+
+def bound(e: Expr, ranges: Dict[str, Interval]) -> Optional[Interval]:
+    """Inclusive integer bounds of ``e`` over variable ranges, or None when unknown."""
+    if isinstance(e, Var):
+        return ranges.get(e.name)
+    if isinstance(e, Const):
+        if e.dtype in INT_DTYPES or e.dtype == "bool":
+            v = int(e.value)
+            return v, v
+        return None
+    if isinstance(e, Cast):
+        return bound(e.value, ranges) if e.dtype in INT_DTYPES else None
+    if isinstance(e, Select):
+        t, f = bound(e.t, ranges), bound(e.f, ranges)
+        if t is None or f is None:
+            return None
+        return min(t[0], f[0]), max(t[1], f[1])
+    if not isinstance(e, BinOp):
+        return None
+    a, b = bound(e.a, ranges), bound(e.b, ranges)
+    if a is None or b is None:
+        return None
+    op = e.op
+    if op == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if op == "sub":
+        return a[0] - b[1], a[1] - b[0]
+    if op == "mul":
+        ps = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
+        return min(ps), max(ps)
+    if op == "floordiv":
+        if b[0] == b[1] and b[0] > 0:
+            return a[0] // b[0], a[1] // b[0]
+        return None
+    if op == "mod":
+        if b[0] == b[1] and b[0] > 0:
+            c = b[0]
+            if a[0] // c == a[1] // c:
+                return a[0] % c, a[1] % c
+            return 0, c - 1
+        return None
+    if op == "min":
+        return min(a[0], b[0]), min(a[1], b[1])
+    if op == "max":
+        return max(a[0], b[0]), max(a[1], b[1])
+    if op in ("lt", "le", "gt", "ge", "eq", "ne", "and", "or"):
+        return 0, 1
+    return None
+
+
+def region(e: Expr, fixed: Set[str], ranges: Dict[str, Interval]) -> Optional[Tuple[Expr, int]]:
+    """The values of ``e`` when ``fixed`` variables are held and the others span ``ranges``.
+
+    Returns ``(start, extent)``: ``start`` an expression of the fixed variables, ``extent`` a
+    constant that covers every value (possibly over-approximated), or None when unknown.
+    """
+    names = free_vars(e)
+    if not (names & fixed):
+        b = bound(e, ranges)
+        return None if b is None else (Const(b[0], "int64"), b[1] - b[0] + 1)
+    form = affine(e)
+    if form is not None:
+        coefs, c = form
+        fixed_part = ({v: k for v, k in coefs.items() if v in fixed}, c)
+        inner = from_affine(({v: k for v, k in coefs.items() if v not in fixed}, 0))
+        b = bound(inner, ranges)
+        if b is None:
+            return None
+        order: list = []
+        _var_order(e, order)
+        start = from_affine((fixed_part[0], fixed_part[1] + b[0]), order)
+        return start, b[1] - b[0] + 1
+    if isinstance(e, BinOp) and e.op == "floordiv" and isinstance(e.b, Const) and e.b.value > 0:
+        inner = region(e.a, fixed, ranges)
+        if inner is None:
+            return None
+        start, extent = inner
+        d = int(e.b.value)
+        fs = affine(start)
+        aligned = fs is not None and all(k % d == 0 for k in fs[0].values()) and fs[1] % d == 0
+        ext = (extent - 1) // d + 1 if aligned else (extent - 1) // d + 2
+        return simplify(start // d), ext
+    if isinstance(e, BinOp) and e.op == "mod" and isinstance(e.b, Const) and e.b.value > 0:
+        return Const(0, "int64"), int(e.b.value)
+    return None
+
+
+def union(r1: Tuple[Expr, int], r2: Tuple[Expr, int]) -> Optional[Tuple[Expr, int]]:
+    """Smallest region covering both when their starts differ by a constant, else None."""
+    f1, f2 = affine(r1[0]), affine(r2[0])
+    if f1 is None or f2 is None or f1[0] != f2[0]:
+        return None
+    d = f2[1] - f1[1]
+    if d >= 0:
+        return r1[0], max(r1[1], d + r2[1])
+    return r2[0], max(r2[1], -d + r1[1])
+
+
+def always_true(cond: Expr, ranges: Dict[str, Interval]) -> bool:
+    """True when a comparison holds for every value in ``ranges`` (False = unknown)."""
+    if isinstance(cond, Const):
+        return bool(cond.value)
+    if isinstance(cond, BinOp) and cond.op == "and":
+        return always_true(cond.a, ranges) and always_true(cond.b, ranges)
+    if isinstance(cond, BinOp) and cond.op in ("lt", "le", "gt", "ge"):
+        a, b = bound(cond.a, ranges), bound(cond.b, ranges)
+        if a is None or b is None:
+            return False
+        if cond.op == "lt":
+            return a[1] < b[0]
+        if cond.op == "le":
+            return a[1] <= b[0]
+        if cond.op == "gt":
+            return a[0] > b[1]
+        return a[0] >= b[1]
+    return False
+
+
+def as_index(x) -> Expr:
+    """An int or expression as an int64 expression."""
+    return as_expr(x, "int64")

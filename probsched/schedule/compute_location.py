@@ -1,0 +1,358 @@
+"""Compute-location primitives: compute_at, reverse_compute_at, compute_inline, reverse_compute_inline.
+
+``compute_at`` moves a producer under a loop of its consumers and shrinks its iteration to the
+region those consumers read in one iteration of that loop; ``reverse_compute_at`` moves a
+consumer under a loop of its producers over the region they write. Regions come from
+:func:`~probsched.schedule.analysis.region` (exact for affine indices, over-approximated and
+then clipped with a predicate otherwise), so the moved block never computes less than needed.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ..ir.expr import Const, Expr, Load, Var, all_of, free_vars, substitute
+from ..ir.stmt import Block, IterVar, Loop, PrimFunc, Store
+from .analysis import always_true, bound, region, simplify, union
+from .dataflow import (
+    binding_map,
+    consumers,
+    load_indices,
+    map_block_exprs,
+    map_loads,
+    producers,
+    read_buffers,
+    readers_of,
+    single_store,
+    written_buffers,
+    writers_of,
+)
+from .loops import lookup_block, lookup_loop
+from .tree import TreeIndex, all_names, fresh_name, insert_at, iter_blocks, remove_at, require
+
+Region = Tuple[Expr, int]
+
+
+def _plain_iter_indices(indices: tuple, blk: Block) -> Optional[List[str]]:
+    """Iterator names when every index is a distinct spatial iterator of ``blk``, else None."""
+    spatial = {it.var.name for it in blk.iters if it.kind == "S"}
+    names = []
+    for ix in indices:
+        if not isinstance(ix, Var) or ix.name not in spatial or ix.name in names:
+            return None
+        names.append(ix.name)
+    return names
+
+
+def _loop_ranges(idx: TreeIndex, path: tuple) -> Dict[str, Tuple[int, int]]:
+    return {s.name: (0, s.extent - 1) for s in idx.ancestors(path) if isinstance(s, Loop)}
+
+
+def _access_region(
+    idx: TreeIndex, blk: Block, indices: tuple, loop_path: tuple, shape: tuple
+) -> List[Optional[Region]]:
+    """Region per dimension of an access of ``blk`` when the loops down to ``loop_path`` are fixed."""
+    bpath = idx.block_path(blk.name)
+    anc = [s for s in idx.ancestors(bpath) if isinstance(s, Loop)]
+    fixed_loops = [s for s in idx.ancestors(loop_path) if isinstance(s, Loop)] + [idx.at(loop_path)]
+    fixed = {s.name for s in fixed_loops}
+    ranges = {s.name: (0, s.extent - 1) for s in anc if s.name not in fixed}
+    bmap = binding_map(blk)
+    out = []
+    for ix, dim in zip(indices, shape):
+        e = simplify(substitute(ix, bmap))
+        r = region(e, fixed, ranges)
+        out.append(r)
+    return out
+
+
+def _merge(regions: List[List[Optional[Region]]], shape: tuple) -> List[Region]:
+    merged: List[Region] = []
+    for d, dim in enumerate(shape):
+        acc: Optional[Region] = None
+        full = False
+        for r in regions:
+            rd = r[d]
+            if rd is None:
+                full = True
+                break
+            acc = rd if acc is None else union(acc, rd)
+            if acc is None:
+                full = True
+                break
+        if full or acc is None or acc[1] >= dim:
+            merged.append((Const(0, "int64"), dim))
+        else:
+            merged.append(acc)
+    return merged
+
+
+def _rebuild_block_nest(
+    func: PrimFunc,
+    blk: Block,
+    iter_regions: Dict[str, Region],
+    outer_ranges: Dict[str, Tuple[int, int]],
+) -> Tuple[Loop, set]:
+    """A fresh loop nest running ``blk`` over ``iter_regions`` (full domain for other iterators)."""
+    taken = all_names(func)
+    loops = []
+    bindings = []
+    preds = []
+    k = 0
+    for it in blk.iters:
+        start, extent = iter_regions.get(it.var.name, (Const(0, "int64"), it.extent))
+        if extent > it.extent:
+            start, extent = Const(0, "int64"), it.extent
+        if extent == 1:
+            value = start
+        else:
+            name = fresh_name(taken, f"ax{k}")
+            taken.add(name)
+            k += 1
+            v = Var(name)
+            loops.append((v, extent))
+            value = simplify(start + v)
+        bindings.append(value)
+        ranges = dict(outer_ranges)
+        ranges.update({v.name: (0, e - 1) for v, e in loops})
+        if not always_true(value >= 0, ranges):
+            preds.append(value >= 0)
+        if not always_true(value < it.extent, ranges):
+            preds.append(value < it.extent)
+    new_blk = blk.replace(bindings=tuple(bindings), predicate=all_of(*preds))
+    stmt = new_blk
+    for v, e in reversed(loops):
+        stmt = Loop(v, e, "serial", (stmt,))
+    return stmt, {v.name for v, _ in loops}
+
+
+def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
+    """Move producer ``block`` under ``loop``, computing only what the consumers there read."""
+    prim = "compute_at"
+    idx = TreeIndex(func)
+    bpath, blk = lookup_block(idx, block, prim)
+    lpath, lnode = lookup_loop(idx, loop, prim)
+    require(not idx.is_ancestor(lpath, bpath), prim, f"block {block} is already under loop {loop}")
+    require(
+        not any(isinstance(s, Block) for s in idx.ancestors(bpath)),
+        prim,
+        f"block {block} is nested in another block",
+    )
+    written = written_buffers(blk)
+    cons = consumers(func, block)
+    require(cons, prim, f"block {block} has no consumer to compute it at")
+    for c in cons:
+        require(
+            idx.is_ancestor(lpath, idx.block_path(c.name)),
+            prim,
+            f"consumer {c.name} of block {block} is not under loop {loop}; every consumer must be",
+        )
+    for b in written:
+        others = [w.name for w in writers_of(func, b) if w.name != block]
+        require(not others, prim, f"buffer {b} of block {block} is also written by {others}")
+    require(
+        idx.block_order(block) < idx.order["loop:" + loop],
+        prim,
+        f"block {block} comes after loop {loop}; a producer must precede its consumers",
+    )
+    st = single_store(blk)
+    require(st is not None, prim, f"block {block} is not a single store (blockized?)")
+    dims = _plain_iter_indices(st.indices, blk)
+    require(
+        dims is not None,
+        prim,
+        f"block {block} stores {st.buffer.name}[{', '.join(map(str, st.indices))}]: each index must be a "
+        "distinct spatial iterator",
+    )
+    buf = st.buffer
+    regions = []
+    for c in cons:
+        for ix in load_indices(c, buf.name):
+            regions.append(_access_region(idx, c, ix, lpath, buf.shape))
+    merged = _merge(regions, buf.shape)
+    iter_regions = {dims[d]: merged[d] for d in range(len(dims))}
+    outer = _loop_ranges(idx, lpath)
+    outer[lnode.name] = (0, lnode.extent - 1)
+    new_func = remove_at(func, bpath)
+    nest, _ = _rebuild_block_nest(new_func, blk, iter_regions, outer)
+    lpath2 = TreeIndex(new_func).loop_path(loop)
+    return insert_at(new_func, lpath2, 0, (nest,))
+
+
+def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
+    """Move consumer ``block`` under ``loop``, consuming the region its producers write there."""
+    prim = "reverse_compute_at"
+    idx = TreeIndex(func)
+    bpath, blk = lookup_block(idx, block, prim)
+    lpath, lnode = lookup_loop(idx, loop, prim)
+    require(not idx.is_ancestor(lpath, bpath), prim, f"block {block} is already under loop {loop}")
+    require(
+        not any(isinstance(s, Block) for s in idx.ancestors(bpath)),
+        prim,
+        f"block {block} is nested in another block",
+    )
+    require(
+        idx.block_order(block) > idx.order["loop:" + loop],
+        prim,
+        f"block {block} comes before loop {loop}; a consumer must follow its producers",
+    )
+    prods = producers(func, block)
+    under = [p for p in prods if idx.is_ancestor(lpath, idx.block_path(p.name))]
+    require(under, prim, f"no producer of block {block} is under loop {loop}")
+    lorder = idx.order["loop:" + loop]
+    for p in prods:
+        if p not in under:
+            require(
+                idx.block_order(p.name) < lorder,
+                prim,
+                f"producer {p.name} of block {block} runs after loop {loop}",
+            )
+    enclosing = [s for s in idx.ancestors(lpath) if isinstance(s, Loop)] + [lnode]
+    enclosing_names = {s.name for s in enclosing}
+    for p in under:
+        for it, b in zip(p.iters, p.bindings):
+            require(
+                not (it.kind == "R" and free_vars(b) & enclosing_names),
+                prim,
+                f"loop {loop} or a loop around it drives reduction iterator {it.var.name} of producer "
+                f"{p.name}: its result is not final inside the loop",
+            )
+    st = single_store(blk)
+    require(st is not None, prim, f"block {block} is not a single store (blockized?)")
+    iter_regions: Dict[str, Region] = {}
+    for p in under:
+        for bname in written_buffers(p):
+            loads = load_indices(blk, bname)
+            if not loads:
+                continue
+            buf = func.buffer(bname)
+            wregions = [
+                _access_region(idx, p, s_idx, lpath, buf.shape)
+                for b_, s_idx in p.writes()
+                if b_.name == bname
+            ]
+            merged = _merge(wregions, buf.shape)
+            for ix in loads:
+                names = _plain_iter_indices(ix, blk)
+                require(
+                    names is not None,
+                    prim,
+                    f"block {block} reads {bname}[{', '.join(map(str, ix))}]: each index must be a "
+                    "distinct spatial iterator",
+                )
+                for d, n in enumerate(names):
+                    prev = iter_regions.get(n)
+                    if prev is None:
+                        iter_regions[n] = merged[d]
+                    else:
+                        u = union(prev, merged[d])
+                        extent = blk.iter_of(n).extent
+                        iter_regions[n] = u if u is not None else (Const(0, "int64"), extent)
+    outer = _loop_ranges(idx, lpath)
+    outer[lnode.name] = (0, lnode.extent - 1)
+    new_func = remove_at(func, bpath)
+    nest, _ = _rebuild_block_nest(new_func, blk, iter_regions, outer)
+    idx2 = TreeIndex(new_func)
+    lpath2 = idx2.loop_path(loop)
+    return insert_at(new_func, lpath2, len(idx2.at(lpath2).body), (nest,))
+
+
+def _check_inlinable(func: PrimFunc, blk: Block, prim: str) -> Tuple[Store, List[str]]:
+    st = single_store(blk)
+    require(st is not None, prim, f"block {blk.name} is not a single store")
+    require(not blk.is_reduction and blk.init is None, prim, f"block {blk.name} is a reduction")
+    require(
+        st.buffer.name not in {b.name for b in func.params},
+        prim,
+        f"block {blk.name} writes the function output {st.buffer.name}",
+    )
+    dims = _plain_iter_indices(st.indices, blk)
+    require(
+        dims is not None and len(dims) == len(blk.iters),
+        prim,
+        f"block {blk.name} stores {st.buffer.name}[{', '.join(map(str, st.indices))}]: the indices must be "
+        "its iterators, each once",
+    )
+    require(
+        not any(ld.buffer.name == st.buffer.name for ld in _loads_of(st.value)),
+        prim,
+        f"block {blk.name} reads its own output",
+    )
+    others = [w.name for w in writers_of(func, st.buffer.name) if w.name != blk.name]
+    require(not others, prim, f"buffer {st.buffer.name} is also written by {others}")
+    return st, dims
+
+
+def _loads_of(e: Expr) -> List[Load]:
+    from ..ir.expr import loads
+
+    return loads(e)
+
+
+def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
+    """Inline an elementwise producer into every consumer and remove it."""
+    prim = "compute_inline"
+    idx = TreeIndex(func)
+    bpath, blk = lookup_block(idx, block, prim)
+    st, dims = _check_inlinable(func, blk, prim)
+    bname = st.buffer.name
+
+    def inline(ld: Load) -> Expr:
+        if ld.buffer.name != bname:
+            return ld
+        return substitute(st.value, dict(zip(dims, ld.indices)))
+
+    readers = readers_of(func, bname)
+    new_func = func
+    replaced = {}
+    for r in readers:
+        replaced[r.name] = map_block_exprs(r, lambda e: map_loads(e, inline))
+    from .tree import map_blocks
+
+    body = map_blocks(new_func.body, lambda b: replaced.get(b.name, b))
+    new_func = new_func.replace(body=body)
+    new_func = remove_at(new_func, TreeIndex(new_func).block_path(block))
+    allocs = tuple(b for b in new_func.allocs if b.name != bname)
+    return new_func.replace(allocs=allocs)
+
+
+def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
+    """Inline an elementwise consumer into its (elementwise) producer and remove it."""
+    prim = "reverse_compute_inline"
+    idx = TreeIndex(func)
+    bpath, blk = lookup_block(idx, block, prim)
+    cst = single_store(blk)
+    require(cst is not None, prim, f"block {block} is not a single store")
+    require(not blk.is_reduction and blk.init is None, prim, f"block {block} is a reduction")
+    params = {b.name for b in func.params}
+    inter = [b for b in read_buffers(blk) if b not in params and writers_of(func, b)]
+    require(len(inter) == 1, prim, f"block {block} must read exactly one intermediate buffer, reads {inter}")
+    bname = inter[0]
+    prods = writers_of(func, bname)
+    require(len(prods) == 1, prim, f"buffer {bname} has {len(prods)} writers")
+    prod = prods[0]
+    others = [r.name for r in readers_of(func, bname) if r.name != block]
+    require(not others, prim, f"buffer {bname} is also read by {others}")
+    pst, _ = _check_inlinable(func, prod, prim)
+    loads = load_indices(blk, bname)
+    first = loads[0]
+    names = _plain_iter_indices(first, blk)
+    require(
+        names is not None and len(names) == len(blk.iters) and all(ix == first for ix in loads),
+        prim,
+        f"block {block} must read {bname} at its own iterators, each once, in every access",
+    )
+    # consumer iterator at B's dimension d  ->  producer's store index d
+    mapping = {n: pst.indices[d] for d, n in enumerate(names)}
+
+    def fold(ld: Load) -> Expr:
+        return pst.value if ld.buffer.name == bname else ld
+
+    value = map_loads(substitute(cst.value, mapping), fold)
+    indices = tuple(substitute(i, mapping) for i in cst.indices)
+    new_prod = prod.replace(body=Store(cst.buffer, indices, value))
+    from .tree import replace_at
+
+    new_func = replace_at(func, TreeIndex(func).block_path(prod.name), (new_prod,))
+    new_func = remove_at(new_func, TreeIndex(new_func).block_path(block))
+    return new_func.replace(allocs=tuple(b for b in new_func.allocs if b.name != bname))

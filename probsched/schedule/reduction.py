@@ -1,0 +1,167 @@
+"""Reduction primitives: rfactor and decompose_reduction."""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ..ir.expr import BinOp, Const, Expr, Load, Var, all_of, binary, free_vars, substitute
+from ..ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store
+from .dataflow import single_store
+from .loops import lookup_block, lookup_loop
+from .tree import TreeIndex, all_names, fresh_name, insert_at, replace_at, require
+
+
+def _combiner(blk: Block, prim: str) -> Tuple[str, Expr, Store]:
+    """(op, source, store) of a block whose body is ``W[i] = op(W[i], source)``."""
+    st = single_store(blk)
+    require(st is not None and blk.init is not None, prim, f"block {blk.name} is not a reduction with an init")
+    acc = Load(st.buffer, st.indices)
+    v = st.value
+    if isinstance(v, BinOp) and v.op in ("add", "max", "min"):
+        if v.a == acc and acc not in _loads(v.b):
+            return v.op, v.b, st
+        if v.b == acc and acc not in _loads(v.a):
+            return v.op, v.a, st
+    raise_msg = f"block {blk.name}: body {st.buffer.name}[...] = {v} is not a recognised sum/max/min update"
+    require(False, prim, raise_msg)
+    raise AssertionError  # unreachable
+
+
+def _loads(e: Expr) -> list:
+    from ..ir.expr import loads
+
+    return loads(e)
+
+
+def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]:
+    """Factor the reduction over ``loop`` into a new buffer dimension; returns the rf block.
+
+    The rf block accumulates partial results ``W_rf[..., r, ...]`` with ``loop`` now a
+    spatial loop (so it can be parallelised or vectorised); a write-back block named like the
+    original reduces them into ``W``.
+    """
+    prim = "rfactor"
+    idx = TreeIndex(func)
+    lpath, lnode = lookup_loop(idx, loop, prim)
+    blocks = [b for b in idx.blocks_under(lpath)]
+    require(len(blocks) == 1, prim, f"loop {loop} must contain exactly one block, has {[b.name for b in blocks]}")
+    blk = blocks[0]
+    op, source, st = _combiner(blk, prim)
+    bound_iters = [it for it, b in zip(blk.iters, blk.bindings) if loop in free_vars(b)]
+    require(
+        len(bound_iters) == 1 and bound_iters[0].kind == "R",
+        prim,
+        f"loop {loop} must drive exactly one reduction iterator of block {blk.name}, drives "
+        f"{[it.var.name for it in bound_iters]}",
+    )
+    ndim = len(st.buffer.shape)
+    if factor_axis < 0:
+        factor_axis += ndim + 1
+    require(0 <= factor_axis <= ndim, prim, f"factor_axis {factor_axis} is out of range for {ndim} dimensions")
+    taken = all_names(func)
+    rf_name = fresh_name(taken, f"{st.buffer.name}_rf")
+    shape = list(st.buffer.shape)
+    shape.insert(factor_axis, lnode.extent)
+    rf_buf = Buffer(rf_name, tuple(shape), st.buffer.dtype)
+    iter_names = {it.var.name for it in blk.iters}
+    vrf = Var(fresh_name(iter_names, "v_rf"))
+    rf_idx = list(st.indices)
+    rf_idx.insert(factor_axis, vrf)
+    rf_idx = tuple(rf_idx)
+    rf_iters = tuple(it for it in blk.iters if it.kind == "S") + (IterVar(vrf, lnode.extent, "S"),) + tuple(
+        it for it in blk.iters if it.kind == "R"
+    )
+    bmap = {it.var.name: b for it, b in zip(blk.iters, blk.bindings)}
+    rf_bind = tuple(bmap[it.var.name] if it.var is not vrf else lnode.var for it in rf_iters)
+    rf_store = Store(rf_buf, rf_idx, binary(op, Load(rf_buf, rf_idx), source))
+    rf_init = Store(rf_buf, rf_idx, blk.init.value)
+    rf_block = Block(rf_name, rf_iters, rf_bind, rf_store, init=rf_init, predicate=blk.predicate)
+    bpath = idx.block_path(blk.name)
+    new_func = replace_at(func, bpath, (rf_block,))
+    new_func = new_func.replace(allocs=new_func.allocs + (rf_buf,))
+    # write-back: W[s] = op(W[s], W_rf[..., r, ...]) over spatial loops then r
+    taken = all_names(new_func)
+    loops = []
+    wb_iters = []
+    wb_bind = []
+    for it in blk.iters:
+        if it.kind != "S":
+            continue
+        ln = fresh_name(taken, f"ax{len(loops)}")
+        taken.add(ln)
+        loops.append((Var(ln), it.extent))
+        wb_iters.append(it)
+        wb_bind.append(Var(ln))
+    rl = fresh_name(taken, f"{loop}_rf")
+    loops.append((Var(rl), lnode.extent))
+    wb_iters.append(IterVar(vrf, lnode.extent, "R"))
+    wb_bind.append(Var(rl))
+    wb_store = Store(st.buffer, st.indices, binary(op, Load(st.buffer, st.indices), Load(rf_buf, rf_idx)))
+    wb = Block(blk.name, tuple(wb_iters), tuple(wb_bind), wb_store, init=blk.init)
+    stmt = wb
+    for v, e in reversed(loops):
+        stmt = Loop(v, e, "serial", (stmt,))
+    return insert_at(new_func, None, bpath[0] + 1, (stmt,)), rf_name
+
+
+def decompose_reduction(func: PrimFunc, block: str, loop: str) -> Tuple[PrimFunc, str]:
+    """Move a reduction's init into its own block placed just before ``loop``; returns it."""
+    prim = "decompose_reduction"
+    idx = TreeIndex(func)
+    bpath, blk = lookup_block(idx, block, prim)
+    lpath, lnode = lookup_loop(idx, loop, prim)
+    require(blk.init is not None, prim, f"block {block} has no init to decompose")
+    require(idx.is_ancestor(lpath, bpath), prim, f"loop {loop} is not around block {block}")
+    reduce_vars: set = set()
+    spatial_vars: set = set()
+    for it, b in zip(blk.iters, blk.bindings):
+        (reduce_vars if it.kind == "R" else spatial_vars).update(free_vars(b))
+    above = [s for s in idx.ancestors(lpath) if isinstance(s, Loop)]
+    for s in above:
+        require(
+            s.name not in reduce_vars,
+            prim,
+            f"loop {s.name} above {loop} drives a reduction iterator of block {block}; the init would "
+            "run more than once",
+        )
+    chain = [s for s in idx.ancestors(bpath) if isinstance(s, Loop)][len(above):]
+    taken = all_names(func)
+    copied = []
+    rename = {}
+    for s in chain:
+        if s.name in reduce_vars:
+            require(
+                s.name not in spatial_vars,
+                prim,
+                f"loop {s.name} drives both spatial and reduction iterators of block {block}",
+            )
+            continue
+        if s.name in spatial_vars:
+            n = fresh_name(taken, f"{s.name}_init")
+            taken.add(n)
+            rename[s.name] = Var(n)
+            copied.append((Var(n), s.extent))
+    spatial = [(it, b) for it, b in zip(blk.iters, blk.bindings) if it.kind == "S"]
+    conj = _conjuncts(blk.predicate)
+    keep = [substitute(c, rename) for c in conj if not (free_vars(c) & reduce_vars)]
+    init_name = fresh_name(taken, f"{block}_init")
+    init_blk = Block(
+        init_name,
+        tuple(it for it, _ in spatial),
+        tuple(substitute(b, rename) for _, b in spatial),
+        blk.init,
+        predicate=all_of(*keep),
+    )
+    stmt = init_blk
+    for v, e in reversed(copied):
+        stmt = Loop(v, e, "serial", (stmt,))
+    new_func = replace_at(func, bpath, (blk.replace(init=None),))
+    return insert_at(new_func, lpath[:-1] or None, lpath[-1], (stmt,)), init_name
+
+
+def _conjuncts(e: Expr) -> list:
+    if isinstance(e, BinOp) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    if isinstance(e, Const) and e.value is True:
+        return []
+    return [e]

@@ -1,0 +1,322 @@
+"""``Schedule``: the scheduled program, its primitives, and the instruction log.
+
+Every primitive checks its preconditions and raises :class:`~probsched.ScheduleError`
+naming the primitive, block and loop; a failed primitive leaves the schedule unchanged (the
+IR is immutable, so the old function simply stays). ``copy()`` is O(1) for the same reason.
+
+>>> import probsched as ps
+>>> A = ps.placeholder((32, 32), name="A")
+>>> B = ps.placeholder((32, 32), name="B")
+>>> k = ps.reduce_axis(32, name="k")
+>>> C = ps.compute((32, 32), lambda i, j: ps.sum(A[i, k] * B[k, j], axis=k), name="C")
+>>> sch = ps.Schedule(ps.create_func([A, B, C]))
+>>> c = sch.get_block("C")
+>>> i, j, kk = sch.get_loops(c)
+>>> i0, i1 = sch.split(i, [None, 8])
+>>> sch.reorder(i0, j, kk, i1)
+>>> sch.parallel(i0)
+>>> [l.name for l in sch.get_loops(c)]
+['i_0', 'j', 'k', 'i_1']
+>>> try:
+...     sch.parallel(kk)
+... except ps.ScheduleError as e:
+...     print(e)
+parallel: loop k is bound to a reduction iterator of block C; iterations would race on the accumulation (use rfactor first)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence, Union
+
+from ..ir.stmt import Block, Loop, PrimFunc
+from . import cache, compute_location, dataflow, loops, reduction
+from .instruction_trace import BlockRV, Instruction, LoopRV, ScheduleTrace
+from .tree import TreeIndex, children_of, iter_blocks, require
+
+LoopLike = Union[LoopRV, str]
+BlockLike = Union[BlockRV, str]
+
+
+def _name(x, kind: type, primitive: str) -> str:
+    if isinstance(x, kind):
+        return x.name
+    if isinstance(x, str):
+        return x
+    want = "block" if kind is BlockRV else "loop"
+    require(False, primitive, f"expected a {want} handle, got {x!r}")
+    raise AssertionError  # unreachable
+
+
+class Schedule:
+    """A function being scheduled: ``mod`` is the current program, ``trace`` the log."""
+
+    def __init__(self, func: PrimFunc) -> None:
+        if not isinstance(func, PrimFunc):
+            inner = getattr(func, "func", None)
+            if isinstance(inner, PrimFunc):  # a Workload
+                func = inner
+            else:
+                raise TypeError(f"Schedule needs a PrimFunc or a Workload, got {type(func).__name__}")
+        self._func = func
+        self._mod = func
+        self._trace = ScheduleTrace()
+        self._index: Optional[TreeIndex] = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def func(self) -> PrimFunc:
+        """The unscheduled function."""
+        return self._func
+
+    @property
+    def mod(self) -> PrimFunc:
+        """The scheduled function (a :class:`~probsched.PrimFunc`)."""
+        return self._mod
+
+    @property
+    def trace(self) -> ScheduleTrace:
+        """The instruction log."""
+        return self._trace
+
+    def copy(self) -> "Schedule":
+        """An independent schedule sharing the (immutable) IR: O(length of the log)."""
+        other = Schedule.__new__(Schedule)
+        other._func = self._func
+        other._mod = self._mod
+        other._trace = self._trace.copy()
+        other._index = self._index
+        return other
+
+    def _idx(self) -> TreeIndex:
+        if self._index is None or self._index.func is not self._mod:
+            self._index = TreeIndex(self._mod)
+        return self._index
+
+    def _record(self, kind: str, inputs: Sequence, attrs: dict, outputs: Sequence, decision: Any = None) -> None:
+        self._trace.append(Instruction(kind, inputs, attrs, outputs, decision))
+
+    def _set(self, mod: PrimFunc) -> None:
+        self._mod = mod
+
+    def __repr__(self) -> str:
+        return f"Schedule({self._func.name}, {len(self._trace)} instructions)"
+
+    def show(self) -> str:
+        """The scheduled program's text."""
+        return str(self._mod)
+
+    # ------------------------------------------------------------------ handles
+    def get_block(self, name: str) -> BlockRV:
+        """The block named ``name``."""
+        require(name in self._idx().blocks, "get_block", f"no block named {name!r} (blocks: {sorted(self._idx().blocks)})")
+        rv = BlockRV(name)
+        self._record("get_block", [name], {}, [rv])
+        return rv
+
+    def get_loop(self, name: str) -> LoopRV:
+        """The loop whose variable is ``name``."""
+        require(name in self._idx().loops, "get_loop", f"no loop named {name!r}")
+        rv = LoopRV(name)
+        self._record("get_loop", [name], {}, [rv])
+        return rv
+
+    def get_loops(self, block: BlockLike) -> List[LoopRV]:
+        """Loops around ``block``, outermost first."""
+        b = _name(block, BlockRV, "get_loops")
+        loops.lookup_block(self._idx(), b, "get_loops")
+        out = [LoopRV(l.name) for l in self._idx().loops_above(b)]
+        self._record("get_loops", [BlockRV(b)], {}, out)
+        return out
+
+    def get_child_blocks(self, parent: Union[BlockLike, LoopLike, None] = None) -> List[BlockRV]:
+        """Blocks directly under a loop or blockized block (or the whole function for None)."""
+        idx = self._idx()
+        if parent is None:
+            stmts = self._mod.body
+            inputs: list = []
+        elif isinstance(parent, LoopRV) or (isinstance(parent, str) and parent in idx.loops):
+            n = _name(parent, LoopRV, "get_child_blocks")
+            _, node = loops.lookup_loop(idx, n, "get_child_blocks")
+            stmts = node.body
+            inputs = [LoopRV(n)]
+        else:
+            n = _name(parent, BlockRV, "get_child_blocks")
+            _, node = loops.lookup_block(idx, n, "get_child_blocks")
+            stmts = children_of(node)
+            inputs = [BlockRV(n)]
+        out: List[BlockRV] = []
+
+        def visit(s) -> None:
+            if isinstance(s, Block):
+                out.append(BlockRV(s.name))
+            elif isinstance(s, Loop):
+                for c in s.body:
+                    visit(c)
+
+        for s in stmts:
+            visit(s)
+        self._record("get_child_blocks", inputs, {}, out)
+        return out
+
+    def get_producers(self, block: BlockLike) -> List[BlockRV]:
+        """Blocks that write what ``block`` reads."""
+        b = _name(block, BlockRV, "get_producers")
+        loops.lookup_block(self._idx(), b, "get_producers")
+        out = [BlockRV(x.name) for x in dataflow.producers(self._mod, b)]
+        self._record("get_producers", [BlockRV(b)], {}, out)
+        return out
+
+    def get_consumers(self, block: BlockLike) -> List[BlockRV]:
+        """Blocks that read what ``block`` writes."""
+        b = _name(block, BlockRV, "get_consumers")
+        loops.lookup_block(self._idx(), b, "get_consumers")
+        out = [BlockRV(x.name) for x in dataflow.consumers(self._mod, b)]
+        self._record("get_consumers", [BlockRV(b)], {}, out)
+        return out
+
+    def get(self, rv: Union[BlockRV, LoopRV]):
+        """The IR node a handle refers to (a :class:`Block` or :class:`Loop`)."""
+        idx = self._idx()
+        if isinstance(rv, BlockRV):
+            return loops.lookup_block(idx, rv.name, "get")[1]
+        return loops.lookup_loop(idx, _name(rv, LoopRV, "get"), "get")[1]
+
+    def blocks(self) -> List[str]:
+        """Names of every block, in program order."""
+        return [b.name for b in iter_blocks(self._mod.body)]
+
+    # ------------------------------------------------------------------ loop primitives
+    def split(self, loop: LoopLike, factors: Sequence[Optional[int]]) -> List[LoopRV]:
+        """Split ``loop`` into nested loops of the given extents (outer to inner); one may be None."""
+        n = _name(loop, LoopRV, "split")
+        factors = [None if f is None else _as_int(f) for f in factors]
+        mod, names = loops.split(self._mod, n, factors)
+        self._set(mod)
+        out = [LoopRV(x) for x in names]
+        self._record("split", [LoopRV(n)], {"factors": factors}, out)
+        return out
+
+    def fuse(self, *loop_rvs: LoopLike) -> LoopRV:
+        """Fuse directly nested loops, outermost first, into one."""
+        names = [_name(l, LoopRV, "fuse") for l in loop_rvs]
+        mod, name = loops.fuse(self._mod, names)
+        self._set(mod)
+        out = LoopRV(name)
+        self._record("fuse", [LoopRV(x) for x in names], {}, [out])
+        return out
+
+    def reorder(self, *loop_rvs: LoopLike) -> None:
+        """Put loops of one perfect nest in the given order."""
+        names = [_name(l, LoopRV, "reorder") for l in loop_rvs]
+        self._set(loops.reorder(self._mod, names))
+        self._record("reorder", [LoopRV(x) for x in names], {}, [])
+
+    def parallel(self, loop: LoopLike) -> None:
+        """Run ``loop``'s iterations on all cores (it must not drive a reduction)."""
+        self._kind("parallel", loop, "parallel")
+
+    def vectorize(self, loop: LoopLike) -> None:
+        """Mark an innermost, data-parallel loop for SIMD."""
+        self._kind("vectorize", loop, "vectorized")
+
+    def unroll(self, loop: LoopLike) -> None:
+        """Unroll ``loop`` in the generated source."""
+        self._kind("unroll", loop, "unrolled")
+
+    def _kind(self, prim: str, loop: LoopLike, kind: str) -> None:
+        n = _name(loop, LoopRV, prim)
+        self._set(loops.set_kind(self._mod, n, kind))
+        self._record(prim, [LoopRV(n)], {}, [])
+
+    def annotate(self, target: Union[BlockLike, LoopLike], key: str, value: Any) -> None:
+        """Attach ``key=value`` to a block or loop (e.g. ``pragma_auto_unroll_max_step``)."""
+        if isinstance(target, BlockRV) or (isinstance(target, str) and target in self._idx().blocks):
+            n = _name(target, BlockRV, "annotate")
+            self._set(loops.annotate_block(self._mod, n, key, value))
+            self._record("annotate", [BlockRV(n)], {"key": key, "value": value}, [])
+        else:
+            n = _name(target, LoopRV, "annotate")
+            self._set(loops.annotate_loop(self._mod, n, key, value))
+            self._record("annotate", [LoopRV(n)], {"key": key, "value": value}, [])
+
+    def unannotate(self, target: Union[BlockLike, LoopLike], key: str) -> None:
+        """Remove annotation ``key`` from a block or loop."""
+        if isinstance(target, BlockRV) or (isinstance(target, str) and target in self._idx().blocks):
+            n = _name(target, BlockRV, "unannotate")
+            self._set(loops.unannotate_block(self._mod, n, key))
+            self._record("unannotate", [BlockRV(n)], {"key": key}, [])
+        else:
+            n = _name(target, LoopRV, "unannotate")
+            self._set(loops.unannotate_loop(self._mod, n, key))
+            self._record("unannotate", [LoopRV(n)], {"key": key}, [])
+
+    # ------------------------------------------------------------------ compute location
+    def compute_at(self, block: BlockLike, loop: LoopLike) -> None:
+        """Move a producer under a loop of its consumers, computing only what they read there."""
+        b, l = _name(block, BlockRV, "compute_at"), _name(loop, LoopRV, "compute_at")
+        self._set(compute_location.compute_at(self._mod, b, l))
+        self._record("compute_at", [BlockRV(b), LoopRV(l)], {}, [])
+
+    def reverse_compute_at(self, block: BlockLike, loop: LoopLike) -> None:
+        """Move a consumer under a loop of its producers, over what they write there."""
+        b, l = _name(block, BlockRV, "reverse_compute_at"), _name(loop, LoopRV, "reverse_compute_at")
+        self._set(compute_location.reverse_compute_at(self._mod, b, l))
+        self._record("reverse_compute_at", [BlockRV(b), LoopRV(l)], {}, [])
+
+    def compute_inline(self, block: BlockLike) -> None:
+        """Inline an elementwise producer into its consumers."""
+        b = _name(block, BlockRV, "compute_inline")
+        self._set(compute_location.compute_inline(self._mod, b))
+        self._record("compute_inline", [BlockRV(b)], {}, [])
+
+    def reverse_compute_inline(self, block: BlockLike) -> None:
+        """Inline an elementwise consumer into its elementwise producer."""
+        b = _name(block, BlockRV, "reverse_compute_inline")
+        self._set(compute_location.reverse_compute_inline(self._mod, b))
+        self._record("reverse_compute_inline", [BlockRV(b)], {}, [])
+
+    # ------------------------------------------------------------------ caching
+    def cache_read(self, block: BlockLike, read_index: int, scope: str = "local") -> BlockRV:
+        """Read the ``read_index``-th input of ``block`` through a copy in ``scope``."""
+        b = _name(block, BlockRV, "cache_read")
+        mod, name = cache.cache_read(self._mod, b, read_index, scope)
+        self._set(mod)
+        out = BlockRV(name)
+        self._record("cache_read", [BlockRV(b)], {"read_index": read_index, "scope": scope}, [out])
+        return out
+
+    def cache_write(self, block: BlockLike, write_index: int = 0, scope: str = "local") -> BlockRV:
+        """Compute ``block`` into a copy in ``scope``, written back by the returned block."""
+        b = _name(block, BlockRV, "cache_write")
+        mod, name = cache.cache_write(self._mod, b, write_index, scope)
+        self._set(mod)
+        out = BlockRV(name)
+        self._record("cache_write", [BlockRV(b)], {"write_index": write_index, "scope": scope}, [out])
+        return out
+
+    # ------------------------------------------------------------------ reductions
+    def rfactor(self, loop: LoopLike, factor_axis: int = 0) -> BlockRV:
+        """Factor a reduction over ``loop`` into partial results; returns the rf block."""
+        n = _name(loop, LoopRV, "rfactor")
+        mod, name = reduction.rfactor(self._mod, n, factor_axis)
+        self._set(mod)
+        out = BlockRV(name)
+        self._record("rfactor", [LoopRV(n)], {"factor_axis": factor_axis}, [out])
+        return out
+
+    def decompose_reduction(self, block: BlockLike, loop: LoopLike) -> BlockRV:
+        """Move a reduction's init before ``loop`` as its own block; returns that block."""
+        b, l = _name(block, BlockRV, "decompose_reduction"), _name(loop, LoopRV, "decompose_reduction")
+        mod, name = reduction.decompose_reduction(self._mod, b, l)
+        self._set(mod)
+        out = BlockRV(name)
+        self._record("decompose_reduction", [BlockRV(b), LoopRV(l)], {}, [out])
+        return out
+
+
+def _as_int(x) -> int:
+    import numpy as np
+
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x)
+    return x  # let the primitive report the bad value with its context

@@ -1,0 +1,234 @@
+"""Navigation and functional rewriting of the (immutable) statement tree of a PrimFunc.
+
+A *path* is the tuple of child indices from the function body down to a statement: the
+first index selects a root statement, each next one a child of a loop (or of a blockized
+block's body). Rewrites rebuild only the nodes on the path; everything else is shared.
+
+>>> import probsched as ps
+>>> A = ps.placeholder((4, 4), name="A")
+>>> B = ps.compute((4, 4), lambda i, j: A[i, j] + 1.0, name="B")
+>>> idx = TreeIndex(ps.create_func([A, B]))
+>>> idx.loop_path("j"), idx.block_path("B")
+((0, 0), (0, 0, 0))
+>>> [l.name for l in idx.loops_above("B")]
+['i', 'j']
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+from ..errors import ScheduleError
+from ..ir.expr import Expr, free_vars, substitute
+from ..ir.stmt import Block, Loop, PrimFunc, Stmt
+
+Path = Tuple[int, ...]
+
+
+def children_of(s) -> tuple:
+    """Child statements of a loop or of a blockized block (whose body is a tuple)."""
+    if isinstance(s, Loop):
+        return s.body
+    if isinstance(s, Block) and isinstance(s.body, tuple):
+        return s.body
+    return ()
+
+
+def with_children(s, new_children: tuple):
+    """``s`` with its children replaced."""
+    if isinstance(s, Loop):
+        return s.replace(body=new_children)
+    if isinstance(s, Block):
+        return s.replace(body=new_children)
+    raise TypeError(f"{type(s).__name__} has no children")
+
+
+class TreeIndex:
+    """Name -> path lookups for one (immutable) function, built once in a single walk."""
+
+    def __init__(self, func: PrimFunc) -> None:
+        self.func = func
+        self.loops: Dict[str, Path] = {}
+        self.blocks: Dict[str, Path] = {}
+        self.order: Dict[str, int] = {}  # pre-order position of each named statement
+        n = 0
+        stack: List[Tuple[Path, object]] = [((i,), s) for i, s in reversed(list(enumerate(func.body)))]
+        while stack:
+            path, s = stack.pop()
+            if isinstance(s, Loop):
+                self.loops[s.name] = path
+                self.order["loop:" + s.name] = n
+            elif isinstance(s, Block):
+                self.blocks[s.name] = path
+                self.order["block:" + s.name] = n
+            n += 1
+            kids = children_of(s)
+            stack.extend((path + (i,), c) for i, c in reversed(list(enumerate(kids))))
+
+    def at(self, path: Path):
+        """The statement at ``path``."""
+        node = self.func.body[path[0]]
+        for i in path[1:]:
+            node = children_of(node)[i]
+        return node
+
+    def loop_path(self, name: str) -> Path:
+        """Path of the loop named ``name``."""
+        return self.loops[name]
+
+    def block_path(self, name: str) -> Path:
+        """Path of the block named ``name``."""
+        return self.blocks[name]
+
+    def loop(self, name: str) -> Loop:
+        """The loop named ``name``."""
+        return self.at(self.loops[name])
+
+    def block(self, name: str) -> Block:
+        """The block named ``name``."""
+        return self.at(self.blocks[name])
+
+    def ancestors(self, path: Path) -> list:
+        """Statements strictly above ``path``, outermost first."""
+        return [self.at(path[:k]) for k in range(1, len(path))]
+
+    def loops_above(self, block_name: str) -> list:
+        """Loops enclosing a block, outermost first (stops at an enclosing block)."""
+        out = []
+        for s in self.ancestors(self.blocks[block_name]):
+            if isinstance(s, Loop):
+                out.append(s)
+            else:
+                out = []  # loops outside an enclosing (blockized) block are not this block's
+        return out
+
+    def is_ancestor(self, outer: Path, inner: Path) -> bool:
+        """True when ``outer`` is a strict prefix of ``inner``."""
+        return len(outer) < len(inner) and inner[: len(outer)] == outer
+
+    def blocks_under(self, path: Path) -> list:
+        """Blocks inside the statement at ``path`` (including it if it is a block), in order."""
+        return [b for b in iter_blocks(self.at(path))]
+
+    def block_order(self, name: str) -> int:
+        """Pre-order position of a block (program order)."""
+        return self.order["block:" + name]
+
+
+def iter_blocks(s) -> Iterator[Block]:
+    """Blocks in ``s`` (a statement or tuple) in program order, nested ones included."""
+    if isinstance(s, tuple):
+        for x in s:
+            yield from iter_blocks(x)
+        return
+    if isinstance(s, Block):
+        yield s
+    for c in children_of(s):
+        yield from iter_blocks(c)
+
+
+def replace_at(func: PrimFunc, path: Path, new: tuple) -> PrimFunc:
+    """Splice ``new`` (zero or more statements) in place of the statement at ``path``."""
+
+    def rebuild(siblings: tuple, rest: Path) -> tuple:
+        i = rest[0]
+        if len(rest) == 1:
+            return siblings[:i] + tuple(new) + siblings[i + 1 :]
+        node = siblings[i]
+        return siblings[:i] + (with_children(node, rebuild(children_of(node), rest[1:])),) + siblings[i + 1 :]
+
+    return func.replace(body=rebuild(func.body, path))
+
+
+def insert_at(func: PrimFunc, parent: Optional[Path], position: int, new: tuple) -> PrimFunc:
+    """Insert statements as children of ``parent`` (None = function body) before ``position``."""
+
+    if parent is None or parent == ():
+        body = func.body[:position] + tuple(new) + func.body[position:]
+        return func.replace(body=body)
+
+    def rebuild(siblings: tuple, rest: Path) -> tuple:
+        i = rest[0]
+        node = siblings[i]
+        if len(rest) == 1:
+            kids = children_of(node)
+            return siblings[:i] + (with_children(node, kids[:position] + tuple(new) + kids[position:]),) + siblings[i + 1 :]
+        return siblings[:i] + (with_children(node, rebuild(children_of(node), rest[1:])),) + siblings[i + 1 :]
+
+    return func.replace(body=rebuild(func.body, parent))
+
+
+def remove_at(func: PrimFunc, path: Path) -> PrimFunc:
+    """Remove the statement at ``path`` and every loop left empty by that."""
+    func = replace_at(func, path, ())
+    # Walk up: a loop whose body became empty goes too.
+    p = path[:-1]
+    while p:
+        node = TreeIndex(func).at(p)
+        if isinstance(node, Loop) and not node.body:
+            func = replace_at(func, p, ())
+            p = p[:-1]
+        else:
+            break
+    return func
+
+
+def map_blocks(s, fn: Callable[[Block], Block]):
+    """Apply ``fn`` to every block in ``s`` (statement or tuple), rebuilding the tree."""
+    if isinstance(s, tuple):
+        return tuple(map_blocks(x, fn) for x in s)
+    if isinstance(s, Loop):
+        return s.replace(body=map_blocks(s.body, fn))
+    if isinstance(s, Block):
+        if isinstance(s.body, tuple):
+            s = s.replace(body=map_blocks(s.body, fn))
+        return fn(s)
+    return s
+
+
+def substitute_loop_vars(s, mapping: Dict[str, Expr]):
+    """Rewrite bindings and predicates of every block in ``s`` with a var -> expr mapping."""
+    if not mapping:
+        return s
+    keys = set(mapping)
+
+    def fix(b: Block) -> Block:
+        touched = any(free_vars(x) & keys for x in b.bindings) or bool(free_vars(b.predicate) & keys)
+        if not touched:
+            return b
+        return b.replace(
+            bindings=tuple(substitute(x, mapping) for x in b.bindings),
+            predicate=substitute(b.predicate, mapping),
+        )
+
+    return map_blocks(s, fix)
+
+
+def fresh_name(taken, base: str) -> str:
+    """``base`` or ``base_1``, ``base_2``... whichever is not in ``taken``."""
+    name, n = base, 0
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
+def all_names(func: PrimFunc) -> set:
+    """Every loop, block and buffer name of a function (block iterators are block-scoped)."""
+    idx = TreeIndex(func)
+    return set(idx.loops) | set(idx.blocks) | {b.name for b in func.params + func.allocs}
+
+
+def require(cond: bool, primitive: str, message: str) -> None:
+    """Raise :class:`ScheduleError` ``"<primitive>: <message>"`` unless ``cond``."""
+    if not cond:
+        raise ScheduleError(f"{primitive}: {message}")
+
+
+def stmt_label(s: Stmt) -> str:
+    """``loop i_0`` / ``block C`` for messages."""
+    if isinstance(s, Loop):
+        return f"loop {s.name}"
+    if isinstance(s, Block):
+        return f"block {s.name}"
+    return type(s).__name__
