@@ -331,9 +331,9 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
     prods = writers_of(func, bname)
     require(len(prods) == 1, prim, f"buffer {bname} has {len(prods)} writers")
     prod = prods[0]
-    others = [r.name for r in readers_of(func, bname) if r.name != block]
-    require(not others, prim, f"buffer {bname} is also read by {others}")
     pst, _ = _check_inlinable(func, prod, prim)
+    others = [r.name for r in readers_of(func, bname) if r.name not in (block, prod.name)]
+    require(not others, prim, f"buffer {bname} is also read by {others}")
     loads = load_indices(blk, bname)
     first = loads[0]
     names = _plain_iter_indices(first, blk)

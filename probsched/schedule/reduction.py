@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 from ..ir.expr import BinOp, Const, Expr, Load, Var, all_of, binary, free_vars, substitute
 from ..ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store
-from .dataflow import single_store
+from .dataflow import readers_of, single_store
 from .loops import lookup_block, lookup_loop
 from .tree import TreeIndex, all_names, fresh_name, insert_at, replace_at, require
 
@@ -54,10 +54,32 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
         f"loop {loop} must drive exactly one reduction iterator of block {blk.name}, drives "
         f"{[it.var.name for it in bound_iters]}",
     )
+    root = idx.block_path(blk.name)[0]
+    for r in readers_of(func, st.buffer.name):
+        require(
+            r.name == blk.name or idx.block_path(r.name)[0] != root,
+            prim,
+            f"block {r.name} reads {st.buffer.name} inside the loop nest of block {blk.name}; the "
+            "write-back of the factored reduction would come after it",
+        )
     ndim = len(st.buffer.shape)
     if factor_axis < 0:
         factor_axis += ndim + 1
     require(0 <= factor_axis <= ndim, prim, f"factor_axis {factor_axis} is out of range for {ndim} dimensions")
+    # Every loop that drives a reduction iterator becomes an iterator of the rf block: ``loop``
+    # a spatial one, the others reduction ones; the old reduction iterators are rewritten
+    # through their bindings. The init then runs once per rf slot, as it must.
+    loops_above = {l.name: l for l in idx.loops_above(blk.name)}
+    spatial_loops = set()
+    reduce_loops: list = []
+    for it, b in zip(blk.iters, blk.bindings):
+        for v in sorted(free_vars(b)):
+            if it.kind == "S":
+                spatial_loops.add(v)
+            elif v not in reduce_loops:
+                reduce_loops.append(v)
+    mixed = spatial_loops & set(reduce_loops)
+    require(not mixed, prim, f"loop(s) {sorted(mixed)} drive both spatial and reduction iterators of block {blk.name}")
     taken = all_names(func)
     rf_name = fresh_name(taken, f"{st.buffer.name}_rf")
     shape = list(st.buffer.shape)
@@ -65,14 +87,24 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
     rf_buf = Buffer(rf_name, tuple(shape), st.buffer.dtype)
     iter_names = {it.var.name for it in blk.iters}
     vrf = Var(fresh_name(iter_names, "v_rf"))
+    iter_names.add(vrf.name)
+    loop_to_iter = {loop: vrf}
+    new_reduce = []
+    for l in reduce_loops:
+        if l == loop:
+            continue
+        v = Var(fresh_name(iter_names, f"v_{l}"))
+        iter_names.add(v.name)
+        loop_to_iter[l] = v
+        new_reduce.append((IterVar(v, loops_above[l].extent, "R"), Var(l)))
+    old_reduce = {it.var.name: substitute(b, loop_to_iter) for it, b in zip(blk.iters, blk.bindings) if it.kind == "R"}
+    source = substitute(source, old_reduce)
     rf_idx = list(st.indices)
     rf_idx.insert(factor_axis, vrf)
     rf_idx = tuple(rf_idx)
-    rf_iters = tuple(it for it in blk.iters if it.kind == "S") + (IterVar(vrf, lnode.extent, "S"),) + tuple(
-        it for it in blk.iters if it.kind == "R"
-    )
-    bmap = {it.var.name: b for it, b in zip(blk.iters, blk.bindings)}
-    rf_bind = tuple(bmap[it.var.name] if it.var is not vrf else lnode.var for it in rf_iters)
+    spatial = [(it, b) for it, b in zip(blk.iters, blk.bindings) if it.kind == "S"]
+    rf_iters = tuple(it for it, _ in spatial) + (IterVar(vrf, lnode.extent, "S"),) + tuple(it for it, _ in new_reduce)
+    rf_bind = tuple(b for _, b in spatial) + (lnode.var,) + tuple(b for _, b in new_reduce)
     rf_store = Store(rf_buf, rf_idx, binary(op, Load(rf_buf, rf_idx), source))
     rf_init = Store(rf_buf, rf_idx, blk.init.value)
     rf_block = Block(rf_name, rf_iters, rf_bind, rf_store, init=rf_init, predicate=blk.predicate)
@@ -97,7 +129,15 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
     wb_iters.append(IterVar(vrf, lnode.extent, "R"))
     wb_bind.append(Var(rl))
     wb_store = Store(st.buffer, st.indices, binary(op, Load(st.buffer, st.indices), Load(rf_buf, rf_idx)))
-    wb = Block(blk.name, tuple(wb_iters), tuple(wb_bind), wb_store, init=blk.init)
+    # Slots of ``loop`` that no unguarded iteration reaches were never initialised: skip them.
+    # Split guards are monotone in each loop, so a slot is live iff it is with the other
+    # reduction loops at 0.
+    live = [
+        substitute(c, {**{l: Const(0, "int64") for l in reduce_loops if l != loop}, loop: Var(rl)})
+        for c in _conjuncts(blk.predicate)
+        if loop in free_vars(c) and free_vars(c) <= set(reduce_loops)
+    ]
+    wb = Block(blk.name, tuple(wb_iters), tuple(wb_bind), wb_store, init=blk.init, predicate=all_of(*live))
     stmt = wb
     for v, e in reversed(loops):
         stmt = Loop(v, e, "serial", (stmt,))

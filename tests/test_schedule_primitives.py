@@ -1,0 +1,311 @@
+"""Each schedule primitive: what it does (checked with the IR interpreter) and every precondition."""
+
+import numpy as np
+import pytest
+
+import probsched as ps
+from probsched.ir.interpreter import evaluate
+
+
+def matmul_relu(n=10, m=9, k=12):
+    A = ps.placeholder((n, k), name="A")
+    B = ps.placeholder((k, m), name="B")
+    r = ps.reduce_axis(k, name="k")
+    C = ps.compute((n, m), lambda i, j: ps.sum(A[i, r] * B[r, j], axis=r), name="C")
+    D = ps.compute((n, m), lambda i, j: ps.maximum(C[i, j], 0.0), name="D")
+    return ps.create_func([A, B, D], name="mm_relu")
+
+
+def pad_conv1d():
+    X = ps.placeholder((12, 3), name="X")
+    W = ps.placeholder((3, 3, 4), name="W")
+    P = ps.compute((14, 3), lambda l, c: ps.if_then_else(ps.all_of(l >= 1, l < 13), X[l - 1, c], 0.0), name="P")
+    rl = ps.reduce_axis(3, name="rl")
+    rc = ps.reduce_axis(3, name="rc")
+    O = ps.compute((6, 4), lambda l, co: ps.sum(P[l * 2 + rl, rc] * W[rl, rc, co], axis=[rl, rc]), name="O")
+    return ps.create_func([X, W, O], name="conv1d")
+
+
+def reference_of(func, rng_seed=0):
+    rng = np.random.default_rng(rng_seed)
+    inputs = [
+        (rng.uniform(0.5, 1.5, b.shape) * rng.choice([-1, 1], b.shape)).astype(b.dtype) for b in func.input_buffers()
+    ]
+    return inputs, evaluate(func, *inputs)
+
+
+def assert_same(sch):
+    inputs, expected = reference_of(sch.func)
+    got = evaluate(sch.mod, *inputs)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+def refuses(sch, fn, *fragments):
+    before_mod, before_len = sch.mod, len(sch.trace)
+    with pytest.raises(ps.ScheduleError) as info:
+        fn()
+    for f in fragments:
+        assert f in str(info.value), str(info.value)
+    assert sch.mod is before_mod and len(sch.trace) == before_len
+    return str(info.value)
+
+
+# ----------------------------------------------------------------------------- handles
+
+
+def test_handles_and_queries():
+    sch = ps.Schedule(matmul_relu())
+    c, d = sch.get_block("C"), sch.get_block("D")
+    assert [l.name for l in sch.get_loops(c)] == ["i", "j", "k"]
+    assert sch.get_producers(d) == [c]
+    assert sch.get_consumers(c) == [d]
+    assert sch.get_child_blocks() == [c, d]
+    assert sch.get_child_blocks(sch.get_loops(d)[0]) == [d]
+    refuses(sch, lambda: sch.get_block("nope"), "get_block", "nope", "C", "D")
+
+
+def test_copy_is_independent():
+    sch = ps.Schedule(matmul_relu())
+    other = sch.copy()
+    sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 4])
+    assert other.mod == other.func and sch.mod != sch.func
+    assert len(other.trace) == 0
+
+
+# ----------------------------------------------------------------------------- split / fuse / reorder
+
+
+def test_split_divisible_and_guarded():
+    sch = ps.Schedule(matmul_relu())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    outs = sch.split(i, [None, 4])  # 10 = 3 * 4 with a guard
+    assert [sch.get(l).extent for l in outs] == [3, 4]
+    assert "i_0 * 4 + i_1 < 10" in str(sch.mod)
+    sch.split(k, [2, 3, 2])  # 12 = 2 * 3 * 2: no guard
+    assert "k_0 * 6 + k_1 * 2 + k_2" in str(sch.mod) and "< 12" not in str(sch.mod)
+    assert_same(sch)
+
+
+def test_split_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    i = sch.get_loops(sch.get_block("C"))[0]
+    refuses(sch, lambda: sch.split(i, [4]), "split", "loop i", "at least two")
+    refuses(sch, lambda: sch.split(i, [None, None]), "at most one factor may be None")
+    refuses(sch, lambda: sch.split(i, [0, None]), "factor 0")
+    refuses(sch, lambda: sch.split(i, [2, 4]), "multiply to 8, less than the extent 10")
+    refuses(sch, lambda: sch.split("zz", [2, None]), "loop zz does not exist")
+
+
+def test_fuse_and_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    f = sch.fuse(i, j)
+    assert sch.get(f).extent == 90
+    assert_same(sch)
+    i2, j2 = sch.get_loops(sch.get_block("D"))
+    refuses(sch, lambda: sch.fuse(i2), "at least two loops")
+    refuses(sch, lambda: sch.fuse(f, j2), "not directly nested")
+
+
+def test_reorder_and_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(k, i, j)
+    assert [l.name for l in sch.get_loops(sch.get_block("C"))] == ["k", "i", "j"]
+    assert_same(sch)
+    i2, j2 = sch.get_loops(sch.get_block("D"))
+    refuses(sch, lambda: sch.reorder(i, i), "listed twice")
+    refuses(sch, lambda: sch.reorder(i, j2), "not in one loop nest")
+    # an imperfect nest: after cache_write + reverse_compute_at, loop j holds two nests
+    sch2 = ps.Schedule(matmul_relu())
+    i, j, k = sch2.get_loops(sch2.get_block("C"))
+    cw = sch2.cache_write(sch2.get_block("C"), 0, "local")
+    sch2.reverse_compute_at(cw, j)
+    refuses(sch2, lambda: sch2.reorder(k, i), "not perfectly nested")
+
+
+# ----------------------------------------------------------------------------- loop kinds
+
+
+def test_parallel_vectorize_unroll():
+    sch = ps.Schedule(matmul_relu())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(i, k, j)
+    sch.parallel(i)
+    sch.vectorize(j)
+    sch.unroll(k)
+    kinds = [sch.get(l).kind for l in (i, k, j)]
+    assert kinds == ["parallel", "unrolled", "vectorized"]
+    assert_same(sch)
+
+
+def test_loop_kind_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    refuses(sch, lambda: sch.parallel(k), "parallel", "loop k", "reduction iterator of block C")
+    refuses(sch, lambda: sch.vectorize(i), "vectorize", "not innermost")
+    refuses(sch, lambda: sch.vectorize(k), "reduction iterator")
+
+
+def test_annotate_and_unannotate():
+    sch = ps.Schedule(matmul_relu())
+    c = sch.get_block("C")
+    i = sch.get_loops(c)[0]
+    sch.annotate(i, "pragma_auto_unroll_max_step", 64)
+    sch.annotate(c, "meta_schedule.tiling_structure", "SSRSRS")
+    assert sch.get(i).annotation("pragma_auto_unroll_max_step") == 64
+    assert sch.get(c).annotation("meta_schedule.tiling_structure") == "SSRSRS"
+    sch.unannotate(i, "pragma_auto_unroll_max_step")
+    assert sch.get(i).annotations == ()
+    refuses(sch, lambda: sch.unannotate(i, "nope"), "unannotate", "no annotation 'nope'")
+
+
+# ----------------------------------------------------------------------------- compute location
+
+
+def test_compute_at_shrinks_the_producer_region():
+    sch = ps.Schedule(pad_conv1d())
+    o = sch.get_block("O")
+    l, co, rl, rc = sch.get_loops(o)
+    l0, l1 = sch.split(l, [None, 2])
+    sch.compute_at(sch.get_block("P"), l0)
+    # one l0 iteration needs rows l0*4 .. l0*4+4 of P (two outputs, stride 2, kernel 3)
+    assert f'block("P", v_l=S(14, {l0.name} * 4 + ax0)' in str(sch.mod)
+    assert sch.get(sch.get_loops(sch.get_block("P"))[1]).extent == 5
+    assert_same(sch)
+
+
+def test_compute_at_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    c, d = sch.get_block("C"), sch.get_block("D")
+    i, j, k = sch.get_loops(c)
+    refuses(sch, lambda: sch.compute_at(d, i), "compute_at", "block D has no consumer")
+    refuses(sch, lambda: sch.compute_at(c, k), "already under loop k")
+    sch2 = ps.Schedule(pad_conv1d())
+    p, o = sch2.get_block("P"), sch2.get_block("O")
+    p_loop, o_loop = sch2.get_loops(p)[0], sch2.get_loops(o)[0]
+    refuses(sch2, lambda: sch2.compute_at(p, p_loop), "already under")
+    refuses(sch2, lambda: sch2.reverse_compute_at(o, p_loop), "reads P[v_l * 2 + v_rl, v_rc]", "distinct spatial iterator")
+    # the producer must come first: O's loop precedes nothing that P could be moved under
+    refuses(sch2, lambda: sch2.compute_at(o, p_loop), "block O has no consumer")
+
+
+def test_reverse_compute_at_and_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    c, d = sch.get_block("C"), sch.get_block("D")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])
+    sch.reverse_compute_at(d, i0)
+    assert [l.name for l in sch.get_loops(d)][0] == "i_0"
+    assert_same(sch)
+    sch2 = ps.Schedule(matmul_relu())
+    c, d = sch2.get_block("C"), sch2.get_block("D")
+    i, j, k = sch2.get_loops(c)
+    d_loop = sch2.get_loops(d)[0]
+    refuses(sch2, lambda: sch2.reverse_compute_at(d, k), "reverse_compute_at", "loop k", "reduction iterator")
+    refuses(sch2, lambda: sch2.reverse_compute_at(c, d_loop), "comes before loop")
+
+
+def test_compute_inline_and_preconditions():
+    sch = ps.Schedule(pad_conv1d())
+    sch.compute_inline(sch.get_block("P"))
+    assert "P" not in [b.name for b in sch.mod.allocs]
+    assert sch.blocks() == ["O"]
+    assert_same(sch)
+    sch2 = ps.Schedule(matmul_relu())
+    c, d = sch2.get_block("C"), sch2.get_block("D")
+    refuses(sch2, lambda: sch2.compute_inline(c), "compute_inline", "block C is a reduction")
+    refuses(sch2, lambda: sch2.compute_inline(d), "writes the function output D")
+
+
+def test_reverse_compute_inline_and_preconditions():
+    A = ps.placeholder((6, 5), name="A")
+    B = ps.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B")
+    C = ps.compute((6, 5), lambda i, j: ps.exp(B[i, j]) + 1.0, name="C")
+    sch = ps.Schedule(ps.create_func([A, C]))
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert sch.blocks() == ["B"] and "exp(A[" in str(sch.mod)
+    assert_same(sch)
+    sch2 = ps.Schedule(matmul_relu())
+    c, d = sch2.get_block("C"), sch2.get_block("D")
+    refuses(sch2, lambda: sch2.reverse_compute_inline(d), "reverse_compute_inline", "block C is a reduction")
+    refuses(sch2, lambda: sch2.reverse_compute_inline(c), "block C is a reduction")
+    sch3 = ps.Schedule(ps.create_func([A, C]))
+    b = sch3.get_block("B")
+    refuses(sch3, lambda: sch3.reverse_compute_inline(b), "block B must read exactly one intermediate buffer")
+
+
+# ----------------------------------------------------------------------------- caches
+
+
+def test_cache_read_write_with_compaction():
+    from probsched.schedule.compact import compact_local_buffers
+
+    sch = ps.Schedule(matmul_relu())
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 3])
+    sch.reorder(i0, j0, k, i1, j1)
+    cw = sch.cache_write(c, 0, "local")
+    sch.reverse_compute_at(cw, j0)
+    cr = sch.cache_read(c, 1, "local")
+    sch.compute_at(cr, k)
+    assert_same(sch)
+    compact = compact_local_buffers(sch.mod)
+    assert compact.buffer("C_local").shape == (4, 3)
+    assert compact.buffer("B_local").shape == (1, 3)
+
+
+def test_cache_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    c = sch.get_block("C")
+    refuses(sch, lambda: sch.cache_read(c, 5, "local"), "cache_read", "block C reads 2 buffer(s)", "read_index 5")
+    refuses(sch, lambda: sch.cache_read(c, 0, "shared"), "scope 'shared'")
+    refuses(sch, lambda: sch.cache_write(c, 3, "local"), "cache_write", "write_index 3")
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def test_rfactor_and_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    k0, k1 = sch.split(k, [None, 5])  # 12 = 3 * 5 with a guard: one slot is partly empty
+    rf = sch.rfactor(k1, factor_axis=0)
+    assert sch.mod.buffer("C_rf").shape == (5, 10, 9)
+    sch.reorder(k1, sch.get_loops(rf)[0])
+    sch.parallel(k1)
+    assert_same(sch)
+    sch2 = ps.Schedule(matmul_relu())
+    i, j, k = sch2.get_loops(sch2.get_block("C"))
+    refuses(sch2, lambda: sch2.rfactor(i), "rfactor", "loop i must drive exactly one reduction iterator")
+    d_loop = sch2.get_loops(sch2.get_block("D"))[0]
+    refuses(sch2, lambda: sch2.rfactor(d_loop), "block D is not a reduction")
+
+
+def test_rfactor_slot_without_iterations_is_skipped():
+    sch = ps.Schedule(matmul_relu())
+    k = sch.get_loops(sch.get_block("C"))[2]
+    k0, k1 = sch.split(k, [5, 5])  # slots k_0 = 3, 4 never run (12 < 15)
+    sch.rfactor(k0)
+    assert_same(sch)
+
+
+def test_decompose_reduction_and_preconditions():
+    sch = ps.Schedule(matmul_relu())
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    init = sch.decompose_reduction(c, k)
+    assert sch.get(c).init is None and init.name == "C_init"
+    assert_same(sch)
+    refuses(sch, lambda: sch.decompose_reduction(c, k), "decompose_reduction", "block C has no init")
+    sch2 = ps.Schedule(matmul_relu())
+    c = sch2.get_block("C")
+    i, j, k = sch2.get_loops(c)
+    sch2.reorder(k, i)
+    d_loop = sch2.get_loops(sch2.get_block("D"))[0]
+    refuses(sch2, lambda: sch2.decompose_reduction(c, i), "loop k above i drives a reduction iterator")
+    refuses(sch2, lambda: sch2.decompose_reduction(c, d_loop), "is not around block C")
