@@ -49,3 +49,6 @@ from .te import (  # noqa: F401
     sum,
 )
 from .schedule import BlockRV, LoopRV, Schedule, ScheduleTrace  # noqa: F401
+from .codegen import Kernel, build, register_stmt_emitter  # noqa: F401,E402
+from .target import Target  # noqa: F401,E402
+from . import workloads  # noqa: E402,F401

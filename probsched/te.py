@@ -21,6 +21,7 @@ def mm(A: float32[4, 8], B: float32[8, 3], C: float32[4, 3]):
 from __future__ import annotations
 
 import inspect
+import threading
 import weakref
 from typing import Callable, Optional, Sequence, Union
 
@@ -43,8 +44,11 @@ from .ir.expr import (
 )
 from .ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store
 
-# Buffers belong to exactly one tensor; loads reference the buffer object itself.
+# Buffers belong to exactly one tensor; loads reference the buffer object itself. While a
+# compute's body is being built, every tensor indexed is recorded (strongly) so the compute
+# keeps its inputs alive even when they were temporaries.
 _TENSOR_OF_BUFFER: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
+_INDEXED = threading.local()
 
 
 class Tensor:
@@ -83,6 +87,9 @@ class Tensor:
                 f"tensor {self.name} has {self.ndim} dimensions (shape {self.shape}) but is "
                 f"indexed with {len(indices)} indices"
             )
+        stack = getattr(_INDEXED, "stack", None)
+        if stack:
+            stack[-1][id(self.buffer)] = self
         try:
             return Load(self.buffer, indices)
         except IRError as exc:
@@ -129,11 +136,16 @@ class Reduce(Expr):
 
 
 class ComputeOp:
-    """What a computed tensor holds: its axes and body expression."""
+    """What a computed tensor holds: its axes, body expression and the tensors it reads."""
 
-    def __init__(self, axes: tuple, body: Expr) -> None:
+    def __init__(self, axes: tuple, body: Expr, inputs: dict) -> None:
         self.axes = axes
         self.body = body
+        self.inputs = inputs  # id(buffer) -> Tensor, strong references
+
+    def producer_of(self, buffer: Buffer) -> Optional["Tensor"]:
+        """The tensor whose buffer a load of this body reads."""
+        return self.inputs.get(id(buffer)) or _TENSOR_OF_BUFFER.get(id(buffer))
 
 
 def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:
@@ -222,10 +234,17 @@ def min(expr, axis=None, where=None) -> Reduce:  # noqa: A001
     return _reduction("min", expr, axis, where)
 
 
-def compute(shape: Sequence[int], fcompute: Callable[..., Expr], name: str = "compute", dtype: Optional[str] = None) -> Tensor:
+def compute(
+    shape: Sequence[int],
+    fcompute: Callable[..., Expr],
+    name: str = "compute",
+    dtype: Optional[str] = None,
+    axis_names: Optional[Sequence[str]] = None,
+) -> Tensor:
     """A tensor whose element at each index is ``fcompute(*index)``.
 
-    The axis variables are named after ``fcompute``'s parameters. ``dtype`` casts the body.
+    The axis variables are named ``axis_names`` or else after ``fcompute``'s parameters.
+    ``dtype`` casts the body.
 
     >>> import probsched as ps
     >>> A = ps.placeholder((3,), name="A")
@@ -238,7 +257,11 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Expr], name: str = "co
         params = list(inspect.signature(fcompute).parameters.values())
     except (TypeError, ValueError):
         params = []
-    if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL or len(params) != len(shape):
+    if axis_names is not None:
+        axis_names = list(axis_names)
+        if len(axis_names) != len(shape):
+            raise FrontEndError(f"compute {name}: {len(axis_names)} axis names for {len(shape)} dimensions")
+    elif params and params[0].kind == inspect.Parameter.VAR_POSITIONAL or len(params) != len(shape):
         if params and params[0].kind != inspect.Parameter.VAR_POSITIONAL:
             raise FrontEndError(
                 f"compute {name}: fcompute takes {len(params)} arguments but the shape {shape} has "
@@ -247,12 +270,20 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Expr], name: str = "co
         axis_names = [f"i{d}" for d in range(len(shape))]
     else:
         axis_names = [p.name for p in params]
-    axes = tuple(Var(n) for n in axis_names)
+    try:
+        axes = tuple(Var(n) for n in axis_names)
+    except IRError as exc:
+        raise FrontEndError(f"compute {name}: {exc}") from None
+    if not hasattr(_INDEXED, "stack"):
+        _INDEXED.stack = []
+    _INDEXED.stack.append({})
     try:
         body = fcompute(*axes)
         body = as_expr(body)
     except IRError as exc:
         raise FrontEndError(f"compute {name}: {exc}") from None
+    finally:
+        inputs = _INDEXED.stack.pop()
     if isinstance(body, Reduce):
         _check_no_nested_reduce(name, body.source)
     else:
@@ -260,7 +291,7 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Expr], name: str = "co
     out_dtype = dtype or body.dtype
     if out_dtype == BOOL:
         raise FrontEndError(f"compute {name}: the body {body} is boolean; cast it with ps.cast")
-    return Tensor(Buffer(name, shape, out_dtype), ComputeOp(axes, body))
+    return Tensor(Buffer(name, shape, out_dtype), ComputeOp(axes, body, inputs))
 
 
 def _check_no_nested_reduce(name: str, e: Expr) -> None:
@@ -300,7 +331,7 @@ def _stage_order(outputs: Sequence[Tensor]) -> list:
             raise FrontEndError(f"cycle through tensor {t.name}: {' -> '.join(path)}")
         state[id(t)] = "active"
         for ld in _body_loads(t.op.body):
-            producer = _TENSOR_OF_BUFFER.get(id(ld.buffer))
+            producer = t.op.producer_of(ld.buffer)
             if producer is None:
                 raise FrontEndError(f"compute {t.name} reads buffer {ld.buffer.name}, which is no tensor")
             visit(producer, path + (producer.name,))
@@ -399,7 +430,7 @@ def create_func(tensors: Sequence[Tensor], name: str = "main") -> PrimFunc:
     listed = {id(t) for t in tensors}
     for st in stages:
         for ld in _body_loads(st.op.body):
-            producer = _TENSOR_OF_BUFFER[id(ld.buffer)]
+            producer = st.op.producer_of(ld.buffer)
             if producer.op is None and id(producer) not in listed:
                 raise FrontEndError(
                     f"create_func: placeholder {producer.name} is read by {st.name} but is not in the "

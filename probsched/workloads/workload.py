@@ -1,0 +1,245 @@
+"""The :class:`Workload`: a tensor program with its inputs, numpy reference, FLOPs and tolerance.
+
+Conventions shared by every workload of the suite:
+
+- **FLOPs**: 2 per multiply-add of the main reduction, plus 1 per element-wise arithmetic
+  operation of every other stage (a ``max``/``sum`` reduction step, ``+``, ``*``, ``/``,
+  ``exp``, ``sqrt``, ``relu``). Padding and transposes move data and count 0.
+- **Tolerance**: an output ``got`` matches ``expected`` when
+  ``|got - expected| <= atol + rtol * |expected|`` elementwise (NaN never matches), with
+  ``rtol = 1e-4`` and ``atol = 1e-4 * sqrt(L)``, L the length of the main reduction (1 if
+  none). Float32 accumulation error of L terms of magnitude <= 1 grows like ``eps * L``
+  (about 6e-8 * L, well under the bound), while inputs are bounded away from zero
+  (``|x| >= 0.5``), so one missing or misplaced product moves an output by ~0.25 or more:
+  far outside ``atol`` even for L = 8192. Two workloads override this: softmax, whose
+  outputs are normalised (``atol = 1e-6``), and the 2-norm, a sum of L *positive* terms
+  whose rounding errors do not cancel (``rtol = max(1e-4, L * 2**-24 / 32)``).
+- **Inputs** are float32, never exactly zero: ``|x|`` uniform in ``[0.5, 1]`` with a
+  random sign unless a workload says otherwise.
+
+>>> import numpy as np
+>>> from probsched.workloads import matmul
+>>> w = matmul(4, 3, 5)
+>>> w.name, w.flops, w.output_shapes
+('matmul(n=4, m=3, k=5, batch=1)', 120, ((1, 4, 3),))
+>>> x, y = w.random_inputs(np.random.default_rng(0))
+>>> w.check(w.reference(x, y), w.reference(x, y))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from ..ir.stmt import Buffer, PrimFunc
+
+RTOL = 1e-4
+ATOL_PER_SQRT_TERM = 1e-4
+
+Sampler = Callable[[np.random.Generator, Tuple[int, ...]], np.ndarray]
+RngLike = Union[np.random.Generator, int, None]
+
+
+def tolerance(reduction_length: int) -> Tuple[float, float]:
+    """``(rtol, atol)`` for a main reduction of ``reduction_length`` terms.
+
+    >>> tolerance(10000)
+    (0.0001, 0.01)
+    """
+    return RTOL, ATOL_PER_SQRT_TERM * math.sqrt(max(1, int(reduction_length)))
+
+
+def signed_uniform(lo: float = 0.5, hi: float = 1.0) -> Sampler:
+    """A sampler of float32 arrays with ``|x|`` uniform in ``[lo, hi]`` and a random sign.
+
+    With ``lo > 0`` no element is zero, so a kernel that skips a term cannot go unnoticed.
+
+    >>> a = signed_uniform()(np.random.default_rng(0), (1000,))
+    >>> a.dtype, bool(np.abs(a).min() >= 0.5), bool((a < 0).any() and (a > 0).any())
+    (dtype('float32'), True, True)
+    """
+    if not 0 < lo <= hi:
+        raise ValueError(f"signed_uniform: need 0 < lo <= hi, got lo={lo}, hi={hi}")
+
+    def sample(rng: np.random.Generator, shape: Tuple[int, ...]) -> np.ndarray:
+        mag = rng.uniform(lo, hi, size=shape)
+        sign = np.where(rng.random(size=shape) < 0.5, -1.0, 1.0)
+        return (mag * sign).astype(np.float32)
+
+    return sample
+
+
+DEFAULT_SAMPLER: Sampler = signed_uniform()
+
+
+def _as_tuple(x) -> tuple:
+    if isinstance(x, np.ndarray):
+        return (x,)
+    return tuple(x)
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """A tensor program of the suite (or a factory call) with everything needed to check it.
+
+    Equality and hashing are structural over name, params, function, FLOPs and tolerance;
+    the reference and samplers are plain functions and do not take part.
+    """
+
+    name: str
+    func: PrimFunc
+    flops: int
+    params: tuple
+    reference_fn: Callable[..., Tuple[np.ndarray, ...]] = field(repr=False)
+    rtol: float = RTOL
+    atol: float = ATOL_PER_SQRT_TERM
+    samplers: Mapping[str, Sampler] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ identity
+    def _key(self) -> tuple:
+        return (self.name, self.params, self.func, self.flops, self.rtol, self.atol)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workload) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def renamed(self, name: str, func_name: str, params: Optional[tuple] = None) -> "Workload":
+        """The same workload under another name (and function name, and params)."""
+        return replace(
+            self, name=name, func=self.func.replace(name=func_name), params=self.params if params is None else params
+        )
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def inputs(self) -> Tuple[Buffer, ...]:
+        """Input parameters (read-only), in parameter order."""
+        return self.func.input_buffers()
+
+    @property
+    def outputs(self) -> Tuple[Buffer, ...]:
+        """Output parameters, in parameter order."""
+        return self.func.output_buffers()
+
+    @property
+    def input_shapes(self) -> Tuple[Tuple[int, ...], ...]:
+        """Shapes of the inputs."""
+        return tuple(b.shape for b in self.inputs)
+
+    @property
+    def output_shapes(self) -> Tuple[Tuple[int, ...], ...]:
+        """Shapes of the outputs."""
+        return tuple(b.shape for b in self.outputs)
+
+    # ------------------------------------------------------------------ data
+    def random_inputs(self, rng: RngLike = None) -> Tuple[np.ndarray, ...]:
+        """Random float32 inputs, one per input parameter, never exactly zero."""
+        rng = np.random.default_rng(rng)
+        out = []
+        for b in self.inputs:
+            a = self.samplers.get(b.name, DEFAULT_SAMPLER)(rng, b.shape)
+            out.append(np.ascontiguousarray(a, dtype=b.dtype))
+        return tuple(out)
+
+    def empty_outputs(self) -> Tuple[np.ndarray, ...]:
+        """Output arrays filled with NaN, so elements a kernel forgets to write fail :meth:`check`."""
+        return tuple(np.full(b.shape, np.nan, dtype=b.dtype) for b in self.outputs)
+
+    def reference(self, *inputs: np.ndarray) -> Tuple[np.ndarray, ...]:
+        """The expected outputs (numpy, computed in float64, returned as float32)."""
+        if len(inputs) != len(self.inputs):
+            raise ValueError(f"{self.name}: reference takes {len(self.inputs)} inputs, got {len(inputs)}")
+        for b, a in zip(self.inputs, inputs):
+            if np.shape(a) != b.shape:
+                raise ValueError(f"{self.name}: input {b.name} has shape {np.shape(a)}, expected {b.shape}")
+        outs = _as_tuple(self.reference_fn(*inputs))
+        return tuple(np.ascontiguousarray(o, dtype=b.dtype) for b, o in zip(self.outputs, outs))
+
+    def check(self, outputs, expected) -> None:
+        """Raise AssertionError (worst index, max abs/rel error) unless outputs match expected."""
+        outputs, expected = _as_tuple(outputs), _as_tuple(expected)
+        if len(outputs) != len(self.outputs) or len(expected) != len(self.outputs):
+            raise AssertionError(
+                f"{self.name}: expected {len(self.outputs)} output arrays, got {len(outputs)} "
+                f"and {len(expected)} expected arrays"
+            )
+        for b, got, exp in zip(self.outputs, outputs, expected):
+            _check_close(f"{self.name}: output {b.name}", np.asarray(got), np.asarray(exp), self.rtol, self.atol)
+
+
+def _check_close(what: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> None:
+    if got.shape != exp.shape:
+        raise AssertionError(f"{what}: shape {got.shape}, expected {exp.shape}")
+    g, e = got.astype(np.float64), exp.astype(np.float64)
+    err = np.abs(g - e)
+    tol = atol + rtol * np.abs(e)
+    bad = ~(err <= tol)  # NaN compares false, so NaN counts as a mismatch
+    if not bad.any():
+        return
+    ratio = np.where(np.isnan(err), np.inf, err / tol)
+    worst = np.unravel_index(int(np.argmax(ratio)), err.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = err / np.abs(e)
+    worst_idx = tuple(int(i) for i in worst)
+    raise AssertionError(
+        f"{what}: {int(bad.sum())} of {err.size} elements differ (rtol={rtol:g}, atol={atol:g}); "
+        f"worst at index {worst_idx}: got {float(g[worst]):.9g}, expected {float(e[worst]):.9g}; "
+        f"max abs err {np.max(err):.3g}, max rel err {np.max(rel):.3g}"
+    )
+
+
+def make_workload(
+    func_name: str,
+    args: Dict[str, object],
+    func: PrimFunc,
+    flops: int,
+    reference: Callable[..., Tuple[np.ndarray, ...]],
+    reduction_length: int,
+    samplers: Optional[Mapping[str, Sampler]] = None,
+    atol: Optional[float] = None,
+    rtol: Optional[float] = None,
+) -> Workload:
+    """Build a factory's :class:`Workload` named ``func_name(arg=value, ...)``."""
+    default_rtol, default_atol = tolerance(reduction_length)
+    rtol = default_rtol if rtol is None else rtol
+    name = f"{func_name}({', '.join(f'{k}={v}' for k, v in args.items())})"
+    return Workload(
+        name=name,
+        func=func,
+        flops=int(flops),
+        params=tuple(args.values()),
+        reference_fn=reference,
+        rtol=rtol,
+        atol=default_atol if atol is None else atol,
+        samplers=dict(samplers or {}),
+    )
+
+
+def positive_ints(where: str, **values: int) -> None:
+    """Raise ValueError unless every value is a positive int."""
+    for k, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+            raise ValueError(f"{where}: {k}={v!r} must be a positive integer")
+
+
+def nonnegative_ints(where: str, **values: int) -> None:
+    """Raise ValueError unless every value is an int >= 0."""
+    for k, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{where}: {k}={v!r} must be a non-negative integer")
+
+
+def conv_out_size(size: int, kernel: int, stride: int, pad: int, dilation: int, where: str) -> int:
+    """``(size + 2*pad - dilation*(kernel-1) - 1) // stride + 1``, checked to be positive."""
+    out = (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    if out <= 0:
+        raise ValueError(
+            f"{where}: input size {size} with pad {pad} is smaller than the dilated kernel "
+            f"{dilation * (kernel - 1) + 1}"
+        )
+    return out
+
