@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..ir.expr import Const, Expr, Load, Var, all_of, free_vars, substitute
+from ..ir.expr import BinOp, Const, Expr, Load, Var, all_of, free_vars, substitute
 from ..ir.stmt import Block, IterVar, Loop, PrimFunc, Store
 from .analysis import always_true, bound, region, simplify, union
 from .dataflow import (
@@ -126,6 +126,36 @@ def _rebuild_block_nest(
     return stmt, {v.name for v, _ in loops}
 
 
+def _require_idempotent(blk: Block, prim: str) -> None:
+    """A block that updates its output without an init must run exactly once per point."""
+    own = set(written_buffers(blk))
+    require(
+        blk.init is not None or not (own & set(read_buffers(blk))),
+        prim,
+        f"block {blk.name} updates {sorted(own & set(read_buffers(blk)))} without an init (after "
+        "decompose_reduction); moving it could run an update twice",
+    )
+
+
+def _require_domain_only_predicate(blk: Block, prim: str) -> None:
+    """The moved block's predicate is rebuilt from its iterator domains: refuse anything else."""
+    from .reduction import _conjuncts
+
+    bindings = {simplify(b): it for it, b in zip(blk.iters, blk.bindings)}
+    for c in _conjuncts(blk.predicate):
+        ok = False
+        if isinstance(c, BinOp) and c.op in ("lt", "ge"):
+            it = bindings.get(simplify(c.a))
+            if it is not None and isinstance(c.b, Const):
+                ok = (c.op == "lt" and c.b.value == it.extent) or (c.op == "ge" and c.b.value == 0)
+        require(
+            ok,
+            prim,
+            f"block {blk.name} is guarded by {c}, which is not an iterator's domain; moving the block "
+            "would lose it",
+        )
+
+
 def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
     """Move producer ``block`` under ``loop``, computing only what the consumers there read."""
     prim = "compute_at"
@@ -138,6 +168,8 @@ def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
         prim,
         f"block {block} is nested in another block",
     )
+    _require_idempotent(blk, prim)
+    _require_domain_only_predicate(blk, prim)
     written = written_buffers(blk)
     cons = consumers(func, block)
     require(cons, prim, f"block {block} has no consumer to compute it at")
@@ -191,6 +223,8 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
         prim,
         f"block {block} is nested in another block",
     )
+    _require_idempotent(blk, prim)
+    _require_domain_only_predicate(blk, prim)
     require(
         idx.block_order(block) > idx.order["loop:" + loop],
         prim,

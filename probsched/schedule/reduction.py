@@ -129,14 +129,28 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
     wb_iters.append(IterVar(vrf, lnode.extent, "R"))
     wb_bind.append(Var(rl))
     wb_store = Store(st.buffer, st.indices, binary(op, Load(st.buffer, st.indices), Load(rf_buf, rf_idx)))
-    # Slots of ``loop`` that no unguarded iteration reaches were never initialised: skip them.
-    # Split guards are monotone in each loop, so a slot is live iff it is with the other
-    # reduction loops at 0.
-    live = [
-        substitute(c, {**{l: Const(0, "int64") for l in reduce_loops if l != loop}, loop: Var(rl)})
-        for c in _conjuncts(blk.predicate)
-        if loop in free_vars(c) and free_vars(c) <= set(reduce_loops)
-    ]
+    # Slots of ``loop`` that no unguarded iteration reaches were never initialised: the
+    # write-back skips them. Split guards are monotone in each loop, so a slot is live iff its
+    # guard holds with the other reduction loops at 0; spatial loops map to the write-back's.
+    spatial_map = {
+        b.name: Var(ln.name)
+        for (it, b), ln in zip(((it, b) for it, b in zip(blk.iters, blk.bindings) if it.kind == "S"), wb_bind)
+        if isinstance(b, Var)
+    }
+    live = []
+    for c in _conjuncts(blk.predicate):
+        if loop not in free_vars(c):
+            continue
+        stray = free_vars(c) - set(reduce_loops) - set(spatial_map)
+        require(
+            not stray,
+            prim,
+            f"the guard {c} of block {blk.name} ties loop {loop} to loop(s) {sorted(stray)}; the write-back "
+            "could not tell which partial results exist",
+        )
+        live.append(
+            substitute(c, {**{l: Const(0, "int64") for l in reduce_loops if l != loop}, loop: Var(rl), **spatial_map})
+        )
     wb = Block(blk.name, tuple(wb_iters), tuple(wb_bind), wb_store, init=blk.init, predicate=all_of(*live))
     stmt = wb
     for v, e in reversed(loops):
@@ -169,6 +183,12 @@ def decompose_reduction(func: PrimFunc, block: str, loop: str) -> Tuple[PrimFunc
     copied = []
     rename = {}
     for s in chain:
+        require(
+            s.name in reduce_vars or s.name in spatial_vars,
+            prim,
+            f"loop {s.name} repeats block {block} without driving any of its iterators; with the init "
+            f"before {loop} the repeated updates would accumulate",
+        )
         if s.name in reduce_vars:
             require(
                 s.name not in spatial_vars,
