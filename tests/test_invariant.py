@@ -1,0 +1,67 @@
+"""The invariant of the library: every scheduled program computes what the unscheduled one does.
+
+Random walks of schedule primitives (``probsched.testing.random_schedule``, driven by
+hypothesis so failures shrink) over every workload of the suite at reduced shapes. Each
+primitive either applies or raises ScheduleError leaving the schedule unchanged; the result
+must match the numpy reference, first through the IR interpreter (cheap, many walks), then
+compiled by numba (expensive: a few walks per workload in CI, more in the slow sweep).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import probsched as ps
+import probsched.workloads as wl
+from probsched.ir.interpreter import evaluate
+from probsched.testing import random_schedule
+
+NAMES = wl.names()
+_INPUTS: dict = {}
+
+
+def inputs_and_reference(name):
+    if name not in _INPUTS:
+        w = wl.small(name)
+        inputs = w.random_inputs(np.random.default_rng(7))
+        _INPUTS[name] = (w, inputs, w.reference(*inputs))
+    return _INPUTS[name]
+
+
+def walk(data, name, steps):
+    w, inputs, expected = inputs_and_reference(name)
+    sch = ps.Schedule(w.func)
+    log = random_schedule(sch, lambda opts: data.draw(st.sampled_from(list(opts))), steps=steps)
+    return w, sch, inputs, expected, log
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), name=st.sampled_from(NAMES))
+def test_random_schedules_match_the_reference_interpreted(data, name):
+    w, sch, inputs, expected, log = walk(data, name, steps=14)
+    got = evaluate(sch.mod, *inputs)
+    w.check(got, expected)
+
+
+def _compiled_walks(data, name, steps):
+    w, sch, inputs, expected, log = walk(data, name, steps)
+    kernel = ps.build(sch)
+    outputs = w.empty_outputs()
+    kernel(*inputs, *outputs)
+    w.check(outputs, expected)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_schedules_match_the_reference_compiled(data, name):
+    _compiled_walks(data, name, steps=10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_schedules_match_the_reference_compiled_sweep(data, name):
+    _compiled_walks(data, name, steps=16)
