@@ -29,7 +29,9 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ..ir.stmt import Block, Loop, PrimFunc
+from . import blockize as blockize_mod
 from . import cache, compute_location, dataflow, loops, reduction
+from . import tensorize as tensorize_mod
 from .instruction_trace import BlockRV, Instruction, LoopRV, ScheduleTrace
 from .tree import TreeIndex, children_of, iter_blocks, require
 
@@ -312,6 +314,32 @@ class Schedule:
         out = BlockRV(name)
         self._record("decompose_reduction", [BlockRV(b), LoopRV(l)], {}, [out])
         return out
+
+
+    # ------------------------------------------------------------------ micro-kernels
+    def blockize(self, loop: LoopLike) -> BlockRV:
+        """Wrap the loop nest under ``loop`` into one block; returns it."""
+        n = _name(loop, LoopRV, "blockize")
+        mod, name = blockize_mod.blockize(self._mod, n)
+        self._set(mod)
+        out = BlockRV(name)
+        self._record("blockize", [LoopRV(n)], {}, [out])
+        return out
+
+    def tensorize(self, block_or_loop: Union[BlockLike, LoopLike], intrin: str) -> BlockRV:
+        """Compute a tile with a registered intrinsic (a loop is blockized first); returns the block."""
+        from .. import intrinsics
+
+        intrinsic = intrinsics.get(intrin)
+        if isinstance(block_or_loop, LoopRV) or (
+            isinstance(block_or_loop, str) and block_or_loop in self._idx().loops
+        ):
+            block = self.blockize(block_or_loop)
+        else:
+            block = BlockRV(_name(block_or_loop, BlockRV, "tensorize"))
+        self._set(tensorize_mod.tensorize(self._mod, block.name, intrinsic))
+        self._record("tensorize", [block], {"intrin": intrin}, [block])
+        return block
 
 
 def _as_int(x) -> int:

@@ -1,0 +1,105 @@
+"""Register-blocked float32 matmul micro-kernels, generated from one template.
+
+``matmul_{M}x{N}`` computes ``C[0:M, 0:N] += A[0:M, k] * B[k, 0:N]`` for ``k`` over a panel
+of any length, keeping the M x N accumulators in registers: ``M * N / lanes`` vector
+registers (lanes = 8 with AVX2, 16 with AVX-512) plus one row of B and a broadcast of A.
+Operands are strided (a convolution's input window is an A with row stride
+``stride * channels``); C and B must be contiguous along N, which is what lets LLVM's SLP
+vectorizer turn each row's N scalar FMAs into vector FMAs.
+
+>>> import numpy as np
+>>> import probsched as ps
+>>> mk = ps.intrinsics.get("matmul_4x8").kernel()
+>>> A = np.arange(4 * 3, dtype="float32"); B = np.ones(3 * 8, dtype="float32")
+>>> C = np.zeros(4 * 8, dtype="float32")
+>>> mk(C, 0, 8, 1, A, 0, 3, 1, B, 0, 8, 1, 3)   # A is 4x3 row-major, B is 3x8
+>>> C.reshape(4, 8)[:, 0].tolist()
+[3.0, 12.0, 21.0, 30.0]
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable
+
+from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
+from .disk_cache import load_module
+from .registry import register
+
+# (M, N): AVX2 fits 12 accumulator registers of 8 lanes (6x16, 4x24, 3x32 fill them);
+# AVX-512's 32 registers of 16 lanes take the larger ones.
+SHAPES = ((4, 8), (8, 8), (4, 16), (6, 16), (8, 16), (4, 24), (3, 32), (4, 32), (8, 32))
+
+NUMBA_OPTIONS = "nogil=True, cache=True, fastmath={'nsz', 'arcp', 'contract', 'afn'}, error_model='numpy', boundscheck=False"
+
+
+def matmul_source(m: int, n: int) -> str:
+    """Python source of the M x N kernel (scalar accumulators, unrolled, uint64 indices)."""
+    lines = [
+        "import numba",
+        "import numpy as np",
+        "",
+        "_f = numba.types.Array(numba.float32, 1, 'C')",
+        "_i = numba.int64",
+        "SIGNATURE = numba.void(_f, _i, _i, _i, _f, _i, _i, _i, _f, _i, _i, _i, _i)",
+        "",
+        "",
+        f"@numba.njit(SIGNATURE, {NUMBA_OPTIONS})",
+        "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sk, B, b_off, b_sk, b_sj, K):",
+        f"    # {m}x{n} register block; c_sj and b_sj are 1 (tensorize checks it)",
+    ]
+    for r in range(m):
+        lines.append(f"    crow{r} = c_off + {r} * c_si")
+        for c in range(n):
+            lines.append(f"    c{r}_{c} = C[np.uint64(crow{r} + {c})]")
+    lines.append("    for k in range(K):")
+    lines.append("        brow = b_off + k * b_sk")
+    for c in range(n):
+        lines.append(f"        b{c} = B[np.uint64(brow + {c})]")
+    for r in range(m):
+        lines.append(f"        a{r} = A[np.uint64(a_off + {r} * a_si + k * a_sk)]")
+        for c in range(n):
+            lines.append(f"        c{r}_{c} += a{r} * b{c}")
+    for r in range(m):
+        for c in range(n):
+            lines.append(f"    C[np.uint64(crow{r} + {c})] = c{r}_{c}")
+    return "\n".join(lines) + "\n"
+
+
+def matmul_description(m: int, n: int, k: int = 4):
+    """``C[i, j] += A[i, k] * B[k, j]`` over an M x N tile (k is the panel axis)."""
+    A = placeholder((m, k), name="A")
+    B = placeholder((k, n), name="B")
+    r = reduce_axis(k, name="k")
+    C = compute((m, n), lambda i, j: te_sum(A[i, r] * B[r, j], axis=r), name="C")
+    return create_func([A, B, C], name=f"matmul_{m}x{n}")
+
+
+def _implementation(m: int, n: int) -> Callable[[], Callable]:
+    @lru_cache(maxsize=None)
+    def load() -> Callable:
+        from ..codegen.compile import _numba
+
+        _numba()  # SLP on before the first compile
+        module = load_module(f"matmul_{m}x{n}", matmul_source(m, n))
+        return module.kernel
+
+    return load
+
+
+def register_all() -> None:
+    """Register every shipped matmul shape (idempotent)."""
+    from .registry import _REGISTRY
+
+    for m, n in SHAPES:
+        name = f"matmul_{m}x{n}"
+        if name in _REGISTRY:
+            continue
+        register(
+            name,
+            matmul_description(m, n),
+            _implementation(m, n),
+            panel_axis="v_k",
+            unit_stride={"C": ("v_j",), "B": ("v_j",)},
+            meta={"kind": "matmul", "M": m, "N": n},
+        )

@@ -1,0 +1,187 @@
+"""tensorize: check that a blockized tile computes an intrinsic's description, and mark it.
+
+The tile keeps its loop nest in the IR (so the interpreter, the analyses and buffer
+compaction still see exact semantics); the block is annotated with the intrinsic and the
+tile loops in the order of the description's iterators, and code generation emits a call
+to the micro-kernel instead of the nest, with offsets and strides taken from the lowered
+indices.
+
+Matching is structural: a bijection between the description's iterators and the tile's
+loops with equal kinds and extents (the description's *panel* axis, the K of a
+register-blocked matmul, takes any extent), the same expression tree, the same buffer
+dtypes, each operand depending on exactly the mapped loops, affinely, and contiguous
+(stride 1: the last dimension, coefficient 1) where the intrinsic requires it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Dict, List, Optional, Tuple
+
+from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, free_vars, substitute
+from ..ir.stmt import Block, Loop, PrimFunc, Store
+from .analysis import affine, simplify
+from .loops import lookup_block
+from .tree import TreeIndex, replace_at, require
+
+TENSORIZE_KEY = "tensorize"
+AXES_KEY = "tensorize_axes"
+
+
+def tile_nest(blk: Block, prim: str) -> Tuple[List[Loop], Block]:
+    """The perfect loop nest inside a blockized block and its inner block."""
+    require(isinstance(blk.body, tuple), prim, f"block {blk.name} is not blockized (use a loop or sch.blockize)")
+    loops: List[Loop] = []
+    body = blk.body
+    while True:
+        require(len(body) == 1, prim, f"the tile of block {blk.name} is not a perfect loop nest")
+        s = body[0]
+        if isinstance(s, Loop):
+            loops.append(s)
+            body = s.body
+            continue
+        require(isinstance(s, Block) and isinstance(s.body, Store), prim, f"the tile of block {blk.name} must end in one block")
+        return loops, s
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def _deps(indices: tuple, env: Dict[str, Expr], loop_names: set) -> Tuple[set, bool]:
+    """Tile loops an access depends on, and whether every index is affine in them."""
+    deps: set = set()
+    ok = True
+    for e in indices:
+        e = simplify(substitute(e, env))
+        used = free_vars(e) & loop_names
+        deps |= used
+        if used:
+            form = affine(e)
+            ok = ok and form is not None
+    return deps, ok
+
+
+def _match(d: Expr, c: Expr, ctx: dict) -> None:
+    if type(d) is not type(c):
+        raise _Mismatch(f"expression {d} vs {c}")
+    if isinstance(d, BinOp):
+        if d.op != c.op:
+            raise _Mismatch(f"operator {d.op} vs {c.op} in {c}")
+        _match(d.a, c.a, ctx)
+        _match(d.b, c.b, ctx)
+    elif isinstance(d, (Not, Cast)):
+        if isinstance(d, Cast) and d.dtype != c.dtype:
+            raise _Mismatch(f"cast to {d.dtype} vs {c.dtype}")
+        _match(d.a if isinstance(d, Not) else d.value, c.a if isinstance(c, Not) else c.value, ctx)
+    elif isinstance(d, Call):
+        if d.name != c.name or len(d.args) != len(c.args):
+            raise _Mismatch(f"call {d.name} vs {c.name}")
+        for x, y in zip(d.args, c.args):
+            _match(x, y, ctx)
+    elif isinstance(d, Select):
+        _match(d.cond, c.cond, ctx)
+        _match(d.t, c.t, ctx)
+        _match(d.f, c.f, ctx)
+    elif isinstance(d, Const):
+        if d != c:
+            raise _Mismatch(f"constant {d} vs {c}")
+    elif isinstance(d, Load):
+        _match_access(d.buffer, d.indices, c.buffer, c.indices, ctx)
+    elif isinstance(d, Var):
+        raise _Mismatch(f"iterator {d} used as a value")
+
+
+def _match_access(dbuf, didx, cbuf, cidx, ctx) -> None:
+    bufmap = ctx["bufmap"]
+    if dbuf.dtype != cbuf.dtype:
+        raise _Mismatch(f"{cbuf.name} is {cbuf.dtype}, the description's {dbuf.name} is {dbuf.dtype}")
+    if bufmap.setdefault(dbuf.name, cbuf.name) != cbuf.name:
+        raise _Mismatch(f"description buffer {dbuf.name} maps to both {bufmap[dbuf.name]} and {cbuf.name}")
+    ddeps = {ctx["sigma"][v] for v in free_vars_of(didx)}
+    cdeps, affine_ok = _deps(cidx, ctx["env"], ctx["loop_names"])
+    if ddeps != cdeps:
+        raise _Mismatch(
+            f"{cbuf.name}[{', '.join(map(str, cidx))}] depends on loops {sorted(cdeps)}, the description's "
+            f"{dbuf.name} on {sorted(ddeps)} (transposed or different operand?)"
+        )
+    if not affine_ok:
+        raise _Mismatch(f"{cbuf.name}[{', '.join(map(str, cidx))}] is not affine in the tile loops")
+    for axis in ctx["unit"].get(dbuf.name, ()):
+        loop = ctx["sigma"][axis]
+        last = simplify(substitute(cidx[-1], ctx["env"]))
+        form = affine(last)
+        others = [simplify(substitute(e, ctx["env"])) for e in cidx[:-1]]
+        if form is None or form[0].get(loop) != 1 or any(loop in free_vars(o) for o in others):
+            raise _Mismatch(f"{cbuf.name} is not contiguous along loop {loop} (stride must be 1)")
+
+
+def free_vars_of(indices: tuple) -> set:
+    out: set = set()
+    for e in indices:
+        out |= free_vars(e)
+    return out
+
+
+def match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
+    """Tile loop names in description-iterator order and the buffer mapping, or ScheduleError."""
+    prim = "tensorize"
+    loops, inner = tile_nest(blk, prim)
+    require(
+        inner.init is None,
+        prim,
+        f"block {inner.name} has an init; decompose the reduction (sch.decompose_reduction) before tensorizing",
+    )
+    desc = intrin.description
+    (dblk,) = desc.blocks()
+    require(
+        len(loops) == len(dblk.iters),
+        prim,
+        f"intrinsic {intrin.name} has {len(dblk.iters)} axes but the tile of block {blk.name} has {len(loops)} loops",
+    )
+    loop_names = {l.name for l in loops}
+    env = {it.var.name: b for it, b in zip(inner.iters, inner.bindings)}
+    kind_of_loop = {}
+    for it, b in zip(inner.iters, inner.bindings):
+        for v in free_vars(b) & loop_names:
+            kind_of_loop[v] = it.kind
+    errors: List[str] = []  # structural mismatches of well-shaped mappings: the useful ones
+    shape_errors: List[str] = []
+    for perm in itertools.permutations(loops):
+        sigma = {it.var.name: l.name for it, l in zip(dblk.iters, perm)}
+        bad = None
+        for it, l in zip(dblk.iters, perm):
+            if kind_of_loop.get(l.name) != it.kind:
+                bad = f"loop {l.name} ({kind_of_loop.get(l.name)}) for axis {it.var.name} ({it.kind})"
+            elif it.var.name != intrin.panel_axis and l.extent != it.extent:
+                bad = f"loop {l.name} has extent {l.extent}, axis {it.var.name} needs {it.extent}"
+            if bad:
+                break
+        if bad:
+            shape_errors.append(bad)
+            continue
+        ctx = {"bufmap": {}, "sigma": sigma, "env": env, "loop_names": loop_names, "unit": intrin.unit_stride}
+        try:
+            dst, cst = dblk.body, inner.body
+            _match_access(dst.buffer, dst.indices, cst.buffer, cst.indices, ctx)
+            _match(dst.value, cst.value, ctx)
+        except _Mismatch as exc:
+            errors.append(str(exc))
+            continue
+        return [sigma[it.var.name] for it in dblk.iters], ctx["bufmap"]
+    detail = "; ".join(dict.fromkeys(errors or shape_errors))
+    require(False, prim, f"block {blk.name} does not compute intrinsic {intrin.name}: {detail}")
+    raise AssertionError  # unreachable
+
+
+def tensorize(func: PrimFunc, block: str, intrin) -> PrimFunc:
+    """Mark a blockized block as computed by ``intrin`` after checking it matches."""
+    prim = "tensorize"
+    idx = TreeIndex(func)
+    bpath, blk = lookup_block(idx, block, prim)
+    require(blk.annotation(TENSORIZE_KEY) is None, prim, f"block {block} is already tensorized")
+    axes, _ = match_intrinsic(blk, intrin)
+    ann = dict(blk.annotations)
+    ann[TENSORIZE_KEY] = intrin.name
+    ann[AXES_KEY] = tuple(axes)
+    return replace_at(func, bpath, (blk.replace(annotations=ann),))

@@ -1,0 +1,128 @@
+"""Shipped micro-kernels against numpy, blockize, and tensorize's structural matching."""
+
+import numpy as np
+import pytest
+
+import probsched as ps
+from probsched.intrinsics.matmul import SHAPES
+from probsched.ir.interpreter import evaluate
+
+MATMULS = [f"matmul_{m}x{n}" for m, n in SHAPES]
+
+
+@pytest.mark.parametrize("name", MATMULS)
+def test_matmul_kernel_with_strided_operands(name):
+    intrin = ps.intrinsics.get(name)
+    m, n = intrin.meta["M"], intrin.meta["N"]
+    mk = intrin.kernel()
+    rng = np.random.default_rng(0)
+    for K, a_si, a_sk, b_sk, c_si, pad in [(1, 1, m, n, n, 0), (7, 13, 1, n + 3, n + 5, 2), (20, 2, 2 * m, 3 * n, 2 * n, 1)]:
+        # A and B laid out with arbitrary strides inside bigger flat buffers, at an offset
+        A = rng.uniform(-1, 1, pad + (m - 1) * a_si + (K - 1) * a_sk + 1).astype("float32")
+        B = rng.uniform(-1, 1, pad + (K - 1) * b_sk + n).astype("float32")
+        C = rng.uniform(-1, 1, pad + (m - 1) * c_si + n).astype("float32")
+        a = np.array([[A[pad + r * a_si + k * a_sk] for k in range(K)] for r in range(m)], dtype="float64")
+        b = np.array([[B[pad + k * b_sk + c] for c in range(n)] for k in range(K)], dtype="float64")
+        c0 = np.array([[C[pad + r * c_si + c] for c in range(n)] for r in range(m)], dtype="float64")
+        before = C.copy()
+        mk(C, pad, c_si, 1, A, pad, a_si, a_sk, B, pad, b_sk, 1, K)
+        got = np.array([[C[pad + r * c_si + c] for c in range(n)] for r in range(m)])
+        np.testing.assert_allclose(got, c0 + a @ b, rtol=1e-5, atol=1e-5)
+        mask = np.ones(C.shape, bool)
+        for r in range(m):
+            mask[pad + r * c_si : pad + r * c_si + n] = False
+        assert np.array_equal(C[mask], before[mask]), "the kernel wrote outside its tile"
+
+
+def tiled(n=12, m=32, k=20, mi=6, nj=16, kk=10):
+    w = ps.workloads.matmul(n, m, k, batch=None)
+    sch = ps.Schedule(w.func)
+    c = sch.get_block(w.func.blocks()[0].name)
+    i, j, r = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, mi])
+    j0, j1 = sch.split(j, [None, nj])
+    k0, k1 = sch.split(r, [None, kk])
+    sch.reorder(i0, j0, k0, k1, i1, j1)
+    sch.decompose_reduction(c, k0)
+    return w, sch, k1
+
+
+def test_blockize_keeps_semantics():
+    w, sch, k1 = tiled()
+    blk = sch.blockize(k1)
+    node = sch.get(blk)
+    assert isinstance(node.body, tuple) and [it.var.name for it in node.iters] == ["v_i_o", "v_j_o", "v_k_o"]
+    x = w.random_inputs(np.random.default_rng(0))
+    w.check(evaluate(sch.mod, *x), w.reference(*x))
+
+
+def test_blockize_refuses_guarded_tiles():
+    w = ps.workloads.matmul(10, 16, 8, batch=None)
+    sch = ps.Schedule(w.func)
+    i, j, k = sch.get_loops(sch.get_block(w.func.blocks()[0].name))
+    i0, i1 = sch.split(i, [None, 4])  # 10 = 3 * 4 guarded
+    with pytest.raises(ps.ScheduleError, match="blockize: block Z is guarded inside loop i_0"):
+        sch.blockize(i0)
+
+
+def test_tensorize_marks_the_block_and_replays():
+    w, sch, k1 = tiled()
+    blk = sch.tensorize(k1, "matmul_6x16")
+    node = sch.get(blk)
+    assert node.annotation("tensorize") == "matmul_6x16"
+    assert node.annotation("tensorize_axes") == ("i_1", "j_1", "k_1")
+    again = ps.ScheduleTrace.from_json(sch.trace.to_json()).apply(ps.Schedule(w.func))
+    assert again.mod == sch.mod
+
+
+@pytest.mark.parametrize(
+    "variant, message",
+    [
+        ("shape", "loop i_1 has extent 4, axis v_i needs 6"),
+        ("init", "has an init; decompose the reduction"),
+        ("transposed", "not contiguous along loop"),
+        ("reduction", "operator add vs max"),
+    ],
+)
+def test_tensorize_refuses_blocks_that_do_not_match(variant, message):
+    A = ps.placeholder((12, 20), name="A")
+    r = ps.reduce_axis(20, name="k")
+    if variant == "transposed":
+        B = ps.placeholder((32, 20), name="B")
+        C = ps.compute((12, 32), lambda i, j: ps.sum(A[i, r] * B[j, r], axis=r), name="C")
+    elif variant == "reduction":
+        B = ps.placeholder((20, 32), name="B")
+        C = ps.compute((12, 32), lambda i, j: ps.max(A[i, r] * B[r, j], axis=r), name="C")
+    else:
+        B = ps.placeholder((20, 32), name="B")
+        C = ps.compute((12, 32), lambda i, j: ps.sum(A[i, r] * B[r, j], axis=r), name="C")
+    sch = ps.Schedule(ps.create_func([A, B, C]))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4 if variant == "shape" else 6])
+    j0, j1 = sch.split(j, [None, 16])
+    sch.reorder(i0, j0, k, i1, j1)
+    if variant != "init":
+        sch.decompose_reduction(c, k)
+    before = sch.mod
+    with pytest.raises(ps.ScheduleError) as info:
+        sch.tensorize(sch.blockize(k), "matmul_6x16")
+    assert message in str(info.value), str(info.value)
+    assert "tensorize" not in str(sch.mod)
+
+
+def test_register_a_user_intrinsic():
+    desc = ps.intrinsics.matmul.matmul_description(2, 8)
+    intrin = ps.intrinsics.register(
+        "test_mm_2x8",
+        desc,
+        ps.intrinsics.get("matmul_4x8").implementation,
+        panel_axis="v_k",
+        unit_stride={"C": ("v_j",), "B": ("v_j",)},
+        replace=True,
+    )
+    assert "test_mm_2x8" in ps.intrinsics.list() and intrin.operands()[0] == ("C", ("v_i", "v_j"))
+    with pytest.raises(ps.ProbschedError, match="already registered"):
+        ps.intrinsics.register("test_mm_2x8", desc, intrin.implementation)
+    with pytest.raises(ps.ProbschedError, match="no intrinsic named"):
+        ps.intrinsics.get("nope")
