@@ -28,7 +28,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Sequence, Union
 
+import handlers
+from handlers import Categorical
+
+from ..errors import ScheduleError
 from ..ir.stmt import Block, Loop, PrimFunc
+from .distributions import ComputeLocation, PerfectTile
 from . import blockize as blockize_mod
 from . import cache, compute_location, dataflow, loops, reduction
 from . import tensorize as tensorize_mod
@@ -340,6 +345,82 @@ class Schedule:
         self._set(tensorize_mod.tensorize(self._mod, block.name, intrinsic))
         self._record("tensorize", [block], {"intrin": intrin}, [block])
         return block
+
+
+    # ------------------------------------------------------------------ sampling instructions
+    def _decide(self, kind: str, name: str, dist, decision, inputs: list, attrs: dict):
+        """Draw (or take) a decision through ``handlers.sample`` and log the instruction."""
+        if decision is None:
+            value = handlers.sample(name, dist)
+        else:
+            value = tuple(decision) if isinstance(decision, list) else decision
+            require(
+                dist.contains(value),
+                kind,
+                f"decision {decision!r} for site {name} is outside the support of {dist!r}",
+            )
+        self._record(kind, inputs, dict(attrs, name=name), [value], decision=value)
+        return value
+
+    def sample_perfect_tile(
+        self,
+        loop: LoopLike,
+        n: int,
+        max_innermost_factor: Optional[int] = None,
+        name: Optional[str] = None,
+        decision=None,
+    ) -> List[int]:
+        """Tile sizes for ``loop``: ``n`` factors whose product is its extent (site ``<block>/<loop>/tile``)."""
+        l = _name(loop, LoopRV, "sample_perfect_tile")
+        path, node = loops.lookup_loop(self._idx(), l, "sample_perfect_tile")
+        if name is None:
+            under = [b.name for b in iter_blocks(node)]
+            name = f"{under[0] if under else self._func.name}/{l}/tile"
+        dist = PerfectTile(node.extent, n, max_innermost_factor)
+        attrs = {"n": n, "max_innermost_factor": max_innermost_factor}
+        return list(self._decide("sample_perfect_tile", name, dist, decision, [LoopRV(l)], attrs))
+
+    def sample_categorical(
+        self, candidates: Sequence[Any], probs: Optional[Sequence[float]] = None, name: Optional[str] = None, decision=None
+    ) -> Any:
+        """One of ``candidates`` (site ``name``, default ``categorical_<k>``)."""
+        if name is None:
+            k = sum(1 for inst in self._trace if inst.kind == "sample_categorical")
+            name = f"categorical_{k}"
+        dist = Categorical(list(candidates), probs=None if probs is None else list(probs))
+        attrs = {"candidates": list(candidates), "probs": None if probs is None else list(probs)}
+        return self._decide("sample_categorical", name, dist, decision, [], attrs)
+
+    def compute_locations(self, block: BlockLike) -> List[str]:
+        """Valid locations of ``block``: ``"root"``, ``"inline"`` when legal, loops of its consumers."""
+        b = _name(block, BlockRV, "sample_compute_location")
+        loops.lookup_block(self._idx(), b, "sample_compute_location")
+        out = ["root"]
+        try:
+            compute_location.compute_inline(self._mod, b)
+            out.append("inline")
+        except ScheduleError:
+            pass
+        cons = dataflow.consumers(self._mod, b)
+        seen = set()
+        for c in cons:
+            for l in self._idx().loops_above(c.name):
+                if l.name in seen:
+                    continue
+                seen.add(l.name)
+                try:
+                    compute_location.compute_at(self._mod, b, l.name)
+                    out.append(l.name)
+                except ScheduleError:
+                    pass
+        return out
+
+    def sample_compute_location(self, block: BlockLike, name: Optional[str] = None, decision=None) -> str:
+        """Where to compute ``block`` (site ``<block>/compute_at``): a loop name, "root" or "inline"."""
+        b = _name(block, BlockRV, "sample_compute_location")
+        dist = ComputeLocation(self.compute_locations(b))
+        name = name or f"{b}/compute_at"
+        return self._decide("sample_compute_location", name, dist, decision, [BlockRV(b)], {})
 
 
 def _as_int(x) -> int:
