@@ -1,0 +1,96 @@
+"""``build()``: a PrimFunc (or a schedule's ``.mod``) to a compiled :class:`Kernel`.
+
+Compiled modules are cached per process, keyed by the function's structural hash, the
+parallel form and the registered statement emitters: building an equal function again
+(a replayed trace, a re-measured candidate) reuses the machine code instead of paying
+compile time and memory again (numba never frees a compiled function). The kernel of a
+cache hit has ``from_cache = True`` and the original ``compile_seconds``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict, Tuple, Union
+
+from ..errors import BuildError
+from ..ir.stmt import PrimFunc
+from ..target import Target
+from .compile import compile_module, slp_enabled
+from .emit import choose_form, emit_module
+from .kernel import Kernel
+from .registry import generation
+
+_cache: Dict[tuple, Tuple[object, object]] = {}
+_cache_lock = threading.Lock()
+
+
+def as_func(func_or_schedule) -> PrimFunc:
+    """The PrimFunc of ``func_or_schedule`` (a PrimFunc, or anything whose ``.mod`` is one)."""
+    if isinstance(func_or_schedule, PrimFunc):
+        return func_or_schedule
+    mod = getattr(func_or_schedule, "mod", None)
+    if isinstance(mod, PrimFunc):
+        return mod
+    raise BuildError(
+        f"build: expected a PrimFunc or an object whose .mod is a PrimFunc (a Schedule), "
+        f"got {type(func_or_schedule).__name__}"
+    )
+
+
+def _cache_key(func: PrimFunc, form: str):
+    try:
+        h = func.structural_hash()
+    except Exception:  # e.g. statements the serialiser does not know: do not cache
+        return None
+    return (h, func.name, form, slp_enabled(), generation())
+
+
+def build(
+    func_or_schedule,
+    target: Union[None, str, Target] = None,
+    *,
+    parallel: str = "auto",
+    cache: bool = True,
+) -> Kernel:
+    """Compile a function with numba; returns a callable :class:`Kernel`.
+
+    ``target``: ``None`` (the host), a :class:`~probsched.target.Target`, or a string
+    ``"cpu"`` / ``"cpu -threads=N"``. ``parallel``: how parallel loops run, ``"auto"``
+    (default), ``"threads"`` or ``"prange"`` (see :mod:`probsched.codegen.emit`).
+    ``cache=False`` compiles even when an equal function was compiled before.
+    Errors in code generation or in numba's compilation raise
+    :class:`~probsched.errors.BuildError` with numba's message and the source context.
+
+    >>> import numpy as np, probsched as ps
+    >>> A = ps.placeholder((2, 3), name="A")
+    >>> k = ps.reduce_axis(3, name="k")
+    >>> S = ps.compute((2,), lambda i: ps.max(A[i, k], axis=k), name="S")
+    >>> kern = ps.build(ps.create_func([A, S]), "cpu -threads=1")
+    >>> kern.run(np.array([[1, 5, 2], [7, 0, 3]], dtype="float32"))
+    (array([5., 7.], dtype=float32),)
+    >>> ps.build(ps.create_func([A, S])).from_cache
+    True
+    """
+    func = as_func(func_or_schedule)
+    try:
+        tgt = Target.parse(target)
+    except (TypeError, ValueError) as exc:
+        raise BuildError(str(exc)) from None
+    form = choose_form(func, parallel)
+    key = _cache_key(func, form) if cache else None
+    hit = _cache.get(key) if key is not None else None
+    if hit is not None:
+        module, compiled = hit
+        return Kernel(module, compiled, tgt, func=func, from_cache=True)
+    module = emit_module(func, parallel)
+    compiled = compile_module(module)
+    if key is not None:
+        with _cache_lock:
+            _cache.setdefault(key, (module, compiled))
+    return Kernel(module, compiled, tgt, func=func)
+
+
+def clear_cache() -> None:
+    """Forget cached compiled modules (their machine code stays in memory: numba keeps it)."""
+    with _cache_lock:
+        _cache.clear()

@@ -1,0 +1,264 @@
+"""IR expressions to Python source that numba types the way the IR says.
+
+Three rules make the text fast under numba:
+
+- float32 constants are written ``np.float32(c)``: a bare literal is float64 in numba and
+  would promote the whole expression to float64;
+- integer index arithmetic is written in a canonical affine form (``i0 * 8192 + k + 768``)
+  so that constant offsets fold, loop-invariant terms are visible and an index that depends
+  only on unrolled loops becomes a literal (which is what lets local buffers become
+  scalars);
+- buffer subscripts are done by the caller (see :mod:`probsched.codegen.emit`): a flat
+  int64 index cast to ``np.uint64`` once, so numba emits no negative-index wraparound.
+
+>>> from probsched.ir.expr import Var, const
+>>> i, j = Var("i"), Var("j")
+>>> w = ExprWriter(load_src=None)
+>>> w.src((i * 4 + 1) * 16 + j - i * 64)
+'j + 16'
+>>> w.src((i * 2 + 1) // 4)
+'(i * 2 + 1) // 4'
+>>> w.src(const(0.5) * const(2.0, "float32"))
+'np.float32(1.0)'
+>>> linear_const((i + 3) * 2 - i * 2)
+6
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+from ..errors import BuildError
+from ..ir.expr import (
+    BOOL,
+    INT_DTYPES,
+    BinOp,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Not,
+    Select,
+    Var,
+)
+
+ATOM = 10
+_PREC = {
+    "or": 0, "and": 1,
+    "lt": 3, "le": 3, "gt": 3, "ge": 3, "eq": 3, "ne": 3,
+    "add": 4, "sub": 4,
+    "mul": 5, "div": 5, "floordiv": 5, "mod": 5,
+}
+_SYM = {
+    "or": "or", "and": "and", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+}
+_NP_TYPE = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32", "int64": "np.int64"}
+
+
+# ----------------------------------------------------------------------------- affine forms
+
+
+def linearize(e: Expr) -> tuple:
+    """``(terms, const)`` with ``e == sum(coef * atom) + const`` for an integer expression.
+
+    Atoms are sub-expressions that are not sums or products by constants (variables, loads,
+    ``//``, ``%``, products of two variables); terms keep first-appearance order and terms
+    whose coefficients cancel are dropped.
+    """
+    terms: dict = {}
+    const = _lin(e, 1, terms)
+    return {a: c for a, c in terms.items() if c != 0}, const
+
+
+def _lin(e: Expr, scale: int, terms: dict) -> int:
+    if isinstance(e, Const) and e.dtype in INT_DTYPES:
+        return scale * int(e.value)
+    if isinstance(e, BinOp) and e.dtype in INT_DTYPES:
+        if e.op == "add":
+            return _lin(e.a, scale, terms) + _lin(e.b, scale, terms)
+        if e.op == "sub":
+            return _lin(e.a, scale, terms) + _lin(e.b, -scale, terms)
+        if e.op == "mul":
+            ca, cb = linear_const(e.a), linear_const(e.b)
+            if ca is not None:
+                return _lin(e.b, scale * ca, terms)
+            if cb is not None:
+                return _lin(e.a, scale * cb, terms)
+    if isinstance(e, Cast) and e.dtype == "int64" and e.value.dtype in INT_DTYPES:
+        return _lin(e.value, scale, terms)
+    terms[e] = terms.get(e, 0) + scale
+    return 0
+
+
+def linear_const(e: Expr) -> Optional[int]:
+    """The integer value of ``e`` when its affine form has no variable term, else None."""
+    if isinstance(e, Const):
+        return int(e.value) if e.dtype in INT_DTYPES else None
+    if e.dtype not in INT_DTYPES:
+        return None
+    terms, c = linearize(e)
+    return None if terms else c
+
+
+def fold_bool(e: Expr) -> Expr:
+    """Fold comparisons whose sides differ by a constant, and the logic above them.
+
+    >>> from probsched.ir.expr import Var
+    >>> i = Var("i")
+    >>> fold_bool((i * 2 + 3 < i * 2 + 5) & (i < 4))
+    <BinOp i < 4>
+    """
+    from ..ir.expr import binary, logical_not
+
+    if isinstance(e, Const) or e.dtype != BOOL:
+        return e
+    if isinstance(e, Not):
+        return logical_not(fold_bool(e.a))
+    if isinstance(e, BinOp):
+        if e.op in ("and", "or"):
+            return binary(e.op, fold_bool(e.a), fold_bool(e.b))
+        if e.op in ("lt", "le", "gt", "ge", "eq", "ne") and e.a.dtype in INT_DTYPES and e.b.dtype in INT_DTYPES:
+            d = linear_const(binary("sub", e.a, e.b))
+            if d is not None:
+                return Const({"lt": d < 0, "le": d <= 0, "gt": d > 0, "ge": d >= 0, "eq": d == 0, "ne": d != 0}[e.op], BOOL)
+    return e
+
+
+# ----------------------------------------------------------------------------- constants
+
+
+def const_src(value, dtype: str) -> str:
+    """Source of a constant of ``dtype`` that numba types as ``dtype``.
+
+    >>> const_src(2.0, "float32"), const_src(-math.inf, "float32"), const_src(3, "int64")
+    ('np.float32(2.0)', 'np.float32(-np.inf)', '3')
+    """
+    if dtype == BOOL:
+        return "True" if value else "False"
+    if dtype in ("float32", "float64"):
+        v = float(value)
+        if math.isnan(v):
+            text = "np.nan"
+        elif math.isinf(v):
+            text = "np.inf" if v > 0 else "-np.inf"
+        else:
+            text = repr(v)
+        return f"{_NP_TYPE[dtype]}({text})"
+    if dtype == "int64":
+        return repr(int(value))
+    return f"{_NP_TYPE[dtype]}({int(value)})"
+
+
+# ----------------------------------------------------------------------------- printer
+
+
+class ExprWriter:
+    """Prints expressions; ``load_src(buffer, indices)`` prints a buffer read.
+
+    ``bound`` (optional) is the set of variable names in scope; a variable outside it is a
+    :class:`~probsched.errors.BuildError` (the IR used a name no loop or block defines).
+    """
+
+    def __init__(self, load_src: Optional[Callable], bound: Optional[set] = None) -> None:
+        self.load_src = load_src
+        self.bound = bound
+
+    def src(self, e: Expr) -> str:
+        """The source text of ``e``."""
+        return self._p(e)[0]
+
+    def _p(self, e: Expr) -> tuple:
+        if isinstance(e, Var):
+            if self.bound is not None and e.name not in self.bound:
+                raise BuildError(f"variable '{e.name}' is used but no enclosing loop or block defines it")
+            return e.name, ATOM
+        if isinstance(e, Const):
+            s = const_src(e.value, e.dtype)
+            neg = e.dtype in INT_DTYPES and e.value < 0
+            return s, (6 if neg else ATOM)
+        if isinstance(e, BinOp):
+            if e.dtype in INT_DTYPES and e.op in ("add", "sub", "mul"):
+                return self._affine(e)
+            if e.op in ("min", "max"):
+                return f"{e.op}({self.src(e.a)}, {self.src(e.b)})", ATOM
+            if e.op in ("lt", "le", "gt", "ge", "eq", "ne", "and", "or"):
+                e2 = fold_bool(e)
+                if isinstance(e2, Const):
+                    return self._p(e2)
+                if e2 is not e and not (isinstance(e2, BinOp) and e2.op == e.op):
+                    return self._p(e2)
+                e = e2
+            p = _PREC[e.op]
+            a, pa = self._p(e.a)
+            b, pb = self._p(e.b)
+            # comparisons do not chain in the IR: parenthesise equal precedence on both sides
+            if pa < p or (p == 3 and pa == 3):
+                a = f"({a})"
+            if pb <= p:
+                b = f"({b})"
+            return f"{a} {_SYM[e.op]} {b}", p
+        if isinstance(e, Not):
+            inner = fold_bool(e.a)
+            if isinstance(inner, Const):
+                return const_src(not inner.value, BOOL), ATOM
+            s, p = self._p(inner)
+            return (f"not {s}" if p == ATOM else f"not ({s})"), 2
+        if isinstance(e, Call):
+            args = [self.src(a) for a in e.args]
+            if e.name in ("exp", "log", "sqrt", "tanh"):
+                return f"np.{e.name}({args[0]})", ATOM
+            if e.name == "abs":
+                return f"abs({args[0]})", ATOM
+            if e.name == "sigmoid":
+                one = const_src(1.0, e.dtype) if e.dtype in ("float32", "float64") else "1.0"
+                return f"({one} / ({one} + np.exp(-({args[0]}))))", ATOM
+            raise BuildError(f"unknown math function {e.name!r} in {e}")
+        if isinstance(e, Cast):
+            inner = self.src(e.value)
+            if e.dtype == BOOL:
+                return f"({inner} != 0)", ATOM
+            return f"{_NP_TYPE[e.dtype]}({inner})", ATOM
+        if isinstance(e, Select):
+            c = fold_bool(e.cond)
+            if isinstance(c, Const):
+                return self._p(e.t if c.value else e.f)
+            return f"({self.src(e.t)} if {self.src(c)} else {self.src(e.f)})", ATOM
+        if isinstance(e, Load):
+            if self.load_src is None:
+                raise BuildError(f"cannot print the load {e} here")
+            return self.load_src(e.buffer, e.indices), ATOM
+        raise BuildError(f"cannot generate code for expression node {type(e).__name__}: {e}")
+
+    def affine_src(self, e: Expr) -> str:
+        """Canonical affine text of an integer expression."""
+        return self._affine(e)[0]
+
+    def _affine(self, e: Expr) -> tuple:
+        terms, c = linearize(e)
+        parts = []
+        first_prec = ATOM
+        for atom, coef in terms.items():
+            s, p = self._p(atom)
+            if not parts:
+                first_prec = p
+            if p < 5:
+                s = f"({s})"
+            mag = abs(coef)
+            text = s if mag == 1 else f"{s} * {mag}"
+            parts.append((coef < 0, text))
+        if not parts:
+            return repr(c), (6 if c < 0 else ATOM)
+        out = ("-" if parts[0][0] else "") + parts[0][1]
+        for neg, text in parts[1:]:
+            out += (" - " if neg else " + ") + text
+        if c:
+            out += (" - " if c < 0 else " + ") + repr(abs(c))
+        if len(parts) == 1 and not c and not parts[0][0]:
+            coef = next(iter(terms.values()))
+            return out, (first_prec if coef == 1 else 5)
+        if len(parts) == 1 and not c:
+            return out, 5
+        return out, 4

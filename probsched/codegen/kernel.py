@@ -1,0 +1,284 @@
+"""The compiled kernel: argument checks, flat views, intermediates, parallel segments.
+
+``Kernel(*arrays)`` takes every parameter of the function in order (inputs then outputs,
+as numpy arrays) and writes the outputs in place. Each call checks the count, shapes,
+dtypes and layout and raises one :class:`~probsched.errors.KernelArgumentError` naming the
+parameter: outputs must be C-contiguous and writable; inputs that are not C-contiguous
+(or read-only) are copied, and so are inputs that share memory with an output (the
+compiled code assumes its arrays do not overlap); two outputs must not overlap. Intermediate (``global``) buffers are allocated once per
+kernel, so one kernel must not be called from two threads at once.
+
+>>> import numpy as np, probsched as ps
+>>> A = ps.placeholder((3,), name="A")
+>>> B = ps.compute((3,), lambda i: A[i] * 2.0, name="B")
+>>> kern = ps.build(ps.create_func([A, B], name="double"))
+>>> kern.run(np.arange(3, dtype="float32"))[0]
+array([0., 2., 4.], dtype=float32)
+>>> kern(np.zeros(4, dtype="float32"), np.zeros(3, dtype="float32"))
+Traceback (most recent call last):
+...
+probsched.errors.KernelArgumentError: kernel double: parameter A (argument 1, input): expected shape (3,) float32, got shape (4,) float32
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from ..errors import KernelArgumentError
+from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
+from .compile import CompiledModule
+from .emit import ModuleSource
+
+class _Workers:
+    """Persistent daemon threads, each fed by its own queue: one chunk handoff costs ~20 us
+    (a ``ThreadPoolExecutor`` round trip costs ~60 us, which shows on sub-millisecond kernels)."""
+
+    def __init__(self, n: int) -> None:
+        self.queues = [queue.SimpleQueue() for _ in range(n)]
+        for i, q in enumerate(self.queues):
+            threading.Thread(target=self._loop, args=(q,), daemon=True, name=f"probsched-kernel-{i}").start()
+
+    @staticmethod
+    def _loop(q) -> None:
+        while True:
+            fn, args, done = q.get()
+            try:
+                fn(*args)
+                done.put(None)
+            except BaseException as exc:  # handed back to the caller
+                done.put(exc)
+
+
+_workers: Dict[int, _Workers] = {}
+_workers_lock = threading.Lock()
+
+
+def _pool(n: int) -> _Workers:
+    with _workers_lock:
+        w = _workers.get(n)
+        if w is None:
+            w = _workers[n] = _Workers(n)
+        return w
+
+
+def _forget_workers() -> None:  # threads do not survive fork(): a child starts new ones
+    global _workers_lock
+    _workers.clear()
+    _workers_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
+def chunks(extent: int, parts: int) -> List[Tuple[int, int]]:
+    """``[lo, hi)`` ranges splitting ``range(extent)`` into ``parts`` contiguous pieces.
+
+    >>> chunks(10, 3)
+    [(0, 4), (4, 7), (7, 10)]
+    """
+    parts = max(1, min(parts, extent))
+    base, extra = divmod(extent, parts)
+    out, lo = [], 0
+    for p in range(parts):
+        hi = lo + base + (1 if p < extra else 0)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def written_buffers(func: PrimFunc) -> set:
+    """Names of buffers that some statement of ``func`` writes.
+
+    Stores (in bodies and inits) count, and any statement with a ``writes()`` method (the
+    convention for statements registered with ``register_stmt_emitter``).
+    """
+    out: set = set()
+
+    def visit(s) -> None:
+        if s is None:
+            return
+        if isinstance(s, (tuple, list)):
+            for x in s:
+                visit(x)
+        elif isinstance(s, Store):
+            out.add(s.buffer.name)
+        elif isinstance(s, Loop):
+            visit(s.body)
+        elif isinstance(s, Block):
+            visit(s.init)
+            visit(s.body)
+        else:
+            writes = getattr(s, "writes", None)
+            if callable(writes):
+                for w in writes():
+                    b = w[0] if isinstance(w, tuple) else w
+                    out.add(b.name if isinstance(b, Buffer) else str(b))
+            body = getattr(s, "body", None)
+            if body is not None and not isinstance(body, (str, bytes)):
+                visit(body)
+
+    visit(func.body)
+    return out
+
+
+def _describe(a) -> str:
+    return f"shape {tuple(a.shape)} {a.dtype}"
+
+
+class Kernel:
+    """A compiled :class:`~probsched.ir.stmt.PrimFunc`; call it with every parameter.
+
+    Attributes: ``func`` (the PrimFunc), ``source`` (the Python source numba compiled),
+    ``compile_seconds``, ``from_cache`` (the machine code of an equal function built
+    before was reused; ``compile_seconds`` is then that build's), ``target``,
+    ``parallel_form`` (``"none"``, ``"threads"`` or ``"prange"``), ``inputs`` / ``outputs``
+    (parameter buffers), ``dispatchers`` (the numba functions by name) and ``entry`` (the
+    compiled entry point, taking flat arrays).
+    """
+
+    def __init__(self, module: ModuleSource, compiled: CompiledModule, target, func=None, from_cache: bool = False) -> None:
+        func = module.func if func is None else func
+        self.func: PrimFunc = func
+        self.from_cache = from_cache
+        self.source: str = module.source
+        self.compile_seconds: float = compiled.seconds
+        self.target = target
+        self.parallel_form: str = module.parallel_form
+        self.dispatchers = dict(compiled.dispatchers)
+        self.entry = compiled.entry
+        written = written_buffers(func)
+        self.params: Tuple[Buffer, ...] = tuple(func.params)
+        self.outputs: Tuple[Buffer, ...] = tuple(b for b in func.params if b.name in written)
+        self.inputs: Tuple[Buffer, ...] = tuple(b for b in func.params if b.name not in written)
+        self._is_output = [b.name in written for b in func.params]
+        self._output_positions = [i for i, out in enumerate(self._is_output) if out]
+        self._dtypes = [np.dtype(b.dtype) for b in func.params]
+        self._intermediates = [np.empty(b.size, dtype=b.dtype) for b in module.wrapper_allocs]
+        self._segments = module.segments
+        self.threads = max(1, int(getattr(target, "threads", 1) or 1))
+
+    # ------------------------------------------------------------------ calling
+
+    def _flat_args(self, arrays) -> list:
+        name = self.func.name
+        if len(arrays) != len(self.params):
+            names = ", ".join(b.name for b in self.params)
+            raise KernelArgumentError(
+                f"kernel {name}: expected {len(self.params)} arrays ({names}), got {len(arrays)}"
+            )
+        flat = []
+        for pos, (b, a, out, dt) in enumerate(zip(self.params, arrays, self._is_output, self._dtypes)):
+            role = "output" if out else "input"
+            where = f"kernel {name}: parameter {b.name} (argument {pos + 1}, {role})"
+            if not isinstance(a, np.ndarray):
+                raise KernelArgumentError(
+                    f"{where}: expected a numpy array of shape {b.shape} {b.dtype}, got {type(a).__name__}"
+                )
+            if a.shape != b.shape or a.dtype != dt:
+                raise KernelArgumentError(f"{where}: expected shape {b.shape} {b.dtype}, got {_describe(a)}")
+            if out:
+                if not a.flags.c_contiguous:
+                    raise KernelArgumentError(
+                        f"{where}: must be C-contiguous (it is written in place); got strides {a.strides}"
+                    )
+                if not a.flags.writeable:
+                    raise KernelArgumentError(f"{where}: is read-only but the kernel writes it")
+            elif not (a.flags.c_contiguous and a.flags.writeable):
+                a = np.array(a, order="C", copy=True)
+            flat.append(a)
+        # The compiled code declares its arrays noalias: no output may overlap another array.
+        for pos in self._output_positions:
+            out = flat[pos]
+            for other_pos, other in enumerate(flat):
+                if other_pos == pos or not np.may_share_memory(out, other):
+                    continue
+                if self._is_output[other_pos]:
+                    raise KernelArgumentError(
+                        f"kernel {name}: outputs {self.params[pos].name} and {self.params[other_pos].name} "
+                        "share memory; pass separate arrays"
+                    )
+                flat[other_pos] = other.copy()  # an input that is also written: read a snapshot
+        flat = [a.reshape(-1) for a in flat]
+        flat.extend(self._intermediates)
+        return flat
+
+    def __call__(self, *arrays) -> None:
+        flat = self._flat_args(arrays)
+        if self._segments is None:
+            if self.parallel_form == "prange":
+                _set_numba_threads(self.threads)
+            self.entry(*flat)
+        else:
+            self._run_segments(flat)
+
+    def _run_segments(self, flat: list) -> None:
+        entry = self.entry
+        for seg in self._segments:
+            if seg.extent is None:
+                entry(seg.index, 0, 0, *flat)
+                continue
+            parts = chunks(seg.extent, self.threads)
+            if len(parts) == 1:
+                entry(seg.index, 0, seg.extent, *flat)
+                continue
+            workers = _pool(self.threads - 1)
+            done = queue.SimpleQueue()
+            for q, (lo, hi) in zip(workers.queues, parts[1:]):
+                q.put((entry, (seg.index, lo, hi, *flat), done))
+            try:
+                entry(seg.index, parts[0][0], parts[0][1], *flat)
+            finally:  # wait for every chunk before returning or raising
+                errors = [e for e in (done.get() for _ in parts[1:]) if e is not None]
+            if errors:
+                raise errors[0]
+
+    def run(self, *inputs) -> tuple:
+        """Call with the inputs only; allocates, fills and returns the outputs (a tuple)."""
+        if len(inputs) != len(self.inputs):
+            names = ", ".join(b.name for b in self.inputs)
+            raise KernelArgumentError(
+                f"kernel {self.func.name}: run() expected {len(self.inputs)} input arrays ({names}), got {len(inputs)}"
+            )
+        it = iter(inputs)
+        outs = []
+        args = []
+        for b, out in zip(self.params, self._is_output):
+            if out:
+                a = np.empty(b.shape, dtype=b.dtype)
+                outs.append(a)
+                args.append(a)
+            else:
+                args.append(next(it))
+        self(*args)
+        return tuple(outs)
+
+    # ------------------------------------------------------------------ inspection
+
+    def inspect_asm(self) -> Dict[str, str]:
+        """Assembly of every compiled function, by name."""
+        return {name: d.inspect_asm(d.signatures[0]) for name, d in self.dispatchers.items()}
+
+    def inspect_llvm(self) -> Dict[str, str]:
+        """LLVM IR of every compiled function, by name."""
+        return {name: d.inspect_llvm(d.signatures[0]) for name, d in self.dispatchers.items()}
+
+    def __repr__(self) -> str:
+        params = ", ".join(str(b) for b in self.params)
+        return (
+            f"<Kernel {self.func.name}({params}); compiled in {self.compile_seconds:.2f} s; "
+            f"parallel: {self.parallel_form}>"
+        )
+
+
+def _set_numba_threads(n: int) -> None:
+    import numba
+
+    n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
+    if numba.get_num_threads() != n:
+        numba.set_num_threads(n)

@@ -1,0 +1,167 @@
+"""The machine kernels are built for: ``Target`` (host CPU description).
+
+``Target.host()`` reads ``/proc/cpuinfo`` (model name, ISA flags), the CPUs this process
+may run on, and LLVM's name for the CPU (what numba compiles for). ``build(..., target=)``
+accepts ``None`` (the host), a ``Target``, or a string:
+
+- ``"cpu"``: the host;
+- ``"cpu -threads=N"``: the host, kernels' parallel loops on ``N`` threads (default: every
+  CPU this process may use).
+
+numba always compiles for the host CPU, so a target describes the host; it is recorded
+with tuning results and tells schedule rules the vector width.
+
+>>> t = Target.from_str("cpu -threads=1")
+>>> t.threads, t.kind
+(1, 'cpu')
+>>> Target.from_json(t.to_json()) == t
+True
+>>> t.vector_lanes("float32") in (4, 8, 16)
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from typing import Optional, Tuple, Union
+
+_ISA_PREFIXES = ("sse", "ssse", "avx", "fma", "amx", "f16c", "bmi", "popcnt")
+
+
+def _read_cpuinfo() -> tuple:
+    model, flags = "", ()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = tuple(value.split())
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    if not model:
+        import platform
+
+        model = platform.processor() or platform.machine() or "unknown cpu"
+    return model, flags
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _llvm_cpu() -> str:
+    try:
+        import llvmlite.binding as llvm
+
+        return llvm.get_host_cpu_name()
+    except Exception:  # pragma: no cover - llvmlite always present with numba
+        return ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A CPU: model name, LLVM cpu name, usable cores, ISA flags, threads kernels use."""
+
+    kind: str = "cpu"
+    model: str = ""
+    llvm_cpu: str = ""
+    cores: int = 1
+    isa: Tuple[str, ...] = field(default_factory=tuple)
+    threads: int = 1
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def host() -> "Target":
+        """The machine this process runs on."""
+        model, flags = _read_cpuinfo()
+        isa = tuple(sorted(f for f in flags if f.startswith(_ISA_PREFIXES)))
+        cores = _usable_cpus()
+        return Target("cpu", model, _llvm_cpu(), cores, isa, cores)
+
+    @staticmethod
+    def from_str(text: str) -> "Target":
+        """Parse ``"cpu"`` or ``"cpu -threads=N"`` (see the module docstring)."""
+        parts = text.split()
+        if not parts or parts[0] != "cpu":
+            raise ValueError(f"target {text!r}: expected 'cpu' optionally followed by -threads=N")
+        t = Target.host()
+        for opt in parts[1:]:
+            key, eq, value = opt.lstrip("-").partition("=")
+            if key == "threads" and eq:
+                try:
+                    n = int(value)
+                except ValueError:
+                    n = 0
+                if n <= 0:
+                    raise ValueError(f"target {text!r}: -threads needs a positive integer, got {value!r}")
+                t = replace(t, threads=n)
+            else:
+                raise ValueError(f"target {text!r}: unknown option {opt!r} (known: -threads=N)")
+        return t
+
+    @staticmethod
+    def parse(target: Union[None, str, "Target"]) -> "Target":
+        """``None`` -> host, a string -> :meth:`from_str`, a ``Target`` -> itself."""
+        if target is None:
+            return Target.host()
+        if isinstance(target, Target):
+            return target
+        if isinstance(target, str):
+            return Target.from_str(target)
+        raise TypeError(f"target {target!r}: expected None, a Target or a string like 'cpu -threads=2'")
+
+    @property
+    def vector_bytes(self) -> int:
+        """Width of the widest vector registers: 64 (AVX-512), 32 (AVX/AVX2) or 16."""
+        if "avx512f" in self.isa:
+            return 64
+        if "avx2" in self.isa or "avx" in self.isa:
+            return 32
+        return 16
+
+    def vector_lanes(self, dtype: str = "float32") -> int:
+        """Elements of ``dtype`` per vector register."""
+        import numpy as np
+
+        return self.vector_bytes // np.dtype(dtype).itemsize
+
+    def has(self, flag: str) -> bool:
+        """Whether the CPU has ISA extension ``flag`` (``"avx2"``, ``"avx512f"``, ``"fma"``)."""
+        return flag in self.isa
+
+    def __str__(self) -> str:
+        main = [f for f in ("avx512f", "avx2", "avx", "fma", "sse4_2") if f in self.isa]
+        if "avx512f" in main:
+            main = [f for f in main if f not in ("avx2", "avx", "sse4_2")]
+        elif "avx2" in main:
+            main = [f for f in main if f not in ("avx", "sse4_2")]
+        cpu = self.model + (f" ({self.llvm_cpu})" if self.llvm_cpu else "")
+        return f"{self.kind}: {cpu}, {self.cores} cores, {' '.join(main) or 'no SIMD flags'}, {self.threads} threads"
+
+    def to_json(self) -> str:
+        """JSON text (see :meth:`from_json`)."""
+        d = asdict(self)
+        d["isa"] = list(self.isa)
+        return json.dumps(d, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> "Target":
+        """Rebuild a target from :meth:`to_json` text."""
+        d = json.loads(text)
+        d["isa"] = tuple(d.get("isa", ()))
+        return Target(**d)
+
+    def options_str(self) -> Optional[str]:
+        """The string form that :meth:`from_str` accepts for this target on this host."""
+        return f"{self.kind} -threads={self.threads}"
