@@ -13,7 +13,7 @@ import pytest
 
 import probsched as ps
 import probsched.workloads as wl
-from probsched.schedule.compact import compact_local_buffers
+from probsched.lowering.compact import compact_local_buffers
 from probsched.testing import numpy_chooser, random_schedule
 
 CASES = [(name, seed) for name in ("GMM", "C2D", "SFM", "NRM", "DEP", "CBR") for seed in (0, 1)]

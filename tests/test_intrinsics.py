@@ -25,7 +25,7 @@ def test_matmul_kernel_with_strided_operands(name):
         b = np.array([[B[pad + k * b_sk + c] for c in range(n)] for k in range(K)], dtype="float64")
         c0 = np.array([[C[pad + r * c_si + c] for c in range(n)] for r in range(m)], dtype="float64")
         before = C.copy()
-        mk(C, pad, c_si, 1, A, pad, a_si, a_sk, B, pad, b_sk, 1, K)
+        mk(C, pad, c_si, 1, A, pad, a_si, a_sk, B, pad, 1, b_sk, K)
         got = np.array([[C[pad + r * c_si + c] for c in range(n)] for r in range(m)])
         np.testing.assert_allclose(got, c0 + a @ b, rtol=1e-5, atol=1e-5)
         mask = np.ones(C.shape, bool)
@@ -56,13 +56,40 @@ def test_blockize_keeps_semantics():
     w.check(evaluate(sch.mod, *x), w.reference(*x))
 
 
-def test_blockize_refuses_guarded_tiles():
-    w = ps.workloads.matmul(10, 16, 8, batch=None)
+def test_partial_tiles_only_along_the_remainder_axis():
+    w = ps.workloads.matmul(10, 20, 8, batch=None)
     sch = ps.Schedule(w.func)
-    i, j, k = sch.get_loops(sch.get_block(w.func.blocks()[0].name))
-    i0, i1 = sch.split(i, [None, 4])  # 10 = 3 * 4 guarded
-    with pytest.raises(ps.ScheduleError, match="blockize: block Z is guarded inside loop i_0"):
-        sch.blockize(i0)
+    c = sch.get_block(w.func.blocks()[0].name)
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])  # 10 = 3 * 4 guarded: rows are the remainder axis
+    j0, j1 = sch.split(j, [None, 16])  # 20 = 2 * 16 guarded: columns are not
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.decompose_reduction(c, k)
+    blk = sch.blockize(k)
+    assert "v_i_o + i_1 < 10" in str(sch.mod)
+    x = w.random_inputs(np.random.default_rng(0))
+    w.check(evaluate(sch.mod, *x), w.reference(*x))
+    with pytest.raises(ps.ScheduleError, match="partial tiles only along i_1"):
+        sch.tensorize(blk, "matmul_4x16")
+
+
+def test_tensorized_partial_tiles_compile_and_match():
+    w = ps.workloads.matmul(14, 32, 20, batch=None)
+    sch = ps.Schedule(w.func)
+    c = sch.get_block(w.func.blocks()[0].name)
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 16])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.decompose_reduction(c, k)
+    sch.parallel(i0)
+    sch.tensorize(k, "matmul_4x16")
+    kernel = ps.build(sch)
+    assert "matmul_4x16_2(" in kernel.source and "matmul_4x16_3(" not in kernel.source
+    x = w.random_inputs(np.random.default_rng(0))
+    out = w.empty_outputs()
+    kernel(*x, *out)
+    w.check(out, w.reference(*x))
 
 
 def test_tensorize_marks_the_block_and_replays():

@@ -240,7 +240,7 @@ def test_reverse_compute_inline_and_preconditions():
 
 
 def test_cache_read_write_with_compaction():
-    from probsched.schedule.compact import compact_local_buffers
+    from probsched.lowering.compact import compact_local_buffers
 
     sch = ps.Schedule(matmul_relu())
     c = sch.get_block("C")

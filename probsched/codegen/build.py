@@ -1,5 +1,8 @@
 """``build()``: a PrimFunc (or a schedule's ``.mod``) to a compiled :class:`Kernel`.
 
+The function is lowered first (:func:`probsched.lowering.lower`: unroll pragmas, local
+buffer compaction), then emitted and compiled.
+
 Compiled modules are cached per process, keyed by the function's structural hash, the
 parallel form and the registered statement emitters: building an equal function again
 (a replayed trace, a re-measured candidate) reuses the machine code instead of paying
@@ -14,6 +17,7 @@ from typing import Dict, Tuple, Union
 
 from ..errors import BuildError
 from ..ir.stmt import PrimFunc
+from ..lowering import lower
 from ..target import Target
 from .compile import compile_module, slp_enabled
 from .emit import choose_form, emit_module
@@ -71,7 +75,7 @@ def build(
     >>> ps.build(ps.create_func([A, S])).from_cache
     True
     """
-    func = as_func(func_or_schedule)
+    func = lower(as_func(func_or_schedule))
     try:
         tgt = Target.parse(target)
     except (TypeError, ValueError) as exc:

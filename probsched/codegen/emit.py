@@ -218,7 +218,8 @@ class Emitter:
         try:
             yield
         finally:
-            if len(self.fn.spec.lines) == n:
+            # comments alone do not make a body (a block whose guard folds to False)
+            if all(x.lstrip().startswith("#") for x in self.fn.spec.lines[n:]):
                 self.line("pass")
             self.fn.indent -= 1
 

@@ -10,3 +10,14 @@ from .matmul import register_all as _register_matmul
 from .registry import Intrinsic, get, list, register  # noqa: F401
 
 _register_matmul()
+
+
+def _register_codegen() -> None:
+    from ..codegen import register_block_emitter
+    from ..schedule.tensorize import TENSORIZE_KEY
+    from .emit import emit_tensorized
+
+    register_block_emitter(TENSORIZE_KEY, emit_tensorized)
+
+
+_register_codegen()

@@ -12,7 +12,7 @@ vectorizer turn each row's N scalar FMAs into vector FMAs.
 >>> mk = ps.intrinsics.get("matmul_4x8").kernel()
 >>> A = np.arange(4 * 3, dtype="float32"); B = np.ones(3 * 8, dtype="float32")
 >>> C = np.zeros(4 * 8, dtype="float32")
->>> mk(C, 0, 8, 1, A, 0, 3, 1, B, 0, 8, 1, 3)   # A is 4x3 row-major, B is 3x8
+>>> mk(C, 0, 8, 1, A, 0, 3, 1, B, 0, 1, 8, 3)   # A is 4x3 row-major, B is 3x8
 >>> C.reshape(4, 8)[:, 0].tolist()
 [3.0, 12.0, 21.0, 30.0]
 """
@@ -45,7 +45,7 @@ def matmul_source(m: int, n: int) -> str:
         "",
         "",
         f"@numba.njit(SIGNATURE, {NUMBA_OPTIONS})",
-        "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sk, B, b_off, b_sk, b_sj, K):",
+        "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sk, B, b_off, b_sj, b_sk, K):",
         f"    # {m}x{n} register block; c_sj and b_sj are 1 (tensorize checks it)",
     ]
     for r in range(m):
@@ -87,6 +87,16 @@ def _implementation(m: int, n: int) -> Callable[[], Callable]:
     return load
 
 
+@lru_cache(maxsize=None)
+def _loader(m: int, n: int) -> Callable[[], Callable]:
+    return _implementation(m, n)
+
+
+def _variant(n: int) -> Callable[[int], Callable[[], Callable]]:
+    """Loaders of the ``m x n`` kernels (``m`` rows of a partial tile)."""
+    return lambda m: _loader(m, n)
+
+
 def register_all() -> None:
     """Register every shipped matmul shape (idempotent)."""
     from .registry import _REGISTRY
@@ -98,8 +108,8 @@ def register_all() -> None:
         register(
             name,
             matmul_description(m, n),
-            _implementation(m, n),
+            _loader(m, n),
             panel_axis="v_k",
             unit_stride={"C": ("v_j",), "B": ("v_j",)},
-            meta={"kind": "matmul", "M": m, "N": n},
+            meta={"kind": "matmul", "M": m, "N": n, "remainder_axis": "v_i", "variant": _variant(n)},
         )

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from ..ir.expr import Const, Var, all_of, free_vars
+from ..ir.expr import BinOp, Const, Var, all_of, free_vars
 from ..ir.stmt import Block, IterVar, Loop, PrimFunc
-from .analysis import affine, bound, from_affine
+from .analysis import affine, bound, from_affine, simplify
 from .loops import lookup_loop
 from .reduction import _conjuncts
 from .tree import TreeIndex, all_names, fresh_name, iter_blocks, replace_at, require, substitute_loop_vars
@@ -54,20 +54,23 @@ def blockize(func: PrimFunc, loop: str) -> Tuple[PrimFunc, str]:
         outer_iters.append(IterVar(vo, hi[1] + 1, it.kind))
         outer_bind.append(o_expr)
         inner_bind.append(vo + i_expr if i_part[0] else vo)
+    # A guard inside the tile (a non-divisible split) must be an iterator's domain bound,
+    # ``binding < extent``: it is restated on the inner block in terms of the new bindings.
+    by_binding = {simplify(b): k for k, b in enumerate(inner.bindings)}
     inner_preds = []
     outer_preds = []
     for c in _conjuncts(inner.predicate):
-        if free_vars(c) & set(inner_loops):
-            inner_preds.append(c)
-        else:
+        if not (free_vars(c) & set(inner_loops)):
             outer_preds.append(c)
-    require(
-        not inner_preds,
-        prim,
-        f"block {inner.name} is guarded inside loop {loop} by {all_of(*inner_preds)} (a non-divisible split); "
-        "the tile must be whole",
-    )
-    new_inner = inner.replace(bindings=tuple(inner_bind), predicate=True)
+            continue
+        k = by_binding.get(simplify(c.a)) if isinstance(c, BinOp) and c.op == "lt" else None
+        require(
+            k is not None and isinstance(c.b, Const) and c.b.value == inner.iters[k].extent,
+            prim,
+            f"block {inner.name} is guarded inside loop {loop} by {c}, which is not an iterator's domain",
+        )
+        inner_preds.append(inner_bind[k] < inner.iters[k].extent)
+    new_inner = inner.replace(bindings=tuple(inner_bind), predicate=all_of(*inner_preds))
 
     def swap(b: Block) -> Block:
         return new_inner if b.name == inner.name else b

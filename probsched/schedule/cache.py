@@ -2,7 +2,7 @@
 
 Both add a copy block over the whole buffer at the root; moving that block with
 ``compute_at`` / ``reverse_compute_at`` shrinks it to a tile, and the lowering step
-(:mod:`probsched.schedule.compact`) shrinks a ``local`` cache buffer to the tile it holds.
+(:mod:`probsched.lowering.compact`) shrinks a ``local`` cache buffer to the tile it holds.
 """
 
 from __future__ import annotations

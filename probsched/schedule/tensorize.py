@@ -123,6 +123,21 @@ def free_vars_of(indices: tuple) -> set:
     return out
 
 
+def _check_guard(inner: Block, sigma: Dict[str, str], intrin) -> None:
+    """Only the intrinsic's remainder axis may be partial (``binding < extent`` guards)."""
+    from .reduction import _conjuncts
+
+    axis = intrin.meta.get("remainder_axis")
+    allowed = sigma.get(axis) if axis else None
+    for c in _conjuncts(inner.predicate):
+        used = free_vars(c) & set(sigma.values())
+        if allowed is None or used != {allowed}:
+            raise _Mismatch(
+                f"the tile is partial ({c}) along loop(s) {sorted(used)}; intrinsic {intrin.name} takes "
+                + (f"partial tiles only along {allowed}" if allowed else "whole tiles only")
+            )
+
+
 def match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
     """Tile loop names in description-iterator order and the buffer mapping, or ScheduleError."""
     prim = "tensorize"
@@ -162,6 +177,7 @@ def match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
             continue
         ctx = {"bufmap": {}, "sigma": sigma, "env": env, "loop_names": loop_names, "unit": intrin.unit_stride}
         try:
+            _check_guard(inner, sigma, intrin)
             dst, cst = dblk.body, inner.body
             _match_access(dst.buffer, dst.indices, cst.buffer, cst.indices, ctx)
             _match(dst.value, cst.value, ctx)

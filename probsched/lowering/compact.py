@@ -25,15 +25,27 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir.expr import Const, Expr, Load, substitute
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
-from .analysis import region, simplify, union
-from .dataflow import binding_map, map_loads
-from .tree import TreeIndex, map_blocks
+from ..schedule.analysis import region, simplify, union
+from ..schedule.dataflow import binding_map, map_loads
+from ..schedule.tree import TreeIndex, map_blocks
 
 
 def _accesses(blk: Block, name: str) -> List[tuple]:
+    if isinstance(blk.body, tuple):  # a blockized block: its inner blocks are visited themselves
+        return []
     out = [idx for b, idx in blk.reads() if b.name == name]
     out += [idx for b, idx in blk.writes() if b.name == name]
     return out
+
+
+def loop_bindings(idx: TreeIndex, blk: Block) -> dict:
+    """Iterator -> binding in loop variables, through the bindings of enclosing blocks."""
+    env = binding_map(blk)
+    for outer in reversed(idx.ancestors(idx.block_path(blk.name))):
+        if isinstance(outer, Block):
+            oenv = binding_map(outer)
+            env = {k: substitute(v, oenv) for k, v in env.items()}
+    return env
 
 
 def _plan(func: PrimFunc, idx: TreeIndex, buf: Buffer) -> Optional[Tuple[Buffer, List[Expr]]]:
@@ -53,7 +65,7 @@ def _plan(func: PrimFunc, idx: TreeIndex, buf: Buffer) -> Optional[Tuple[Buffer,
     regions: List[List[Optional[Tuple[Expr, int]]]] = []
     for b, p in zip(users, paths):
         ranges = {s.name: (0, s.extent - 1) for s in idx.ancestors(p) if isinstance(s, Loop) and s.name not in fixed}
-        bmap = binding_map(b)
+        bmap = loop_bindings(idx, b)
         for ix in _accesses(b, buf.name):
             regions.append([region(simplify(substitute(e, bmap)), fixed, ranges) for e in ix])
     starts: List[Expr] = []
@@ -93,7 +105,9 @@ def compact_local_buffers(func: PrimFunc) -> PrimFunc:
         return func
 
     def fix_block(blk: Block) -> Block:
-        bmap = binding_map(blk)
+        if isinstance(blk.body, tuple):
+            return blk
+        bmap = loop_bindings(idx, blk)
 
         def rel(indices: tuple, name: str) -> tuple:
             new_buf, starts = plans[name]

@@ -1,0 +1,90 @@
+"""Code generation of tensorized blocks: a call to the micro-kernel instead of the tile's loops.
+
+Registered for blocks annotated ``tensorize``. The operands, offsets and strides come from
+the lowered tile (after buffer compaction), paired with the description by walking both
+expression trees in step; tensorize already checked that they match.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ..errors import BuildError
+from ..ir.expr import Const, Expr, Load, children, substitute
+from ..ir.stmt import Block, Buffer
+from ..schedule.analysis import affine, simplify
+from ..schedule.reduction import _conjuncts
+from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, tile_nest
+from .registry import get
+
+
+def _pair(d: Expr, c: Expr, out: Dict[str, Tuple[Buffer, tuple]]) -> None:
+    if isinstance(d, Load):
+        out.setdefault(d.buffer.name, (c.buffer, c.indices))
+        return
+    for x, y in zip(children(d), children(c)):
+        _pair(x, y, out)
+
+
+def _flat(buffer: Buffer, indices: tuple) -> Expr:
+    flat: Expr = Const(0, "int64")
+    stride = 1
+    for dim, ix in reversed(list(zip(buffer.shape, indices))):
+        flat = flat + ix * stride
+        stride *= dim
+    return simplify(flat)
+
+
+def emit_tensorized(block: Block, ctx) -> None:
+    """Write ``kernel(out, offset, strides..., in0, ..., panel)`` for a tensorized block."""
+    intrin = get(block.annotation(TENSORIZE_KEY))
+    axes = block.annotation(AXES_KEY)
+    loops, inner = tile_nest(block, "tensorize")
+    extents = {l.name: l.extent for l in loops}
+    (dblk,) = intrin.description.blocks()
+    desc_axes = [it.var.name for it in dblk.iters]
+    loop_of = dict(zip(desc_axes, axes))
+    pairs: Dict[str, Tuple[Buffer, tuple]] = {}
+    dst, cst = dblk.body, inner.body
+    pairs[dst.buffer.name] = (cst.buffer, cst.indices)
+    _pair(dst.value, cst.value, pairs)
+    env = {it.var.name: b for it, b in zip(inner.iters, inner.bindings)}
+    zero = {name: Const(0, "int64") for name in axes}
+    args: List[str] = []
+    for dname, dep_axes in intrin.operands():
+        buf, indices = pairs[dname]
+        indices = tuple(simplify(substitute(i, env)) for i in indices)
+        flat = _flat(buf, indices)
+        form = affine(flat)
+        if form is None:
+            raise BuildError(f"tensorized block {block.name}: index of {buf.name} is not affine in the tile loops")
+        args.append(ctx.array(buf))
+        args.append(ctx.index(buf, tuple(substitute(i, zero) for i in indices)))
+        for a in dep_axes:
+            args.append(str(form[0].get(loop_of[a], 0)))
+    if intrin.panel_axis is not None:
+        args.append(str(extents[loop_of[intrin.panel_axis]]))
+    ctx.comment(f"block {block.name}: {intrin.name} micro-kernel")
+    guards = _conjuncts(inner.predicate)
+    if not guards:
+        ctx.line(f"{ctx.add_global(f'mk_{intrin.name}', intrin.kernel())}({', '.join(args)})")
+        return
+    # A partial tile along the remainder axis: as many rows as are left, by a smaller kernel.
+    (guard,) = guards
+    full = extents[loop_of[intrin.meta["remainder_axis"]]]
+    start_expr = simplify(substitute(substitute(guard.a, env), zero))
+    start = ctx.expr(start_expr)
+    rows = ctx.fresh("rows")
+    ctx.line(f"{rows} = min({full}, {guard.b.value} - ({start}))")
+    # Tiles aligned to the kernel's height leave one remainder size: compile only that one.
+    outer = {it.var.name: b for it, b in zip(block.iters, block.bindings)}
+    form = affine(simplify(substitute(start_expr, outer)))
+    sizes = range(full, 0, -1)
+    if form is not None and form[1] % full == 0 and all(k % full == 0 for k in form[0].values()):
+        sizes = [full] + ([guard.b.value % full] if guard.b.value % full else [])
+    for m in sizes:
+        kernel = intrin.kernel() if m == full else intrin.meta["variant"](m)()
+        fn = ctx.add_global(f"mk_{intrin.name}_{m}", kernel)
+        ctx.line(f"{'if' if m == full else 'elif'} {rows} == {m}:")
+        with ctx.indented():
+            ctx.line(f"{fn}({', '.join(args)})")

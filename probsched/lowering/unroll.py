@@ -1,0 +1,63 @@
+"""Lowering step: honour ``pragma_auto_unroll_max_step`` (MetaSchedule's explicit unrolling).
+
+Under a loop annotated ``pragma_auto_unroll_max_step=S`` (``S > 0``), every serial loop
+whose body executes at most ``S`` leaf statements in total (its extent times its body's
+count, inner loops counted the same way) becomes ``unrolled``; code generation then copies
+its body. Innermost loops go first, so the budget unrolls from the inside out, like TVM's
+UnrollLoop pass. Parallel and vectorized loops keep their kind.
+
+>>> import probsched as ps
+>>> A = ps.placeholder((64, 4), name="A")
+>>> B = ps.compute((64, 4), lambda i, j: A[i, j] * 2.0, name="B")
+>>> sch = ps.Schedule(ps.create_func([A, B]))
+>>> i, j = sch.get_loops(sch.get_block("B"))
+>>> sch.annotate(i, "pragma_auto_unroll_max_step", 16)
+>>> [l.kind for l in apply_unroll_pragmas(sch.mod).loops()]
+['serial', 'unrolled']
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+from ..ir.stmt import Block, Loop, PrimFunc
+
+PRAGMA = "pragma_auto_unroll_max_step"
+
+
+def _unroll(s, budget: int) -> Tuple[object, int]:
+    """(rewritten statement, leaf statements it executes)."""
+    if isinstance(s, tuple):
+        out, total = [], 0
+        for x in s:
+            y, n = _unroll(x, budget)
+            out.append(y)
+            total += n
+        return tuple(out), total
+    if isinstance(s, Loop):
+        body, n = _unroll(s.body, budget)
+        steps = n * s.extent
+        kind = s.kind
+        if kind == "serial" and steps <= budget:
+            kind = "unrolled"
+        return s.replace(body=body, kind=kind), steps
+    if isinstance(s, Block) and isinstance(s.body, tuple) and s.annotation("tensorize") is None:
+        body, n = _unroll(s.body, budget)
+        return s.replace(body=body), n
+    return s, 1
+
+
+def _apply(s):
+    if isinstance(s, tuple):
+        return tuple(_apply(x) for x in s)
+    if isinstance(s, Loop):
+        budget = s.annotation(PRAGMA)
+        if isinstance(budget, int) and budget > 0:
+            return _unroll(s, budget)[0]
+        return s.replace(body=_apply(s.body))
+    return s
+
+
+def apply_unroll_pragmas(func: PrimFunc) -> PrimFunc:
+    """Unroll small loops under ``pragma_auto_unroll_max_step`` annotations (see module doc)."""
+    return func.replace(body=_apply(func.body))
