@@ -18,7 +18,8 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
     from . import workloads
 
     for name in workloads.names():
-        print(name)
+        for index, params in enumerate(workloads.configs(name)):
+            print(f"{name}:{index}  {params}")
     return 0
 
 
@@ -35,6 +36,17 @@ def _cmd_ir(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from . import intrinsics
+
+    if args.action == "clear":
+        n = intrinsics.clear()
+        print(f"removed {n} cached micro-kernel files from {intrinsics.cache_dir()}")
+    else:
+        print(intrinsics.cache_dir())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and shell completion)."""
     parser = argparse.ArgumentParser(
@@ -48,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ir", help="print the loop-nest IR of a workload, e.g. GMM:2")
     p.add_argument("workload", help="suite entry such as GMM:2")
     p.set_defaults(run=_cmd_ir)
+    p = sub.add_parser("cache", help="where compiled micro-kernels are cached; 'clear' empties it")
+    p.add_argument("action", choices=("path", "clear"), nargs="?", default="path")
+    p.set_defaults(run=_cmd_cache)
     return parser
 
 
