@@ -61,7 +61,7 @@ def test_random_schedules_match_the_reference_compiled(data, name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_schedules_match_the_reference_compiled_sweep(data, name):
     _compiled_walks(data, name, steps=16)

@@ -9,8 +9,8 @@ argument types, and the plan the kernel wrapper follows. The generated code:
   for negative wraparound, which hides contiguity from LLVM's vectorizers;
 - emits loops by kind: ``serial`` and ``vectorized`` as ``range`` loops (LLVM vectorizes
   the innermost one), ``unrolled`` as ``extent`` copies of the body with the loop variable
-  replaced by constants (at most :data:`MAX_UNROLL_STATEMENTS` statements, else
-  :class:`~probsched.errors.BuildError`), ``parallel`` per the parallel form (below); loop
+  replaced by constants (at most :data:`MAX_UNROLL_STATEMENTS` statements; a larger body
+  stays a plain loop: unrolling is a hint), ``parallel`` per the parallel form (below); loop
   annotations are not used yet (``pragma_auto_unroll_max_step`` may be honoured later);
   loops of extent 1 are substituted by 0;
 - inlines block iterators whose binding is affine in the loop variables and assigns the
@@ -343,7 +343,12 @@ class Emitter:
     def _loop(self, loop: Loop) -> None:
         self.context.append(f"loop {loop.var.name}")
         hoisted = self._hoist_init(loop)
-        if loop.extent == 1 or loop.kind == "unrolled":
+        if loop.kind == "unrolled" and loop.extent > 1 and self._count(loop) > MAX_UNROLL_STATEMENTS:
+            # Unrolling is a hint: a body too large to copy runs as a plain loop instead.
+            name = self._loop_name(loop)
+            self._for_header(loop, name, f"range({loop.extent})", f"unroll skipped: over {MAX_UNROLL_STATEMENTS} statements")
+            self._loop_body(loop, name)
+        elif loop.extent == 1 or loop.kind == "unrolled":
             self._unrolled(loop)
         elif loop.kind == "parallel" and not self.in_parallel and self.form == "prange":
             self._prange(loop)
@@ -370,14 +375,6 @@ class Emitter:
             self.emit(loop.body)
 
     def _unrolled(self, loop: Loop) -> None:
-        if loop.kind == "unrolled" and loop.extent > 1:
-            n = self._count(loop)
-            if n > MAX_UNROLL_STATEMENTS:
-                raise BuildError(
-                    f"loop {loop.var.name}: unrolling it gives {n} statements, more than the maximum "
-                    f"{MAX_UNROLL_STATEMENTS} (probsched.codegen.emit.MAX_UNROLL_STATEMENTS); "
-                    "unroll a shorter loop"
-                )
         key = ("loop", id(loop))
         with self._scope(key):
             for c in range(loop.extent):

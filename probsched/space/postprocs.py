@@ -1,0 +1,110 @@
+"""Postprocessors: run once after the rules (MetaSchedule's RewriteReductionBlock and
+RewriteParallelVectorizeUnroll, applied directly instead of through annotations)."""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from ..errors import ScheduleError
+from ..ir.stmt import Loop
+from ..schedule import BlockRV, LoopRV, Schedule
+from ..schedule import loops as loop_prims
+from ..schedule.tree import iter_blocks
+from . import analysis as an
+from .rules import _cores
+
+
+class RewriteReductionBlock:
+    """Move each reduction's init out of its loops (before its outermost reduction loop), so
+    no ``if k == 0`` runs in the inner loop."""
+
+    def __call__(self, sch: Schedule) -> None:
+        for name in sch.blocks():
+            blk = an.block(sch, name)
+            if blk.init is None or not blk.is_reduction or isinstance(blk.body, tuple):
+                continue
+            loops = sch.get_loops(BlockRV(name))
+            first_r = next((l for l in loops if an.loop_kind(sch, name, l) == "R"), None)
+            if first_r is None:
+                continue
+            try:
+                sch.decompose_reduction(BlockRV(name), first_r)
+            except ScheduleError:
+                pass
+
+
+class ParallelVectorizeUnroll:
+    """For each root loop nest: fuse its outer data-parallel loops (up to
+    ``max_jobs_per_core * cores`` iterations) and run them in parallel; vectorize each
+    block's innermost loop when it is spatial and at most ``max_vectorize_extent`` long;
+    sample an explicit-unroll budget from ``unroll_max_steps`` for the nest."""
+
+    def __init__(
+        self,
+        max_jobs_per_core: int = 16,
+        max_vectorize_extent: int = 64,
+        unroll_max_steps: Sequence[int] = (0, 16, 64, 512),
+        cores: int = 0,
+    ) -> None:
+        self.max_jobs_per_core = max_jobs_per_core
+        self.max_vectorize_extent = max_vectorize_extent
+        self.unroll_max_steps = tuple(unroll_max_steps)
+        self.cores = cores
+
+    def __call__(self, sch: Schedule) -> None:
+        limit = self.max_jobs_per_core * (self.cores or _cores())
+        for root in [s for s in sch.mod.body if isinstance(s, Loop)]:
+            blocks = [b.name for b in iter_blocks(root)]
+            if not blocks:
+                continue
+            outer = self._parallelize(sch, root, limit)
+            for name in blocks:
+                if name in sch._idx().blocks:
+                    self._vectorize(sch, name)
+            if len(self.unroll_max_steps) > 1 and outer is not None:
+                step = sch.sample_categorical(list(self.unroll_max_steps), name=f"{blocks[0]}/unroll")
+                if step:
+                    sch.annotate(outer, "pragma_auto_unroll_max_step", step)
+
+    def _parallelize(self, sch: Schedule, root: Loop, limit: int):
+        chain: List[Loop] = []
+        s = root
+        product = 1
+        while isinstance(s, Loop) and s.kind == "serial":
+            try:
+                loop_prims.set_kind(sch.mod, s.name, "parallel")
+            except ScheduleError:
+                break
+            if chain and product * s.extent > limit:
+                break
+            chain.append(s)
+            product *= s.extent
+            if len(s.body) != 1 or not isinstance(s.body[0], Loop):
+                break
+            s = s.body[0]
+        if not chain:
+            return LoopRV(root.name)
+        try:
+            fused = sch.fuse(*[LoopRV(l.name) for l in chain]) if len(chain) > 1 else LoopRV(chain[0].name)
+            if product > 1:
+                sch.parallel(fused)
+            return fused
+        except ScheduleError:
+            return LoopRV(root.name)
+
+    def _vectorize(self, sch: Schedule, name: str) -> None:
+        loops = sch._idx().loops_above(name)
+        if not loops:
+            return
+        inner = loops[-1]
+        if (
+            inner.kind != "serial"
+            or inner.extent > self.max_vectorize_extent
+            or inner.extent < 2
+            or an.loop_kind(sch, name, LoopRV(inner.name)) != "S"
+        ):
+            return
+        try:
+            sch.vectorize(LoopRV(inner.name))
+        except ScheduleError:
+            pass

@@ -1,0 +1,138 @@
+"""The default design space: traces of every workload are correct; handlers work on them."""
+
+import importlib.util
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+
+import probsched as ps
+import probsched.workloads as wl
+from handlers import condition, mutate, replay, seed, trace
+from probsched.ir.interpreter import evaluate
+from probsched.schedule.distributions import PerfectTile
+
+NAMES = wl.names()
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+_DATA: dict = {}
+
+
+def data(name):
+    if name not in _DATA:
+        w = wl.small(name)
+        x = w.random_inputs(np.random.default_rng(3))
+        _DATA[name] = (w, x, w.reference(*x))
+    return _DATA[name]
+
+
+def draw(w, s, space=None):
+    sch = ps.Schedule(w.func)
+    tr = trace(seed(space or ps.space.default(), s)).get_trace(sch)
+    return sch, tr
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_twenty_traces_per_workload_match_the_reference(name):
+    w, x, expected = data(name)
+    for s in range(20):
+        sch, _ = draw(w, s)
+        w.check(evaluate(sch.mod, *x), expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_hundred_compiled_traces_per_workload(name, request):
+    # compiled candidates of the full space take 2-25 s each at these small shapes (512-step
+    # unrolls): only the slow sweep compiles them; the CI test above checks them interpreted
+    w, x, expected = data(name)
+    count = 100 if request.config.getoption("--slow") == "all" else 2  # CI samples two
+    for s in range(100, 100 + count):
+        sch, _ = draw(w, s)
+        out = w.empty_outputs()
+        ps.build(sch)(*x, *out)
+        w.check(out, expected)
+
+
+def test_sites_are_named_after_blocks_and_loops():
+    w = wl.small("C2D")
+    _, tr = draw(w, 0)
+    names = list(tr.choices())
+    assert "conv2d/write_cache" in names and "padded/compute_at" in names
+    assert any(n.startswith("conv2d/") and n.endswith("/tile") for n in names)
+    assert isinstance(tr[next(n for n in names if n.endswith("/tile"))].dist, PerfectTile)
+
+
+def test_condition_fixes_a_tile_and_mutate_changes_only_chosen_sites():
+    w = wl.small("GMM")
+    space = ps.space.default()
+    _, tr = draw(w, 0)
+    tile = next(n for n in tr.choices() if n.endswith("/tile") and len(tr[n].value) == 4)
+    extent = int(np.prod(tr[tile].value))
+    fixed = (1, 1, 1, extent) if extent <= 64 else tr[tile].value
+    sch = ps.Schedule(w.func)
+    tr2 = trace(condition(seed(space, 5), {tile: fixed})).get_trace(sch)
+    assert tr2[tile].value == fixed
+    sch3 = ps.Schedule(w.func)
+    tr3 = trace(mutate(seed(space, 9), tr, sites=[tile])).get_trace(sch3)
+    for n in tr.choices():
+        if n != tile and n in tr3:
+            assert tr3[n].value == tr[n].value or n in tr3.repaired
+    x = w.random_inputs(np.random.default_rng(0))
+    w.check(evaluate(sch3.mod, *x), w.reference(*x))
+
+
+def test_replay_of_stored_traces_gives_equal_programs():
+    w = wl.small("CBR")
+    sch, tr = draw(w, 4)
+    from handlers import Trace
+
+    again = ps.Schedule(w.func)
+    replay(ps.space.default(), Trace.from_json(tr.to_json()))(again)
+    assert again.mod == sch.mod
+    instr = ps.ScheduleTrace.from_json(sch.trace.to_json()).apply(ps.Schedule(w.func))
+    assert instr.mod == sch.mod
+
+
+def test_replay_repairs_a_decision_invalidated_upstream():
+    w = wl.small("C2D")
+    space = ps.space.default()
+    _, tr = draw(w, 1)
+    # change a tile upstream: the recorded compute location may no longer be a valid loop
+    tile = "conv2d/w1/tile" if "conv2d/w1/tile" in tr else next(n for n in tr.choices() if n.endswith("/tile"))
+    data = dict(tr.choices())
+    data[tile] = tuple(reversed(tr[tile].value)) if tr[tile].dist.contains(tuple(reversed(tr[tile].value))) else tr[tile].value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sch = ps.Schedule(w.func)
+        new = trace(replay(seed(space, 0), trace_from(tr, data))).get_trace(sch)
+    for n in new.repaired:
+        assert new[n].dist.contains(new[n].value)
+    x = w.random_inputs(np.random.default_rng(0))
+    w.check(evaluate(sch.mod, *x), w.reference(*x))
+
+
+def trace_from(tr, values):
+    from handlers import Trace
+
+    out = Trace.from_json(tr.to_json())
+    for name, value in values.items():
+        out[name].value = value
+    return out
+
+
+def test_user_rule_composes_with_the_default_space():
+    spec = importlib.util.spec_from_file_location("custom_rule", ROOT / "examples" / "custom_rule.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    w = wl.small("GMM")
+    x = w.random_inputs(np.random.default_rng(0))
+    packed = 0
+    for s in range(6):
+        sch, tr = draw(w, s, mod.space_with_packing())
+        assert "Z/pack_weights" in tr
+        packed += bool(tr["Z/pack_weights"].value)
+        out = w.empty_outputs()
+        ps.build(sch)(*x, *out)
+        w.check(out, w.reference(*x))
+    assert packed >= 1
