@@ -156,9 +156,8 @@ def _require_domain_only_predicate(blk: Block, prim: str) -> None:
         )
 
 
-def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
-    """Move producer ``block`` under ``loop``, computing only what the consumers there read."""
-    prim = "compute_at"
+def _movable(func: PrimFunc, block: str, loop: str, prim: str):
+    """Checks shared by compute_at and reverse_compute_at; returns the index, paths and nodes."""
     idx = TreeIndex(func)
     bpath, blk = lookup_block(idx, block, prim)
     lpath, lnode = lookup_loop(idx, loop, prim)
@@ -170,6 +169,13 @@ def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
     )
     _require_idempotent(blk, prim)
     _require_domain_only_predicate(blk, prim)
+    return idx, bpath, blk, lpath, lnode
+
+
+def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
+    """Move producer ``block`` under ``loop``, computing only what the consumers there read."""
+    prim = "compute_at"
+    idx, bpath, blk, lpath, lnode = _movable(func, block, loop, prim)
     written = written_buffers(blk)
     cons = consumers(func, block)
     require(cons, prim, f"block {block} has no consumer to compute it at")
@@ -214,17 +220,7 @@ def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
 def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
     """Move consumer ``block`` under ``loop``, consuming the region its producers write there."""
     prim = "reverse_compute_at"
-    idx = TreeIndex(func)
-    bpath, blk = lookup_block(idx, block, prim)
-    lpath, lnode = lookup_loop(idx, loop, prim)
-    require(not idx.is_ancestor(lpath, bpath), prim, f"block {block} is already under loop {loop}")
-    require(
-        not any(isinstance(s, Block) for s in idx.ancestors(bpath)),
-        prim,
-        f"block {block} is nested in another block",
-    )
-    _require_idempotent(blk, prim)
-    _require_domain_only_predicate(blk, prim)
+    idx, bpath, blk, lpath, lnode = _movable(func, block, loop, prim)
     require(
         idx.block_order(block) > idx.order["loop:" + loop],
         prim,

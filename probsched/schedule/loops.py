@@ -218,39 +218,36 @@ def set_kind(func: PrimFunc, loop: str, kind: str) -> PrimFunc:
     return replace_at(func, path, (node.replace(kind=kind),))
 
 
+def _set_annotation(func: PrimFunc, kind: str, name: str, key: str, value, remove: bool) -> PrimFunc:
+    """Set (or, with ``remove``, delete) annotation ``key`` of the loop or block ``name``."""
+    prim = "unannotate" if remove else "annotate"
+    idx = TreeIndex(func)
+    lookup = lookup_loop if kind == "loop" else lookup_block
+    path, node = lookup(idx, name, prim)
+    ann = dict(node.annotations)
+    if remove:
+        require(key in ann, prim, f"{kind} {name} has no annotation {key!r}")
+        del ann[key]
+    else:
+        ann[key] = value
+    return replace_at(func, path, (node.replace(annotations=ann),))
+
+
 def annotate_loop(func: PrimFunc, loop: str, key: str, value) -> PrimFunc:
     """Set annotation ``key`` of a loop."""
-    idx = TreeIndex(func)
-    path, node = lookup_loop(idx, loop, "annotate")
-    ann = dict(node.annotations)
-    ann[key] = value
-    return replace_at(func, path, (node.replace(annotations=ann),))
+    return _set_annotation(func, "loop", loop, key, value, remove=False)
 
 
 def unannotate_loop(func: PrimFunc, loop: str, key: str) -> PrimFunc:
     """Remove annotation ``key`` of a loop."""
-    idx = TreeIndex(func)
-    path, node = lookup_loop(idx, loop, "unannotate")
-    ann = dict(node.annotations)
-    require(key in ann, "unannotate", f"loop {loop} has no annotation {key!r}")
-    del ann[key]
-    return replace_at(func, path, (node.replace(annotations=ann),))
+    return _set_annotation(func, "loop", loop, key, None, remove=True)
 
 
 def annotate_block(func: PrimFunc, block: str, key: str, value) -> PrimFunc:
     """Set annotation ``key`` of a block."""
-    idx = TreeIndex(func)
-    path, node = lookup_block(idx, block, "annotate")
-    ann = dict(node.annotations)
-    ann[key] = value
-    return replace_at(func, path, (node.replace(annotations=ann),))
+    return _set_annotation(func, "block", block, key, value, remove=False)
 
 
 def unannotate_block(func: PrimFunc, block: str, key: str) -> PrimFunc:
     """Remove annotation ``key`` of a block."""
-    idx = TreeIndex(func)
-    path, node = lookup_block(idx, block, "unannotate")
-    ann = dict(node.annotations)
-    require(key in ann, "unannotate", f"block {block} has no annotation {key!r}")
-    del ann[key]
-    return replace_at(func, path, (node.replace(annotations=ann),))
+    return _set_annotation(func, "block", block, key, None, remove=True)
