@@ -1,0 +1,422 @@
+"""``LocalMeasurer``: compile, check and time candidates in local worker processes.
+
+Nothing is compiled or run in the caller's process: each candidate's trace (JSON) and its
+workload's function (JSON) go to a worker process (:mod:`.worker`) that replays the trace,
+builds the kernel with numba, checks it against the reference and times it with the
+protocol of :mod:`.timer`. A worker that crashes (segfault, out of memory), hangs past a
+timeout or raises yields a failed :class:`~.result.MeasureResult` with the error text; it
+is replaced and the batch goes on.
+
+Design choices (2 cores, shared):
+
+- **Workers** are started with ``spawn`` (default) or ``forkserver``: forking a process
+  that has numba's threads is unsafe. Starting one costs ~2 s of CPU (numba import and
+  initialisation); it happens in the background. As with any spawned process, a script
+  that measures must do so under ``if __name__ == "__main__":`` (the workers import the
+  main module).
+- **One kernel timed at a time.** A worker that has compiled its kernel waits for the
+  caller's go-ahead before it runs: the caller grants it to one worker at a time. (A
+  lock shared between processes would stay locked forever when its holder is killed for
+  a timeout; the caller sees every death and never has to trust a dead worker.) The run
+  timeout starts at the go-ahead, so waiting for one's turn never counts as running.
+- **Builds overlap with runs** (``overlap_builds=True``, the default): while one worker
+  times its kernel another compiles. numba compiles on one thread, so on 2 cores a
+  2-thread kernel then shares a core with LLVM for part of its timing: throughput nearly
+  doubles when compiles dominate, and timings of parallel kernels get noisier (a kernel
+  can look up to ~2x slower when the compile holds its core; the median of ``repeat``
+  repeats hides part of it). ``overlap_builds=False`` never compiles while a kernel is
+  timed: clean timings, slower tuning.
+- **Workers are recycled** after ``max_compiles_per_worker`` fresh compiles, or when
+  their resident memory passes ``max_worker_rss_mb``: numba never frees a compiled
+  function (measured: see :data:`DEFAULT_MAX_COMPILES`).
+- **Reference data** (inputs, expected outputs) is made once per workload and shared by
+  workers through a file (:mod:`.reference`).
+
+>>> import probsched as ps
+>>> w = ps.workloads.small("GMM")
+>>> sch = ps.Schedule(w.func)
+>>> i = sch.get_loops(sch.get_block("Z"))[1]
+>>> _ = sch.split(i, [2, 2])
+>>> with LocalMeasurer(workers=1, repeat=3, min_repeat_ms=1) as m:
+...     (r,) = m.measure(w, [sch])
+>>> r.ok, len(r.run_seconds), r.median > 0
+(True, 3, True)
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import shutil
+import signal
+import tempfile
+import time
+import weakref
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..errors import ProbschedError
+from ..ir.stmt import PrimFunc
+from ..schedule import Schedule, ScheduleTrace
+from ..workloads import Workload
+from . import worker as worker_module
+from .reference import from_workload
+from .result import CRASH, TIMEOUT, WRONG_RESULT, MeasureResult
+
+log = logging.getLogger("probsched.measure")
+
+#: Fresh compiles a worker makes before it is replaced. Measured on GMM:2 candidates of
+#: the default space (benchmarks/bench_measure.py --memory): a worker starts at ~165 MiB
+#: and grows ~4 MiB per compile on average, so 64 compiles keep each of 2 workers under
+#: ~450 MiB while a restart (~2 s of CPU) costs under 3 % of 64 trials.
+DEFAULT_MAX_COMPILES = 64
+
+STARTING, IDLE, COMPILING, READY, RUNNING = "starting", "idle", "compiling", "ready", "running"
+_STARTUP_TIMEOUT = 120.0
+_MAX_STARTUP_FAILURES = 3
+
+
+class MeasureError(ProbschedError):
+    """The measurer itself cannot work (workers fail to start, closed measurer)."""
+
+
+class _Worker:
+    """The caller's handle on one worker process and the task it holds."""
+
+    def __init__(self, ctx, log_dir: str, number: int) -> None:
+        self.log_path = os.path.join(log_dir, f"worker-{number}.log")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=worker_module.main,
+            args=(child, self.log_path, os.getpid()),
+            name=f"probsched-measure-{number}",
+            daemon=True,
+        )
+        self.proc.start()
+        child.close()
+        self.state = STARTING
+        self.deadline: Optional[float] = time.monotonic() + _STARTUP_TIMEOUT
+        self.index: Optional[int] = None
+        self.compile_seconds = 0.0
+        self.ready_since = 0.0
+        self.compiles = 0
+        self.rss_mb = 0.0
+
+    def send(self, msg: tuple) -> bool:
+        try:
+            self.conn.send(msg)
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5.0)
+        self.conn.close()
+
+    def death_message(self) -> str:
+        self.proc.join(1.0)
+        code = self.proc.exitcode
+        if code is not None and code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exited with status {code}"
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                tail = fh.read()[-3000:].strip()
+        except OSError:
+            tail = ""
+        return f"worker process {self.proc.pid} {how} while {self.state}" + (f"\n{tail}" if tail else "")
+
+
+def _reap(procs: list) -> list:
+    return [p for p in procs if p.join(0) is None and p.is_alive()]
+
+
+def _shutdown(workers: List[_Worker], retired: list, tmpdir: str) -> None:
+    for w in workers:
+        w.send(("exit",))
+    deadline = time.monotonic() + 5.0
+    for p in [w.proc for w in workers] + retired:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(5.0)
+    for w in workers:
+        w.conn.close()
+    shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+class LocalMeasurer:
+    """Measure candidates in ``workers`` local processes (a context manager; see the module doc).
+
+    ``compile_timeout`` / ``run_timeout``: seconds for one candidate's replay and build,
+    and for its check and timing. ``repeat``, ``min_repeat_ms``, ``flush_cache``: the
+    timing protocol (:func:`~probsched.measure.timer.time_callable`). ``check``: compare
+    every kernel's outputs with the reference before timing it.
+    """
+
+    def __init__(
+        self,
+        workers: int = 2,
+        compile_timeout: float = 30.0,
+        run_timeout: float = 10.0,
+        repeat: int = 5,
+        min_repeat_ms: float = 50.0,
+        flush_cache: bool = False,
+        max_compiles_per_worker: int = DEFAULT_MAX_COMPILES,
+        check: bool = True,
+        *,
+        overlap_builds: bool = True,
+        max_worker_rss_mb: float = 1024.0,
+        start_method: str = "spawn",
+    ) -> None:
+        if workers < 1 or repeat < 1 or max_compiles_per_worker < 1:
+            raise ValueError("LocalMeasurer: workers, repeat and max_compiles_per_worker must be >= 1")
+        if start_method not in ("spawn", "forkserver"):
+            raise ValueError(f"LocalMeasurer: start_method {start_method!r}: use 'spawn' or 'forkserver' (never fork)")
+        self.compile_timeout = float(compile_timeout)
+        self.run_timeout = float(run_timeout)
+        self.repeat = int(repeat)
+        self.min_repeat_ms = float(min_repeat_ms)
+        self.flush_cache = bool(flush_cache)
+        self.max_compiles_per_worker = int(max_compiles_per_worker)
+        self.check = bool(check)
+        self.overlap_builds = bool(overlap_builds)
+        self.max_worker_rss_mb = float(max_worker_rss_mb)
+        self._ctx = multiprocessing.get_context(start_method)
+        self._tmpdir = tempfile.mkdtemp(prefix="probsched-measure-")
+        self._started = 0
+        self._startup_failures = 0
+        self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, reference file)
+        self._workers: List[_Worker] = []
+        self._retired: list = []
+        self.workers_started = 0
+        for _ in range(workers):
+            self._workers.append(self._new_worker())
+        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._retired, self._tmpdir)
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "LocalMeasurer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (killing any that does not exit within 5 s) and remove temp files."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return not self._finalizer.alive
+
+    def _new_worker(self) -> _Worker:
+        self._started += 1
+        self.workers_started = self._started
+        return _Worker(self._ctx, self._tmpdir, self._started)
+
+    def _replace(self, w: _Worker, kill: bool) -> None:
+        if kill:
+            w.kill()
+        else:
+            w.send(("exit",))
+            w.conn.close()
+            self._retired.append(w.proc)
+        self._retired[:] = _reap(self._retired)
+        self._workers[self._workers.index(w)] = self._new_worker()
+
+    # ------------------------------------------------------------------ inputs
+    def _job(self, workload: Union[Workload, PrimFunc]) -> dict:
+        if isinstance(workload, Workload):
+            func = workload.func
+            entry = self._refs.get(id(workload))
+            if entry is None:  # keyed by identity: two workloads may share a function, not a reference
+                path = os.path.join(self._tmpdir, f"ref-{len(self._refs)}.npz")
+                from_workload(workload).save(path)
+                entry = self._refs[id(workload)] = (workload, path)
+            ref_path, ref_mode, name = entry[1], "file", workload.name
+        elif isinstance(workload, PrimFunc):
+            func = workload
+            ref_path = os.path.join(self._tmpdir, f"func-{func.structural_hash()}.npz")
+            ref_mode, name = "func", func.name
+        else:
+            raise TypeError(f"measure: expected a Workload or a PrimFunc, got {type(workload).__name__}")
+        return {
+            "func": func,
+            "name": name,
+            "func_key": func.structural_hash(),
+            "func_json": func.to_json(),
+            "ref_path": ref_path,
+            "ref_mode": ref_mode,
+            "check": self.check,
+            "repeat": self.repeat,
+            "min_repeat_ms": self.min_repeat_ms,
+            "flush_cache": self.flush_cache,
+        }
+
+    @staticmethod
+    def _trace_json(candidate, func: PrimFunc, index: int) -> str:
+        if isinstance(candidate, Schedule):
+            if candidate.func is not func and candidate.func != func:
+                raise ValueError(f"measure: schedule {index} schedules another function than the workload's")
+            return candidate.trace.to_json()
+        if isinstance(candidate, ScheduleTrace):
+            return candidate.to_json()
+        if isinstance(candidate, str):
+            return candidate
+        raise TypeError(f"measure: candidate {index} is a {type(candidate).__name__}, expected a Schedule or ScheduleTrace")
+
+    # ------------------------------------------------------------------ measuring
+    def measure(
+        self,
+        workload: Union[Workload, PrimFunc],
+        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        on_result: Optional[Callable[[int, MeasureResult], None]] = None,
+        *,
+        _faults: Optional[Mapping[int, str]] = None,
+    ) -> List[MeasureResult]:
+        """Measure every candidate; results in input order.
+
+        ``on_result(index, result)`` is called in this process as each candidate finishes
+        (in completion order). ``_faults`` is the test hook of :mod:`._faults`.
+        """
+        if self.closed:
+            raise MeasureError("measure: this LocalMeasurer is closed")
+        job = self._job(workload)
+        traces = [self._trace_json(s, job["func"], i) for i, s in enumerate(schedules)]
+        faults = dict(_faults or {})
+        results: List[Optional[MeasureResult]] = [None] * len(traces)
+        pending = collections.deque(range(len(traces)))
+        remaining = [len(traces)]
+
+        def finish(index: int, result: MeasureResult) -> None:
+            results[index] = result
+            remaining[0] -= 1
+            if result.error_kind == WRONG_RESULT:
+                log.error("WRONG RESULT (a compiler bug?) for %s candidate %d: %s", job["name"], index, result.error_message)
+            if on_result is not None:
+                on_result(index, result)
+
+        try:
+            while remaining[0]:
+                self._dispatch(pending, job, traces, faults)
+                self._step(finish)
+        except BaseException:
+            for w in list(self._workers):  # a worker holding a task of this batch is in an unknown state
+                if w.index is not None:
+                    self._replace(w, kill=True)
+            raise
+        return results  # type: ignore[return-value]
+
+    def _dispatch(self, pending: collections.deque, job: dict, traces: List[str], faults: dict) -> None:
+        states = [w.state for w in self._workers]
+        running = RUNNING in states
+        building = COMPILING in states or STARTING in states
+        if not running:
+            ready = [w for w in self._workers if w.state == READY]
+            if ready and (self.overlap_builds or not building):
+                w = min(ready, key=lambda x: x.ready_since)
+                if w.send(("go",)):
+                    w.state, w.deadline = RUNNING, time.monotonic() + self.run_timeout
+                    running = True
+        if not self.overlap_builds and (running or READY in states):
+            return  # finish the compiled ones first; never compile while a kernel is timed
+        for w in self._workers:
+            if w.state == IDLE and pending:
+                index = pending.popleft()
+                task = {k: v for k, v in job.items() if k not in ("func", "name")}
+                task.update(trace_json=traces[index], fault=faults.get(index))
+                if w.send(("task", task)):
+                    w.state, w.index = COMPILING, index
+                    w.deadline = time.monotonic() + self.compile_timeout
+                else:
+                    pending.appendleft(index)  # it died: the next step notices and replaces it
+
+    def _step(self, finish: Callable[[int, MeasureResult], None]) -> None:
+        """Wait for one event (a message, a death, a deadline) and handle what happened."""
+        now = time.monotonic()
+        deadlines = [w.deadline for w in self._workers if w.deadline is not None]
+        timeout = max(0.0, min(deadlines) - now) if deadlines else None
+        waitables = {}
+        for w in self._workers:
+            waitables[w.conn] = w
+            waitables[w.proc.sentinel] = w
+        ready = multiprocessing.connection.wait(list(waitables), timeout)
+        handled = set()
+        for obj in ready:
+            w = waitables[obj]
+            if id(w) in handled:
+                continue
+            handled.add(id(w))
+            self._receive(w, finish)
+        now = time.monotonic()
+        for w in list(self._workers):
+            if w in self._workers and w.deadline is not None and now > w.deadline:
+                self._timeout(w, finish)
+
+    def _receive(self, w: _Worker, finish) -> None:
+        try:
+            while w.conn.poll():
+                self._handle(w, w.conn.recv(), finish)
+                if w not in self._workers:
+                    return
+        except (EOFError, OSError):
+            pass
+        if not w.proc.is_alive() and w in self._workers:
+            self._died(w, finish)
+
+    def _handle(self, w: _Worker, msg: tuple, finish) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            w.state, w.deadline, w.rss_mb = IDLE, None, msg[2]
+            self._startup_failures = 0
+        elif kind == "compiled":
+            w.state, w.deadline, w.compile_seconds, w.ready_since = READY, None, msg[1], time.monotonic()
+        elif kind == "result":
+            d = msg[1]
+            index, w.index = w.index, None
+            w.state, w.deadline, w.compiles, w.rss_mb = IDLE, None, d["compiles"], d["rss_mb"]
+            result = MeasureResult(tuple(d["run_seconds"]), d["compile_seconds"], d["error_kind"], d["error_message"])
+            if w.compiles >= self.max_compiles_per_worker or w.rss_mb > self.max_worker_rss_mb:
+                log.info("recycling measure worker %d after %d compiles (%.0f MiB)", w.proc.pid, w.compiles, w.rss_mb)
+                self._replace(w, kill=False)
+            finish(index, result)
+
+    def _died(self, w: _Worker, finish) -> None:
+        message = w.death_message()
+        index, state = w.index, w.state
+        self._replace(w, kill=True)
+        if index is not None:
+            finish(index, MeasureResult.failure(CRASH, message, w.compile_seconds if state != COMPILING else 0.0))
+        elif state == STARTING:
+            self._startup_failed(message)
+
+    def _timeout(self, w: _Worker, finish) -> None:
+        index, state = w.index, w.state
+        self._replace(w, kill=True)
+        if state == STARTING:
+            self._startup_failed(f"worker did not start within {_STARTUP_TIMEOUT:.0f} s")
+            return
+        if state == COMPILING:
+            msg, spent = f"compile exceeded the {self.compile_timeout:g} s timeout (replay + build)", self.compile_timeout
+            finish(index, MeasureResult.failure(TIMEOUT, msg, spent))
+        else:
+            msg = f"run exceeded the {self.run_timeout:g} s timeout (check + timing)"
+            finish(index, MeasureResult.failure(TIMEOUT, msg, w.compile_seconds))
+
+    def _startup_failed(self, message: str) -> None:
+        self._startup_failures += 1
+        if self._startup_failures >= _MAX_STARTUP_FAILURES:
+            raise MeasureError(
+                f"measure workers fail to start ({self._startup_failures} in a row): {message}\n"
+                "(workers are spawned and import the main module first: a script must measure under "
+                "`if __name__ == \"__main__\":`; the worker's own error is printed on stderr above)"
+            )

@@ -1,0 +1,111 @@
+"""Reference data for checking kernels: random inputs, expected outputs and tolerances.
+
+Every worker checks every kernel against the same data, so it is made once per workload
+and shared through a ``.npz`` file written atomically (a worker that starts later, or a
+replacement for a crashed one, loads it instead of recomputing):
+
+- for a :class:`~probsched.workloads.Workload`, the caller computes the numpy reference
+  (:func:`from_workload`);
+- for a bare :class:`~probsched.ir.stmt.PrimFunc` the expected outputs are those of the
+  unscheduled program compiled by ``ps.build``: a worker makes them (:func:`func_inputs`,
+  :func:`func_tolerance`) so the caller never compiles or runs a kernel.
+
+Inputs are random and never zero (the workloads' convention), so a kernel that skips a term
+cannot match by accident; outputs are checked with the workloads' tolerance rule.
+
+>>> import numpy as np, probsched as ps, tempfile, os
+>>> w = ps.workloads.small("GMM")
+>>> ref = from_workload(w, seed=0)
+>>> sorted(ref.inputs), sorted(ref.expected)
+(['X', 'Y'], ['Z'])
+>>> path = os.path.join(tempfile.mkdtemp(), "ref.npz")
+>>> ref.save(path)
+>>> again = Reference.load(path)
+>>> bool(np.array_equal(again.expected["Z"], ref.expected["Z"])), again.atol == ref.atol
+(True, True)
+>>> again.check(w.func, {"Z": ref.expected["Z"] + 1})
+Traceback (most recent call last):
+...
+AssertionError: GMM: output Z: 48 of 48 elements differ ...
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+import numpy as np
+
+from ..ir.stmt import Block, PrimFunc
+from ..workloads import Workload, signed_uniform, tolerance
+
+
+@dataclass
+class Reference:
+    """Inputs and expected outputs by parameter name, and the tolerance of the check."""
+
+    inputs: Dict[str, np.ndarray]
+    expected: Dict[str, np.ndarray]
+    rtol: float
+    atol: float
+
+    def save(self, path: str) -> None:
+        """Write a ``.npz`` file atomically (readers never see a partial file)."""
+        arrays = {f"in:{k}": v for k, v in self.inputs.items()}
+        arrays.update({f"out:{k}": v for k, v in self.expected.items()})
+        arrays["meta"] = np.array(json.dumps({"rtol": self.rtol, "atol": self.atol}))
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+
+    @staticmethod
+    def load(path: str) -> "Reference":
+        """Read a file written by :meth:`save`."""
+        with np.load(path) as data:
+            meta = json.loads(str(data["meta"]))
+            inputs = {k[3:]: data[k] for k in data.files if k.startswith("in:")}
+            expected = {k[4:]: data[k] for k in data.files if k.startswith("out:")}
+        return Reference(inputs, expected, meta["rtol"], meta["atol"])
+
+    def check(self, func: PrimFunc, outputs: Dict[str, np.ndarray]) -> None:
+        """Raise AssertionError (worst element, errors) unless ``outputs`` match."""
+        names = [b.name for b in func.output_buffers()]
+        checker = Workload(func.name, func, 0, (), reference_fn=None, rtol=self.rtol, atol=self.atol)
+        checker.check(tuple(outputs[n] for n in names), tuple(self.expected[n] for n in names))
+
+
+def from_workload(workload: Workload, seed: int = 0) -> Reference:
+    """Random inputs of ``workload`` and its numpy reference outputs."""
+    arrays = workload.random_inputs(np.random.default_rng(seed))
+    expected = workload.reference(*arrays)
+    return Reference(
+        {b.name: a for b, a in zip(workload.inputs, arrays)},
+        {b.name: a for b, a in zip(workload.outputs, expected)},
+        workload.rtol,
+        workload.atol,
+    )
+
+
+def func_inputs(func: PrimFunc, seed: int = 0) -> Dict[str, np.ndarray]:
+    """Random inputs for a bare function: ``|x|`` in ``[0.5, 1]``, random signs, never zero."""
+    rng = np.random.default_rng(seed)
+    sample = signed_uniform()
+    return {b.name: np.ascontiguousarray(sample(rng, b.shape), dtype=b.dtype) for b in func.input_buffers()}
+
+
+def func_tolerance(func: PrimFunc) -> Tuple[float, float]:
+    """The workloads' tolerance rule with the longest reduction of any block of ``func``.
+
+    >>> import probsched as ps
+    >>> func_tolerance(ps.workloads.small("GMM").func) == ps.workloads.tolerance(5)
+    True
+    """
+    longest = 1
+    for blk in func.blocks():
+        if isinstance(blk, Block):
+            longest = max(longest, math.prod(iv.extent for iv in blk.iters if iv.kind == "R"))
+    return tolerance(longest)

@@ -1,0 +1,199 @@
+"""The measurement worker: a process that replays, compiles, checks and times candidates.
+
+It runs in a process started with the ``spawn`` (or ``forkserver``) method by
+:class:`~probsched.measure.local.LocalMeasurer`, which talks to it over a pipe:
+
+========================  ==============================================================
+caller -> worker           worker -> caller
+========================  ==============================================================
+                           ``("ready", pid, rss_mb)`` once numba is initialised
+``("task", dict)``         ``("compiled", seconds)`` when the kernel is built, or
+                           ``("result", dict)`` when the build failed
+``("go",)``                ``("result", dict)`` after checking and timing
+``("exit",)``              (the worker returns)
+========================  ==============================================================
+
+Compiling never waits; running waits for ``("go",)`` so that the caller decides which
+worker may use the cores (one at a time). The worker never decides about timeouts: the
+caller kills it. A watchdog thread ends the worker when the caller's process is gone, so a
+worker stuck in a kernel never outlives a killed tuner.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Dict, Optional
+
+from .result import COMPILE, RUNTIME, WRONG_RESULT
+
+
+def rss_mb() -> float:
+    """Resident memory of this process in MiB (Linux; 0.0 elsewhere).
+
+    >>> rss_mb() > 0
+    True
+    """
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+class _State:
+    """What a worker keeps between tasks: decoded functions and loaded reference data."""
+
+    def __init__(self) -> None:
+        self.funcs: Dict[str, object] = {}
+        self.refs: Dict[str, object] = {}  # path -> Reference (the last two: bounded memory)
+        self.compiles = 0
+
+    def func(self, key: str, text: str):
+        from ..ir.stmt import PrimFunc
+
+        if key not in self.funcs:
+            self.funcs[key] = PrimFunc.from_json(text)
+        return self.funcs[key]
+
+    def reference(self, path: str):
+        from .reference import Reference
+
+        if path not in self.refs:
+            if not os.path.exists(path):
+                return None
+            if len(self.refs) >= 2:
+                self.refs.pop(next(iter(self.refs)))
+            self.refs[path] = Reference.load(path)
+        return self.refs[path]
+
+
+def _error_text(limit: int) -> str:
+    """The exception's type and message first (what a user reads), then the innermost frames."""
+    exc = sys.exc_info()[1]
+    return f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc(limit=-limit)}"
+
+
+def _result(error_kind: Optional[str] = None, message: str = "", compile_seconds: float = 0.0, run_seconds=(), state=None) -> dict:
+    return {
+        "run_seconds": list(run_seconds),
+        "compile_seconds": compile_seconds,
+        "error_kind": error_kind,
+        "error_message": message,
+        "compiles": state.compiles if state else 0,
+        "rss_mb": rss_mb(),
+    }
+
+
+def _build(state: _State, task: dict):
+    """Replay the trace, build the candidate (and the unscheduled reference if needed)."""
+    from .. import build
+    from ..schedule import Schedule, ScheduleTrace
+
+    func = state.func(task["func_key"], task["func_json"])
+    sch = ScheduleTrace.from_json(task["trace_json"]).apply(Schedule(func))
+    mod = sch.mod
+    if task.get("fault"):
+        from . import _faults
+
+        mod = _faults.inject(mod, task["fault"])
+    ref_kernel = None
+    if task["ref_mode"] == "func" and state.reference(task["ref_path"]) is None:
+        ref_kernel = build(func)  # the unscheduled program is the reference of a bare function
+        state.compiles += not ref_kernel.from_cache
+    t = time.perf_counter()
+    kernel = build(mod)
+    seconds = time.perf_counter() - t
+    state.compiles += not kernel.from_cache
+    return func, kernel, ref_kernel, seconds
+
+
+def _make_reference(func, ref_kernel, path: str):
+    from .reference import Reference, func_inputs, func_tolerance
+
+    inputs = func_inputs(func)
+    outs = ref_kernel.run(*(inputs[b.name] for b in ref_kernel.inputs))
+    rtol, atol = func_tolerance(func)
+    ref = Reference(inputs, {b.name: o for b, o in zip(ref_kernel.outputs, outs)}, rtol, atol)
+    ref.save(path)
+    return ref
+
+
+def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: float) -> dict:
+    """Check the kernel against the reference, then time it (the caller said "go")."""
+    import numpy as np
+
+    from .timer import time_callable
+
+    ref = state.reference(task["ref_path"])
+    try:
+        if ref is None:
+            ref = _make_reference(func, ref_kernel, task["ref_path"])
+            state.refs[task["ref_path"]] = ref
+        outputs = {b.name: np.full(b.shape, np.nan, dtype=b.dtype) for b in kernel.outputs}
+        args = [outputs[b.name] if b.name in outputs else ref.inputs[b.name] for b in kernel.params]
+        kernel(*args)
+    except Exception:
+        return _result(RUNTIME, _error_text(3), compile_seconds, state=state)
+    if task["check"]:
+        try:
+            ref.check(func, outputs)
+        except AssertionError as exc:
+            return _result(WRONG_RESULT, str(exc), compile_seconds, state=state)
+    try:
+        timing = time_callable(
+            lambda: kernel(*args),
+            repeat=task["repeat"],
+            min_repeat_ms=task["min_repeat_ms"],
+            flush_cache=task["flush_cache"],
+        )
+    except Exception:
+        return _result(RUNTIME, _error_text(3), compile_seconds, state=state)
+    return _result(None, "", compile_seconds, timing.means, state=state)
+
+
+def main(conn, log_path: str, parent: int) -> None:
+    """Worker entry point (the target of the spawned process)."""
+    log = open(log_path, "w", buffering=1)
+    faulthandler.enable(file=log)  # a segfault's Python stack ends up in the crash message
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    from ..codegen import warm_up
+
+    warm_up(False)
+    warm_up(True)
+    state = _State()
+    conn.send(("ready", os.getpid(), rss_mb()))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] != "task":
+            return
+        task = msg[1]
+        start = time.perf_counter()
+        try:
+            func, kernel, ref_kernel, seconds = _build(state, task)
+        except Exception:
+            failed = _result(COMPILE, _error_text(4), time.perf_counter() - start, state=state)
+            conn.send(("result", failed))
+            continue
+        conn.send(("compiled", seconds))
+        try:
+            go = conn.recv()
+        except (EOFError, OSError):
+            return
+        if go[0] != "go":
+            return
+        conn.send(("result", _run(state, task, func, kernel, ref_kernel, seconds)))
