@@ -1,0 +1,169 @@
+"""``TuningRecord``: one measured candidate as the database stores it.
+
+A record names its workload and candidate by structural hash (of the unscheduled and of
+the scheduled function), keeps the decisions (a handlers ``Trace`` as JSON, when the
+strategy has one) and the instruction trace (``ScheduleTrace`` JSON, enough to rebuild the
+schedule without the program that sampled it), the measurement, and where it was measured
+(the :class:`~probsched.target.Target` as JSON), with which space and strategy, and when.
+
+>>> import probsched as ps
+>>> from probsched.measure import MeasureResult
+>>> w = ps.workloads.small("GMM")
+>>> sch = ps.Schedule(w.func)
+>>> _ = sch.split(sch.get_loops(sch.get_block("Z"))[1], [2, 2])
+>>> rec = TuningRecord.from_result(w, sch, MeasureResult((3e-6, 2e-6, 4e-6), 0.4), space="default")
+>>> rec.ok, rec.median, rec.workload_hash == w.func.structural_hash()
+(True, 3e-06, True)
+>>> rec.schedule(w.func).mod == sch.mod
+True
+>>> TuningRecord.from_json(rec.to_json()) == rec
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional, Tuple, Union
+
+from ..ir.serialize import structural_hash
+from ..ir.stmt import PrimFunc
+from ..measure.result import ERROR_KINDS, MeasureResult
+from ..schedule import Schedule, ScheduleTrace
+from ..target import Target
+
+
+def workload_key(workload) -> str:
+    """The structural hash of a Workload's or PrimFunc's function (a str passes through)."""
+    if isinstance(workload, str):
+        return workload
+    func = workload if isinstance(workload, PrimFunc) else getattr(workload, "func", None)
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"expected a Workload, a PrimFunc or a structural hash, got {type(workload).__name__}")
+    return structural_hash(func)
+
+
+def target_json(target: Union[None, str, Target]) -> str:
+    """Canonical JSON of a target: ``None`` is the host, a str is JSON or ``"cpu ..."``."""
+    if target is None:
+        return Target.host().to_json()
+    if isinstance(target, Target):
+        return target.to_json()
+    if isinstance(target, str):
+        if target.lstrip().startswith("{"):
+            return Target.from_json(target).to_json()
+        return Target.from_str(target).to_json()
+    raise TypeError(f"target {target!r}: expected None, a Target, its JSON or a string like 'cpu'")
+
+
+@dataclass(frozen=True)
+class TuningRecord:
+    """A measured candidate (see the module docstring)."""
+
+    workload_hash: str
+    candidate_hash: str
+    decisions: Optional[str]
+    instructions: str
+    run_seconds: Tuple[float, ...] = ()
+    compile_seconds: float = 0.0
+    error_kind: Optional[str] = None
+    error_message: str = ""
+    target: str = field(default_factory=lambda: Target.host().to_json())
+    space: str = ""
+    strategy: str = ""
+    timestamp: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        if self.error_kind is not None and self.error_kind not in ERROR_KINDS:
+            raise ValueError(f"TuningRecord: error_kind {self.error_kind!r} is not one of {ERROR_KINDS}")
+        object.__setattr__(self, "run_seconds", tuple(float(s) for s in self.run_seconds))
+        object.__setattr__(self, "compile_seconds", float(self.compile_seconds))
+        object.__setattr__(self, "timestamp", float(self.timestamp))
+
+    @staticmethod
+    def from_result(
+        workload_hash,
+        schedule: Schedule,
+        result: MeasureResult,
+        decisions=None,
+        space: str = "",
+        strategy: str = "",
+        target: Union[None, str, Target] = None,
+    ) -> "TuningRecord":
+        """A record of ``result``, measured for ``schedule`` (a :class:`~probsched.Schedule`).
+
+        ``workload_hash`` may also be the Workload or PrimFunc; ``decisions`` a handlers
+        ``Trace`` (or its JSON); ``target`` defaults to the host.
+        """
+        if not isinstance(schedule, Schedule):
+            raise TypeError(
+                f"TuningRecord.from_result: expected a Schedule, got {type(schedule).__name__} "
+                "(replay a ScheduleTrace onto ps.Schedule(func) first: the record needs the scheduled function)"
+            )
+        if decisions is not None and not isinstance(decisions, str):
+            decisions = decisions.to_json()
+        return TuningRecord(
+            workload_key(workload_hash),
+            structural_hash(schedule.mod),
+            decisions,
+            schedule.trace.to_json(),
+            result.run_seconds,
+            result.compile_seconds,
+            result.error_kind,
+            result.error_message,
+            target_json(target),
+            space,
+            strategy,
+        )
+
+    @property
+    def ok(self) -> bool:
+        """Whether the candidate was measured successfully."""
+        return self.error_kind is None and bool(self.run_seconds)
+
+    @property
+    def median(self) -> float:
+        """Median of the repeat means in seconds; ``inf`` when failed."""
+        return statistics.median(self.run_seconds) if self.ok else math.inf
+
+    @property
+    def result(self) -> MeasureResult:
+        """The measurement as a :class:`~probsched.measure.MeasureResult`."""
+        return MeasureResult(self.run_seconds, self.compile_seconds, self.error_kind, self.error_message)
+
+    def trace(self) -> ScheduleTrace:
+        """The instruction trace."""
+        return ScheduleTrace.from_json(self.instructions)
+
+    def schedule(self, func: PrimFunc) -> Schedule:
+        """The candidate rebuilt: the instruction trace replayed onto ``Schedule(func)``."""
+        return self.trace().apply(Schedule(func))
+
+    def to_dict(self) -> dict:
+        """JSON-ready data (``run_seconds`` as a list)."""
+        d = asdict(self)
+        d["run_seconds"] = list(self.run_seconds)
+        return d
+
+    def to_json(self) -> str:
+        """Canonical JSON text (sorted keys)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @staticmethod
+    def from_dict(d: dict) -> "TuningRecord":
+        """Inverse of :meth:`to_dict` (unknown keys are an error)."""
+        return TuningRecord(**{**d, "run_seconds": tuple(d.get("run_seconds", ()))})
+
+    @staticmethod
+    def from_json(text: str) -> "TuningRecord":
+        """Inverse of :meth:`to_json`."""
+        return TuningRecord.from_dict(json.loads(text))
+
+    @property
+    def key(self) -> str:
+        """SHA-256 of the canonical JSON: equal records have equal keys (import is idempotent)."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()

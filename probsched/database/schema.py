@@ -1,0 +1,130 @@
+"""The SQLite schema of tuning records, opening a file safely, and retrying busy writes.
+
+Tables: ``schema_version`` (one row), ``workloads`` (structural hash -> name and function
+JSON) and ``records`` (one row per measured candidate; ``median`` is NULL when it failed,
+``record_key`` makes re-importing a record a no-op).
+
+Files are opened in WAL mode (readers never block the writer, and a commit survives the
+process being killed), ``synchronous=NORMAL`` (each commit reaches the OS before
+``commit`` returns: a SIGKILL loses nothing; a power cut may lose the last commits), and
+a busy timeout; :func:`retry` covers the ``database is locked`` errors SQLite can still
+report when two processes start writing at the same instant.
+
+>>> conn = connect(":memory:")
+>>> conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+True
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import time
+from typing import Callable, TypeVar
+
+from .errors import DatabaseError
+
+SCHEMA_VERSION = 1
+
+_DDL = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE workloads (
+    hash TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    func_json TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE records (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    record_key TEXT NOT NULL UNIQUE,
+    workload_hash TEXT NOT NULL REFERENCES workloads(hash),
+    candidate_hash TEXT NOT NULL,
+    decisions TEXT,
+    instructions TEXT NOT NULL,
+    run_seconds TEXT NOT NULL,
+    median REAL,
+    compile_seconds REAL NOT NULL,
+    error_kind TEXT,
+    error_message TEXT NOT NULL,
+    target TEXT NOT NULL,
+    space TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    timestamp REAL NOT NULL
+);
+CREATE INDEX records_best ON records (workload_hash, target, median);
+CREATE INDEX records_candidate ON records (workload_hash, candidate_hash);
+"""
+
+T = TypeVar("T")
+RETRY_SECONDS = 60.0
+
+
+def retry(fn: Callable[[], T], path: str, seconds: float = RETRY_SECONDS) -> T:
+    """Call ``fn`` until it does not fail with ``database is locked/busy`` (at most ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    delay = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise DatabaseError(f"database {path}: {exc}") from exc
+        time.sleep(delay * (1 + random.random()))  # jitter: two waiting writers do not collide again
+        delay = min(delay * 2, 0.2)
+
+
+def connect(path: str, timeout: float = 30.0) -> sqlite3.Connection:
+    """Open (creating if new) a probsched database; raise :class:`DatabaseError` naming ``path``."""
+    if path != ":memory:" and os.path.isdir(path):
+        raise DatabaseError(f"database {path}: is a directory, not a file")
+    try:
+        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"database {path}: cannot open: {exc}") from exc
+    try:
+        retry(lambda: _prepare(conn, path), path)
+    except sqlite3.DatabaseError as exc:  # "file is not a database" and friends
+        conn.close()
+        raise DatabaseError(f"database {path}: not a SQLite database ({exc})") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _prepare(conn: sqlite3.Connection, path: str) -> None:
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("BEGIN IMMEDIATE")  # two processes creating one new file: one creates, one checks
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables.discard("sqlite_sequence")
+        if not tables:
+            for statement in _DDL.split(";"):  # executescript would commit the open transaction
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+        else:
+            _check_version(conn, path, tables)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _check_version(conn: sqlite3.Connection, path: str, tables: set) -> None:
+    if "schema_version" not in tables:
+        raise DatabaseError(
+            f"database {path}: a SQLite file but not a probsched database (tables: {', '.join(sorted(tables))})"
+        )
+    row = conn.execute("SELECT version FROM schema_version").fetchone()
+    version = row[0] if row else None
+    if version != SCHEMA_VERSION:
+        raise DatabaseError(
+            f"database {path}: schema version {version}, this probsched reads version {SCHEMA_VERSION} "
+            "(export it with the probsched that wrote it and import the JSONL here)"
+        )
