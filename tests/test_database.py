@@ -137,20 +137,21 @@ def test_not_a_sqlite_file(tmp_path):
         Database(str(tmp_path))
 
 
-def test_foreign_sqlite_file_and_wrong_schema_version(tmp_path):
-    path = str(tmp_path / "other.db")
+def _sql(path: str, statement: str) -> None:
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE stuff (x)")
+    conn.execute(statement)
     conn.commit()
     conn.close()
+
+
+def test_foreign_sqlite_file_and_wrong_schema_version(tmp_path):
+    path = str(tmp_path / "other.db")
+    _sql(path, "CREATE TABLE stuff (x)")
     with pytest.raises(DatabaseError, match=r"other\.db: a SQLite file but not a probsched database"):
         Database(path)
     path = str(tmp_path / "old.db")
     Database(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE schema_version SET version = 99")
-    conn.commit()
-    conn.close()
+    _sql(path, "UPDATE schema_version SET version = 99")
     with pytest.raises(DatabaseError, match=r"old\.db: schema version 99, this probsched reads version 1"):
         Database(path)
     assert issubclass(DatabaseError, ps.ProbschedError)

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Tuple, Union
@@ -123,12 +121,12 @@ class TuningRecord:
     @property
     def ok(self) -> bool:
         """Whether the candidate was measured successfully."""
-        return self.error_kind is None and bool(self.run_seconds)
+        return self.result.ok
 
     @property
     def median(self) -> float:
         """Median of the repeat means in seconds; ``inf`` when failed."""
-        return statistics.median(self.run_seconds) if self.ok else math.inf
+        return self.result.median
 
     @property
     def result(self) -> MeasureResult:
