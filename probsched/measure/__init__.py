@@ -4,7 +4,8 @@
 - :mod:`.result` — :class:`MeasureResult` and the error kinds;
 - :mod:`.reference` — inputs and expected outputs shared by the workers;
 - :mod:`.worker` — the worker process;
-- :mod:`.local` — :class:`LocalMeasurer`, the pool of local workers.
+- :mod:`.local` — :class:`LocalMeasurer`, the pool of local workers;
+- :mod:`.stats` — :class:`MeasureStats`, where its time and memory went.
 """
 
 from .local import DEFAULT_MAX_COMPILES, LocalMeasurer, MeasureError  # noqa: F401
@@ -17,12 +18,14 @@ from .result import (  # noqa: F401
     WRONG_RESULT,
     MeasureResult,
 )
+from .stats import MeasureStats  # noqa: F401
 from .timer import Timing, time_callable  # noqa: F401
 
 __all__ = [
     "LocalMeasurer",
     "MeasureResult",
     "MeasureError",
+    "MeasureStats",
     "DEFAULT_MAX_COMPILES",
     "ERROR_KINDS",
     "COMPILE",

@@ -64,6 +64,7 @@ from ..workloads import Workload
 from . import worker as worker_module
 from .reference import from_workload
 from .result import CRASH, TIMEOUT, WRONG_RESULT, MeasureResult
+from .stats import MeasureStats
 
 log = logging.getLogger("probsched.measure")
 
@@ -101,6 +102,7 @@ class _Worker:
         self.index: Optional[int] = None
         self.compile_seconds = 0.0
         self.ready_since = 0.0
+        self.phase_start = 0.0
         self.compiles = 0
         self.rss_mb = 0.0
 
@@ -140,9 +142,10 @@ def _reap(procs: list) -> list:
 
 
 def _shutdown(workers: List[_Worker], retired: list, tmpdir: str) -> None:
-    for w in workers:
-        w.send(("exit",))
-    deadline = time.monotonic() + 5.0
+    for w in workers:  # an idle worker exits when asked; a busy one is killed (it holds nothing of value)
+        if w.state != IDLE or not w.send(("exit",)):
+            w.proc.kill()
+    deadline = time.monotonic() + 2.0
     for p in [w.proc for w in workers] + retired:
         p.join(max(0.0, deadline - time.monotonic()))
         if p.is_alive():
@@ -192,12 +195,11 @@ class LocalMeasurer:
         self.max_worker_rss_mb = float(max_worker_rss_mb)
         self._ctx = multiprocessing.get_context(start_method)
         self._tmpdir = tempfile.mkdtemp(prefix="probsched-measure-")
-        self._started = 0
         self._startup_failures = 0
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, reference file)
         self._workers: List[_Worker] = []
         self._retired: list = []
-        self.workers_started = 0
+        self.stats = MeasureStats()
         for _ in range(workers):
             self._workers.append(self._new_worker())
         self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._retired, self._tmpdir)
@@ -210,7 +212,7 @@ class LocalMeasurer:
         self.close()
 
     def close(self) -> None:
-        """Stop the workers (killing any that does not exit within 5 s) and remove temp files."""
+        """Stop the workers (killing busy ones, and idle ones that do not exit within 2 s); remove temp files."""
         self._finalizer()
 
     @property
@@ -218,10 +220,14 @@ class LocalMeasurer:
         """Whether :meth:`close` was called."""
         return not self._finalizer.alive
 
+    @property
+    def workers_started(self) -> int:
+        """Worker processes started so far (replacements and recycling included)."""
+        return self.stats.worker_starts
+
     def _new_worker(self) -> _Worker:
-        self._started += 1
-        self.workers_started = self._started
-        return _Worker(self._ctx, self._tmpdir, self._started)
+        self.stats.worker_starts += 1
+        return _Worker(self._ctx, self._tmpdir, self.stats.worker_starts)
 
     def _replace(self, w: _Worker, kill: bool) -> None:
         if kill:
@@ -325,7 +331,9 @@ class LocalMeasurer:
             if ready and (self.overlap_builds or not building):
                 w = min(ready, key=lambda x: x.ready_since)
                 if w.send(("go",)):
-                    w.state, w.deadline = RUNNING, time.monotonic() + self.run_timeout
+                    now = time.monotonic()
+                    self.stats.wait_seconds += now - w.ready_since
+                    w.state, w.deadline, w.phase_start = RUNNING, now + self.run_timeout, now
                     running = True
         if not self.overlap_builds and (running or READY in states):
             return  # finish the compiled ones first; never compile while a kernel is timed
@@ -335,8 +343,8 @@ class LocalMeasurer:
                 task = {k: v for k, v in job.items() if k not in ("func", "name")}
                 task.update(trace_json=traces[index], fault=faults.get(index))
                 if w.send(("task", task)):
-                    w.state, w.index = COMPILING, index
-                    w.deadline = time.monotonic() + self.compile_timeout
+                    w.state, w.index, w.phase_start = COMPILING, index, time.monotonic()
+                    w.deadline = w.phase_start + self.compile_timeout
                 else:
                     pending.appendleft(index)  # it died: the next step notices and replaces it
 
@@ -380,17 +388,32 @@ class LocalMeasurer:
             self._startup_failures = 0
         elif kind == "compiled":
             w.state, w.deadline, w.compile_seconds, w.ready_since = READY, None, msg[1], time.monotonic()
+            self.stats.compile_seconds += w.ready_since - w.phase_start
+            self.stats.build_seconds += msg[1]
         elif kind == "result":
             d = msg[1]
+            self._account(w)
             index, w.index = w.index, None
             w.state, w.deadline, w.compiles, w.rss_mb = IDLE, None, d["compiles"], d["rss_mb"]
+            self.stats.memory.append((w.proc.pid, w.compiles, w.rss_mb))
             result = MeasureResult(tuple(d["run_seconds"]), d["compile_seconds"], d["error_kind"], d["error_message"])
             if w.compiles >= self.max_compiles_per_worker or w.rss_mb > self.max_worker_rss_mb:
                 log.info("recycling measure worker %d after %d compiles (%.0f MiB)", w.proc.pid, w.compiles, w.rss_mb)
                 self._replace(w, kill=False)
             finish(index, result)
 
+    def _account(self, w: _Worker) -> None:
+        """Add the time of the phase ``w`` ends now to the stats."""
+        spent = time.monotonic() - w.phase_start
+        if w.state == RUNNING:
+            self.stats.run_seconds += spent
+        elif w.state == COMPILING:
+            self.stats.compile_seconds += spent
+        if w.index is not None:
+            self.stats.candidates += 1
+
     def _died(self, w: _Worker, finish) -> None:
+        self._account(w)
         message = w.death_message()
         index, state = w.index, w.state
         self._replace(w, kill=True)
@@ -400,6 +423,7 @@ class LocalMeasurer:
             self._startup_failed(message)
 
     def _timeout(self, w: _Worker, finish) -> None:
+        self._account(w)
         index, state = w.index, w.state
         self._replace(w, kill=True)
         if state == STARTING:

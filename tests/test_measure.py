@@ -1,0 +1,191 @@
+"""Measurement in worker processes: results, crash isolation, timeouts, checks, recycling."""
+
+import dataclasses
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import probsched as ps
+from probsched.database import Database
+from probsched.measure import (
+    COMPILE,
+    CRASH,
+    RUNTIME,
+    TIMEOUT,
+    WRONG_RESULT,
+    LocalMeasurer,
+    MeasureError,
+    MeasureResult,
+)
+
+W = ps.workloads.small("GMM")
+
+
+def schedule(f: int, func=None, g: int = 1) -> ps.Schedule:
+    """Distinct candidates: i (extent 4) split by f, j (extent 6) split by g."""
+    sch = ps.Schedule(func or W.func)
+    _, i, j, _ = sch.get_loops(sch.get_block("Z"))
+    sch.split(i, [f, 4 // f])
+    sch.split(j, [g, 6 // g])
+    return sch
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    # short timeouts keep the fault tests quick; small GMM compiles in ~0.2 s
+    with LocalMeasurer(
+        workers=2, compile_timeout=5.0, run_timeout=3.0, repeat=3, min_repeat_ms=1.0, max_compiles_per_worker=6
+    ) as m:
+        yield m
+
+
+def test_results_in_input_order_with_progress_callback(measurer):
+    seen = []
+    scheds = [schedule(1), schedule(2), schedule(4), schedule(2)]
+    results = measurer.measure(W, scheds, on_result=lambda i, r: seen.append((i, r)))
+    assert sorted(i for i, _ in seen) == [0, 1, 2, 3]
+    assert [r for _, r in sorted(seen, key=lambda x: x[0])] == results
+    for r in results:
+        assert r.ok and r.error_kind is None and len(r.run_seconds) == 3
+        assert 0 < r.median < 1.0 and r.compile_seconds >= 0
+    assert MeasureResult.from_json(results[0].to_json()) == results[0]
+
+
+def test_traces_and_bare_functions(measurer):
+    sch = schedule(2)
+    results = measurer.measure(W, [sch.trace, sch.trace.to_json()])
+    assert all(r.ok for r in results)
+    # a bare PrimFunc: the reference is the unscheduled program, built and run in a worker
+    func = W.func.replace(name="mm_bare")
+    bare = measurer.measure(func, [schedule(1, func), schedule(2, func)], _faults={1: "wrong"})
+    assert bare[0].ok and bare[1].error_kind == WRONG_RESULT
+    with pytest.raises(ValueError, match="another function"):
+        measurer.measure(W, [schedule(2, func)])
+    with pytest.raises(TypeError, match="Workload or a PrimFunc"):
+        measurer.measure("GMM", [sch])
+    assert measurer.measure(W, []) == []
+
+
+def test_crash_isolation_segfault_hang_raise(measurer, caplog):
+    faults = {1: "segfault", 2: "hang", 3: "raise", 4: "wrong", 5: "compile_error"}
+    t = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="probsched.measure"):
+        results = measurer.measure(W, [schedule(2) for _ in range(7)], _faults=faults)
+    assert time.monotonic() - t < 60
+    kinds = [r.error_kind for r in results]
+    assert kinds == [None, CRASH, TIMEOUT, RUNTIME, WRONG_RESULT, COMPILE, None]
+    assert results[0].ok and results[6].ok  # the batch went on around the failures
+    assert "SIGSEGV" in results[1].error_message and "Segmentation fault" in results[1].error_message
+    assert "run exceeded the 3 s timeout" in results[2].error_message
+    assert "RuntimeError: injected fault: the kernel raised" in results[3].error_message
+    assert "output Z: 1 of 48 elements differ" in results[4].error_message
+    assert "BuildError" in results[5].error_message and "undefined_name_planted" in results[5].error_message
+    for r in results[1:6]:
+        assert not r.ok and r.run_seconds == () and math.isinf(r.median)
+    assert any("WRONG RESULT" in rec.message and "candidate 4" in rec.message for rec in caplog.records)
+    # the replaced workers measure the next batch normally
+    assert all(r.ok for r in measurer.measure(W, [schedule(1), schedule(4)]))
+
+
+def test_compile_timeout(measurer):
+    (r,) = measurer.measure(W, [schedule(2)], _faults={0: "compile_hang"})
+    assert r.error_kind == TIMEOUT and "compile exceeded the 5 s timeout" in r.error_message
+
+
+def test_wrong_reference_is_a_wrong_result_unless_unchecked(measurer):
+    bad = dataclasses.replace(W, reference_fn=lambda x, y: tuple(2 * z for z in W.reference(x, y)))
+    results = measurer.measure(bad, [schedule(1), schedule(2)])
+    assert [r.error_kind for r in results] == [WRONG_RESULT, WRONG_RESULT]
+    assert all(r.ok for r in measurer.measure(W, [schedule(1)]))  # the good reference is still in use
+
+
+def test_recycling_and_no_overlap(measurer):
+    before = measurer.workers_started
+    measurer.overlap_builds = False  # never compile while a kernel is timed
+    try:
+        results = measurer.measure(W, [schedule(f, g=g) for f in (1, 2, 4) for g in (2, 3, 6)])
+    finally:
+        measurer.overlap_builds = True
+    assert all(r.ok for r in results)
+    assert measurer.workers_started > before  # 9 new compiles: at least one worker reached 6
+
+
+def test_closed_measurer():
+    m = LocalMeasurer(workers=1)
+    m.close()
+    assert m.closed
+    with pytest.raises(MeasureError, match="closed"):
+        m.measure(W, [schedule(1)])
+
+
+def test_argument_checks():
+    with pytest.raises(ValueError, match="never fork"):
+        LocalMeasurer(start_method="fork")
+    with pytest.raises(ValueError, match=">= 1"):
+        LocalMeasurer(workers=0)
+    with pytest.raises(ValueError, match="error_kind"):
+        MeasureResult(error_kind="segfault")
+
+
+TUNER = textwrap.dedent(
+    """
+    import sys, probsched as ps
+    from handlers import seed, trace
+    from probsched.database import Database, TuningRecord
+    from probsched.measure import LocalMeasurer
+
+    def main():
+        w = ps.workloads.small("GMM")
+        db = Database(sys.argv[1])
+        key = db.commit_workload(w)
+        scheds = []
+        for i in range(int(sys.argv[2])):
+            sch = ps.Schedule(w.func)
+            trace(seed(ps.space.default(), i)).get_trace(sch)
+            if not db.has_candidate(key, sch.mod.structural_hash()) and all(s.mod != sch.mod for s in scheds):
+                scheds.append(sch)
+        with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0) as m:
+            print("workers", *[x.proc.pid for x in m._workers], flush=True)
+            def commit(i, r):
+                db.commit_record(TuningRecord.from_result(key, scheds[i], r, space="default"))
+                print("committed", i, flush=True)
+            m.measure(w, scheds, on_result=commit)
+        print("done", len(scheds), flush=True)
+
+    if __name__ == "__main__":
+        main()
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_real_tuner_then_resume(tmp_path):
+    script = tmp_path / "tuner.py"
+    script.write_text(TUNER)
+    path = str(tmp_path / "tune.db")
+    proc = subprocess.Popen([sys.executable, str(script), path, "12"], stdout=subprocess.PIPE, text=True)
+    workers = [int(p) for p in proc.stdout.readline().split()[1:]]
+    committed = [proc.stdout.readline() for _ in range(3)]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert all(line.startswith("committed") for line in committed)
+    with Database(path) as db:
+        assert len(db.records(W)) >= 3  # every record committed before the kill is there
+        first = len(db.candidate_hashes(W))
+    deadline = time.monotonic() + 10  # the orphaned worker notices and exits
+    while any(os.path.exists(f"/proc/{p}") for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().split()[2] for p in workers)
+    out = subprocess.run([sys.executable, str(script), path, "12"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    with Database(path) as db:
+        total = len(db.candidate_hashes(W))
+        assert len(db.records(W)) == total  # nothing measured twice
+    assert int(out.stdout.split()[-1]) == total - first
