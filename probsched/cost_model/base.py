@@ -1,0 +1,206 @@
+"""The cost-model interface, its training-data bookkeeping, and ranking metrics.
+
+A cost model scores scheduled programs, higher = predicted faster. It learns from measured
+run times, compared only *within a workload group*: the group of a schedule is the
+structural hash of its unscheduled function (``sch.func``), and its target is the
+normalised throughput ``best time in group / its time`` (1 for the group's fastest, 0 for a
+failed run), so workloads of different sizes can share one model.
+
+Every model implements :class:`CostModel`: ``fit``/``update``/``predict`` take schedules,
+and ``fit_features``/``predict_features`` the same on feature matrices (from
+:func:`~probsched.cost_model.features.extract`) so that a search can cache features.
+
+``update`` accumulates data and retrains (from scratch, so the model stays a deterministic
+function of its data and seed) once the data has grown by ``retrain_fraction`` (20%) of
+what the model was last trained on, and by at least ``retrain_min`` (32) records.
+
+>>> import numpy as np
+>>> normalized_throughput([2.0, 1.0, 4.0, float("inf"), 1.0], ["a", "a", "a", "a", "b"]).tolist()
+[0.5, 1.0, 0.25, 0.0, 1.0]
+>>> pairwise_accuracy(np.array([3.0, 2.0, 1.0]), np.array([1.0, 2.0, 3.0]))
+1.0
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Hashable, List, Optional, Sequence
+
+import numpy as np
+
+from .features import extract_batch
+
+
+def _time(t) -> float:
+    try:
+        t = float(t)
+    except (TypeError, ValueError):
+        return math.inf
+    return t if t > 0 and math.isfinite(t) else math.inf
+
+
+def normalized_throughput(run_seconds: Sequence[float], groups: Sequence[Hashable]) -> np.ndarray:
+    """``min time of the group / time`` per record (0 for failed or missing times)."""
+    times = np.array([_time(t) for t in run_seconds], dtype=np.float64)
+    groups = list(groups)
+    out = np.zeros(len(times))
+    best: dict = {}
+    for g, t in zip(groups, times):
+        if math.isfinite(t):
+            best[g] = min(best.get(g, math.inf), t)
+    for i, (g, t) in enumerate(zip(groups, times)):
+        if math.isfinite(t):
+            out[i] = best[g] / t
+    return out
+
+
+def group_of(sch) -> str:
+    """The workload group of a schedule: the structural hash of its unscheduled function."""
+    func = getattr(sch, "func", None)
+    if func is None:
+        raise ValueError(
+            f"cannot tell the workload group of a {type(sch).__name__}; pass groups= explicitly"
+        )
+    return func.structural_hash()
+
+
+def pairwise_accuracy(scores: np.ndarray, run_seconds: Sequence[float], groups: Optional[Sequence] = None) -> float:
+    """Fraction of same-group pairs with different times that ``scores`` order correctly
+    (higher score = faster); ties in score count half. Failed runs count as slowest."""
+    times = np.array([_time(t) for t in run_seconds])
+    scores = np.asarray(scores, dtype=np.float64)
+    groups = np.zeros(len(times)) if groups is None else np.asarray([hash(g) for g in groups])
+    right = total = 0.0
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        t, s = times[idx], scores[idx]
+        faster = t[:, None] < t[None, :]  # i faster than j
+        total += faster.sum()
+        right += ((s[:, None] > s[None, :]) & faster).sum() + 0.5 * ((s[:, None] == s[None, :]) & faster).sum()
+    return float(right / total) if total else float("nan")
+
+
+def top_k_recall(scores: np.ndarray, run_seconds: Sequence[float], k: int = 10, within: int = 50, groups=None) -> float:
+    """Mean over groups of |true top-``k`` ∩ predicted top-``within``| / k.
+
+    >>> top_k_recall(np.arange(5.0), [5, 4, 3, 2, 1], k=2, within=2)
+    1.0
+    """
+    times = np.array([_time(t) for t in run_seconds])
+    scores = np.asarray(scores, dtype=np.float64)
+    groups = np.zeros(len(times)) if groups is None else np.asarray([hash(g) for g in groups])
+    recalls = []
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        kk = min(k, len(idx))
+        true_top = set(idx[np.argsort(times[idx], kind="stable")[:kk]])
+        pred_top = set(idx[np.argsort(-scores[idx], kind="stable")[:within]])
+        recalls.append(len(true_top & pred_top) / kk)
+    return float(np.mean(recalls)) if recalls else float("nan")
+
+
+class CostModel(ABC):
+    """Scores scheduled programs; higher = predicted faster (see the module docstring).
+
+    Subclasses implement :meth:`fit_features`, :meth:`predict_features`, :meth:`_state`
+    and :meth:`_from_state`; the schedule-level methods and ``update`` come from here.
+    """
+
+    retrain_fraction = 0.2
+    retrain_min = 32
+
+    def __init__(self) -> None:
+        self._data_x: List[np.ndarray] = []
+        self._data_t: List[float] = []
+        self._data_g: List[Hashable] = []
+        self.n_trained = 0  # records the current model was trained on
+
+    # ------------------------------------------------------------------ schedule level
+    @staticmethod
+    def _groups(schedules, groups) -> list:
+        if groups is not None:
+            groups = list(groups)
+            if len(groups) != len(schedules):
+                raise ValueError(f"{len(groups)} groups for {len(schedules)} schedules")
+            return groups
+        return [group_of(s) for s in schedules]
+
+    def fit(self, schedules: Sequence, run_seconds: Sequence[float], groups: Optional[Sequence] = None) -> "CostModel":
+        """Train on scheduled programs and their measured seconds (replaces earlier data)."""
+        groups = self._groups(schedules, groups)
+        return self.fit_features(extract_batch(schedules), run_seconds, groups)
+
+    def update(self, schedules: Sequence, run_seconds: Sequence[float], groups: Optional[Sequence] = None) -> bool:
+        """Add measured programs; retrain when the data grew enough. Returns whether it did."""
+        groups = self._groups(schedules, groups)
+        return self.update_features(extract_batch(schedules), run_seconds, groups)
+
+    def predict(self, schedules: Sequence) -> np.ndarray:
+        """Scores (float64, higher = predicted faster) of scheduled programs."""
+        return self.predict_features(extract_batch(schedules))
+
+    # ------------------------------------------------------------------ feature level
+    def fit_features(self, features: Sequence[np.ndarray], run_seconds: Sequence[float], groups: Sequence) -> "CostModel":
+        """:meth:`fit` on feature matrices (one ``(n_stores, F)`` array per program)."""
+        if not (len(features) == len(run_seconds) == len(groups)):
+            raise ValueError(f"fit: {len(features)} programs, {len(run_seconds)} times, {len(groups)} groups")
+        self._data_x = list(features)
+        self._data_t = [_time(t) for t in run_seconds]
+        self._data_g = list(groups)
+        self._train(self._data_x, self._data_t, self._data_g)
+        self.n_trained = len(self._data_x)
+        return self
+
+    def update_features(self, features: Sequence[np.ndarray], run_seconds: Sequence[float], groups: Sequence) -> bool:
+        """:meth:`update` on feature matrices."""
+        if not (len(features) == len(run_seconds) == len(groups)):
+            raise ValueError(f"update: {len(features)} programs, {len(run_seconds)} times, {len(groups)} groups")
+        self._data_x += list(features)
+        self._data_t += [_time(t) for t in run_seconds]
+        self._data_g += list(groups)
+        new = len(self._data_x) - self.n_trained
+        if self.n_trained and new < max(self.retrain_min, self.retrain_fraction * self.n_trained):
+            return False
+        if not self.n_trained and new < min(self.retrain_min, 2):
+            return False
+        self._train(self._data_x, self._data_t, self._data_g)
+        self.n_trained = len(self._data_x)
+        return True
+
+    @abstractmethod
+    def _train(self, features: List[np.ndarray], times: List[float], groups: List[Hashable]) -> None:
+        """Fit the model to all accumulated data."""
+
+    @abstractmethod
+    def predict_features(self, features: Sequence[np.ndarray]) -> np.ndarray:
+        """Scores of programs given as feature matrices."""
+
+    # ------------------------------------------------------------------ persistence
+    @abstractmethod
+    def _state(self) -> dict:
+        """Arrays (and JSON-able scalars) that restore the trained predictor."""
+
+    @classmethod
+    @abstractmethod
+    def _from_state(cls, state: dict) -> "CostModel":
+        """Inverse of :meth:`_state`."""
+
+    def save(self, path: str) -> None:
+        """Write the trained predictor (not the accumulated data) to an ``.npz`` file."""
+        state = {k: np.asarray(v) for k, v in self._state().items()}
+        with open(path, "wb") as f:  # a file object: numpy would append ".npz" to a str
+            np.savez(f, __kind__=np.asarray(type(self).__name__), **state)
+
+    @classmethod
+    def load(cls, path: str) -> "CostModel":
+        """Read a model written by :meth:`save` (``CostModel.load`` picks the class)."""
+        from . import MODELS
+
+        with np.load(path, allow_pickle=False) as z:
+            state = {k: z[k] for k in z.files}
+        kind = str(state.pop("__kind__"))
+        model_cls = MODELS.get(kind)
+        if model_cls is None or not issubclass(model_cls, cls):
+            raise ValueError(f"{path}: holds a {kind}, not a {cls.__name__}")
+        return model_cls._from_state(state)

@@ -1,0 +1,141 @@
+"""Cost models: interface, persistence, determinism, incremental updates, and learning a
+known ranking of real schedules."""
+
+import math
+
+import numpy as np
+import pytest
+
+import probsched as ps
+from handlers import seed, trace
+from probsched import cost_model as cm
+
+
+def _matmul():
+    A = ps.placeholder((64, 64), name="A")
+    B = ps.placeholder((64, 64), name="B")
+    k = ps.reduce_axis(64, name="k")
+    C = ps.compute((64, 64), lambda i, j: ps.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return ps.create_func([A, B, C], name="mm")
+
+
+def _program(sch):
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, sch.sample_perfect_tile(i, n=2, max_innermost_factor=16))
+    j0, j1 = sch.split(j, sch.sample_perfect_tile(j, n=2, max_innermost_factor=64))
+    sch.reorder(i0, j0, k, i1, j1)
+    if sch.sample_categorical([True, False], name="vec"):
+        sch.vectorize(j1)
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    """Real schedules with a synthetic time that is a known function of their decisions:
+    fastest with an inner j tile of 16, an inner i tile of 4, and vectorized."""
+    func = _matmul()
+    schs, secs = [], []
+    for i in range(260):
+        sch = ps.Schedule(func)
+        tr = trace(seed(_program, i)).get_trace(sch)
+        i1, j1, vec = tr["C/i/tile"].value[-1], tr["C/j/tile"].value[-1], tr["vec"].value
+        secs.append(1.0 + abs(math.log2(j1) - 4) + 0.5 * abs(math.log2(i1) - 2) + (0.0 if vec else 1.5))
+        schs.append(sch)
+    feats = cm.extract_batch(schs)
+    return schs, feats, secs
+
+
+def _split(data, n_train=160):
+    schs, feats, secs = data
+    return (feats[:n_train], secs[:n_train]), (feats[n_train:], secs[n_train:])
+
+
+def _small_mlp(seed=0, epochs=40):
+    return cm.MLPModel(seed=seed, hidden=(64, 64), epochs=epochs, lr=2e-3)
+
+
+def test_mlp_learns_known_ranking_and_beats_random(synthetic):
+    (ftr, ttr), (fte, tte) = _split(synthetic)
+    g = ["mm"] * len(ftr)
+    untrained = _small_mlp(epochs=0).fit_features(ftr, ttr, g)
+    model = _small_mlp().fit_features(ftr, ttr, g)
+    acc = cm.pairwise_accuracy(model.predict_features(fte), tte)
+    acc0 = cm.pairwise_accuracy(untrained.predict_features(fte), tte)
+    acc_random = cm.pairwise_accuracy(cm.RandomModel(0).fit_features(ftr, ttr, g).predict_features(fte), tte)
+    assert acc >= 0.85 and acc > acc0 + 0.1 and acc > acc_random + 0.2, (acc, acc0, acc_random)
+    assert cm.top_k_recall(model.predict_features(fte), tte, k=10, within=50) >= 0.6
+
+
+def test_ridge_beats_random(synthetic):
+    (ftr, ttr), (fte, tte) = _split(synthetic)
+    ridge = cm.RidgeModel(alpha=1.0).fit_features(ftr, ttr, ["mm"] * len(ftr))
+    assert cm.pairwise_accuracy(ridge.predict_features(fte), tte) > 0.7
+
+
+def test_schedule_level_fit_predict_and_groups(synthetic):
+    schs, _, secs = synthetic
+    model = cm.RidgeModel().fit(schs[:40], secs[:40])
+    scores = model.predict(schs[40:50])
+    assert scores.shape == (10,) and scores.dtype == np.float64
+    assert cm.group_of(schs[0]) == schs[0].func.structural_hash()
+    with pytest.raises(ValueError, match="groups"):
+        model.fit(schs[:3], secs[:3], groups=["a"])
+
+
+def test_mlp_deterministic_under_seed(synthetic):
+    (ftr, ttr), (fte, _) = _split(synthetic, 64)
+    g = ["mm"] * len(ftr)
+    a = _small_mlp(seed=3, epochs=5).fit_features(ftr, ttr, g).predict_features(fte)
+    b = _small_mlp(seed=3, epochs=5).fit_features(ftr, ttr, g).predict_features(fte)
+    c = _small_mlp(seed=4, epochs=5).fit_features(ftr, ttr, g).predict_features(fte)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+@pytest.mark.parametrize("make", [lambda: _small_mlp(epochs=3), lambda: cm.RidgeModel(0.5), lambda: cm.RandomModel(7)])
+def test_save_load_round_trip(synthetic, tmp_path, make):
+    (ftr, ttr), (fte, _) = _split(synthetic, 64)
+    model = make().fit_features(ftr, ttr, ["mm"] * len(ftr))
+    path = str(tmp_path / "model.npz")
+    model.save(path)
+    back = cm.CostModel.load(path)
+    assert type(back) is type(model)
+    if isinstance(model, cm.RandomModel):  # same seed: the same stream from the start
+        np.testing.assert_array_equal(cm.RandomModel(7).predict_features(fte), back.predict_features(fte))
+    else:
+        np.testing.assert_allclose(back.predict_features(fte), model.predict_features(fte), rtol=1e-6)
+    with pytest.raises(ValueError, match="not a"):
+        (cm.RidgeModel if isinstance(model, cm.MLPModel) else cm.MLPModel).load(path)
+
+
+def test_update_retrains_when_data_grew_enough(synthetic):
+    _, feats, secs = synthetic
+    g = ["mm"] * len(feats)
+    model = cm.RidgeModel()
+    assert model.update_features(feats[:40], secs[:40], g[:40]) and model.n_trained == 40
+    assert not model.update_features(feats[40:50], secs[40:50], g[40:50])  # +10 < 32
+    assert model.n_trained == 40
+    assert model.update_features(feats[50:80], secs[50:80], g[50:80])  # +40 >= max(32, 20% of 40)
+    assert model.n_trained == 80
+    mlp = _small_mlp(epochs=2)
+    assert mlp.update(synthetic[0][:40], secs[:40]) and mlp.n_trained == 40
+
+
+def test_predict_reuses_compiled_buckets(synthetic):
+    (ftr, ttr), _ = _split(synthetic, 64)
+    model = _small_mlp(epochs=1).fit_features(ftr, ttr, ["mm"] * len(ftr))
+    from probsched.cost_model.mlp import _jitted_scores
+
+    model.predict_features(ftr[:10])
+    before = _jitted_scores()._cache_size()
+    for n in (3, 17, 40, 64):
+        assert model.predict_features(ftr[:n]).shape == (n,)
+    assert _jitted_scores()._cache_size() == before  # all in the 64-program bucket
+
+
+def test_metrics_and_normalisation():
+    t = [1.0, 2.0, None, 4.0]
+    y = cm.normalized_throughput(t, ["a", "a", "a", "b"])
+    np.testing.assert_allclose(y, [1.0, 0.5, 0.0, 1.0])
+    assert cm.pairwise_accuracy(np.array([1.0, 0.0, 5.0, 0.0]), t, ["a", "a", "a", "b"]) == pytest.approx(1 / 3)  # only (t=1, t=2) is ordered right
+    assert cm.top_k_recall(np.array([0.0, 1.0, 2.0]), [1.0, 2.0, 3.0], k=1, within=1) == 0.0
