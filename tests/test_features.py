@@ -135,3 +135,13 @@ def test_extract_batch_and_errors(matmul):
     np.testing.assert_array_equal(xs[0], xs[1])
     with pytest.raises(ps.ProbschedError, match="expected a PrimFunc"):
         F.extract(42)
+
+
+def test_same_features_before_and_after_unroll_pass():
+    from probsched.lowering import apply_unroll_pragmas
+
+    w = ps.workloads.small("C2D")
+    for i in range(6):
+        sch = ps.Schedule(w.func)
+        seed(ps.space.default(), i)(sch)
+        np.testing.assert_array_equal(F.extract(sch), F.extract(apply_unroll_pragmas(sch.mod)))

@@ -8,7 +8,8 @@ probsched.cost_model.features`` prints the table). Every value is log-scaled as
 comparable inputs for a model.
 
 **Which program.** Features describe the program code generation compiles: unroll pragmas
-are applied (:func:`~probsched.lowering.apply_unroll_pragmas`, cheap) and ``local`` buffers
+are applied (the rule of :func:`~probsched.lowering.apply_unroll_pragmas`, during the walk)
+and ``local`` buffers
 are sized as :func:`~probsched.lowering.compact_local_buffers` would size them, but estimated
 here from the access boxes the features compute anyway instead of running the pass: a full
 :func:`~probsched.lowering.lower` costs about 1.5 ms per GMM candidate, most of the budget
@@ -58,7 +59,6 @@ import numpy as np
 
 from ..codegen.build import as_func
 from ..ir.stmt import PrimFunc
-from ..lowering import apply_unroll_pragmas
 from .nest import Access, StoreContext, store_contexts
 from .ops import OP_DOCS, OP_KINDS, count_ops, flops
 
@@ -430,7 +430,7 @@ def extract(sch_or_func) -> np.ndarray:
 
     ``sch_or_func`` is a :class:`~probsched.Schedule` (its ``mod`` is used) or a PrimFunc.
     """
-    func = apply_unroll_pragmas(as_func(sch_or_func))
+    func = as_func(sch_or_func)
     ctxs = store_contexts(func)
     shapes, fixed = _local_shapes(func, ctxs)
     info = {"shapes": shapes, "fixed": fixed, "scope": {b.name: b.scope for b in func.allocs}}

@@ -25,8 +25,7 @@ reduces integer slopes modulo ``c``; for affine indices the forms are exact.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..ir.expr import BinOp, Cast, Const, Expr, Load, Select, Var, walk
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store, iter_stmts
@@ -36,8 +35,7 @@ UNROLL_PRAGMA = "pragma_auto_unroll_max_step"
 _ZERO: Form = ({}, 0)
 
 
-@dataclass(frozen=True)
-class LoopInfo:
+class LoopInfo(NamedTuple):
     """An enclosing loop as code generation runs it."""
 
     name: str
@@ -46,8 +44,7 @@ class LoopInfo:
     reduce: bool  # drives a reduction iterator of the store's block
 
 
-@dataclass(frozen=True)
-class Access:
+class Access(NamedTuple):
     """One access of a buffer: a linear form (over loop variables) per dimension."""
 
     buffer: Buffer
@@ -55,8 +52,7 @@ class Access:
     forms: Tuple[Form, ...]
 
 
-@dataclass(frozen=True)
-class Tensorized:
+class Tensorized(NamedTuple):
     """A store inside a tensorized tile: the intrinsic, and where the tile loops start."""
 
     intrinsic: str
@@ -64,8 +60,7 @@ class Tensorized:
     axes: Tuple[str, ...]  # tile loop names in the description's iterator order
 
 
-@dataclass(frozen=True)
-class StoreContext:
+class StoreContext(NamedTuple):
     """A store with its loops (outermost first) and accesses (the write first)."""
 
     store: Store
@@ -161,16 +156,46 @@ def _tile_kinds(tensorized: Tensorized, loops: List[LoopInfo]) -> List[LoopInfo]
     return [LoopInfo(l.name, l.extent, kind_of.get(l.name, l.kind), l.reduce) if i >= tensorized.tile_depth else l for i, l in enumerate(loops)]
 
 
-def store_contexts(func: PrimFunc) -> List[StoreContext]:
-    """A :class:`StoreContext` per store of ``func`` in program order (inits before bodies)."""
-    out: List[StoreContext] = []
+def _steps(s, memo: Dict[int, int]) -> int:
+    """Leaf statements ``s`` executes, counted as :mod:`probsched.lowering.unroll` counts them."""
+    if isinstance(s, tuple):
+        return sum(_steps(x, memo) for x in s)
+    key = id(s)
+    n = memo.get(key)
+    if n is None:
+        if isinstance(s, Loop):
+            n = s.extent * _steps(s.body, memo)
+        elif isinstance(s, Block) and isinstance(s.body, tuple) and s.annotation("tensorize") is None:
+            n = _steps(s.body, memo)
+        else:
+            n = 1
+        memo[key] = n
+    return n
 
-    def visit(stmts, loops: List[Loop], env: Dict[str, Form], step: int, tens: Optional[Tensorized]) -> None:
+
+def store_contexts(func: PrimFunc) -> List[StoreContext]:
+    """A :class:`StoreContext` per store of ``func`` in program order (inits before bodies).
+
+    Loop kinds are the ones code generation uses: ``pragma_auto_unroll_max_step`` is applied
+    on the fly with :func:`~probsched.lowering.apply_unroll_pragmas`'s rule (a serial loop
+    under the pragma whose body runs at most that many leaf statements is unrolled), which
+    saves rebuilding the tree.
+    """
+    out: List[StoreContext] = []
+    memo: Dict[int, int] = {}
+
+    def visit(stmts, loops: List[Tuple[str, int, str]], env: Dict[str, Form], step: int, budget: int, tens: Optional[Tensorized]) -> None:
         for s in stmts:
             if isinstance(s, Loop):
                 pragma = s.annotation(UNROLL_PRAGMA)
+                inner_budget = budget
+                if not budget and isinstance(pragma, int) and pragma > 0:
+                    inner_budget = pragma
+                kind = s.kind
+                if inner_budget and kind == "serial" and _steps(s, memo) <= inner_budget:
+                    kind = "unrolled"
                 inner_step = max(step, pragma) if isinstance(pragma, int) else step
-                visit(s.body, loops + [s], env, inner_step, tens)
+                visit(s.body, loops + [(s.name, s.extent, kind)], env, inner_step, inner_budget, tens)
             elif isinstance(s, Block):
                 benv = dict(env)
                 reduce_vars: set = set()
@@ -180,13 +205,13 @@ def store_contexts(func: PrimFunc) -> List[StoreContext]:
                     if it.kind == "R":
                         reduce_vars.update(v for v, c in form[0].items() if c)
                 if isinstance(s.body, tuple):
-                    t = tens
+                    t, b = tens, budget
                     name = s.annotation("tensorize")
-                    if name is not None:
-                        t = Tensorized(name, len(loops), tuple(s.annotation("tensorize_axes", ())))
-                    visit(s.body, loops, benv, step, t)
+                    if name is not None:  # the unroll pass leaves a micro-kernel's tile alone
+                        t, b = Tensorized(name, len(loops), tuple(s.annotation("tensorize_axes", ()))), 0
+                    visit(s.body, loops, benv, step, b, t)
                     continue
-                infos = [LoopInfo(l.name, l.extent, l.kind, l.name in reduce_vars) for l in loops]
+                infos = [LoopInfo(nm, ext, kind, nm in reduce_vars) for nm, ext, kind in loops]
                 if tens is not None:
                     infos = _tile_kinds(tens, infos)
                 if s.init is not None:
@@ -198,5 +223,5 @@ def store_contexts(func: PrimFunc) -> List[StoreContext]:
                     if isinstance(st, Store):
                         out.append(StoreContext(st, s, tuple(infos), _accesses(st, benv), False, step, tens))
 
-    visit(func.body, [], {}, 0, None)
+    visit(func.body, [], {}, 0, 0, None)
     return out
