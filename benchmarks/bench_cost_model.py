@@ -1,0 +1,330 @@
+"""Cost-model benchmark: feature/prediction/training speed, and ranking quality on records.
+
+Usage::
+
+    python benchmarks/bench_cost_model.py speed                 # (a) speed on GMM:2 candidates
+    python benchmarks/bench_cost_model.py collect --n 40 --out benchmarks/data/records.jsonl
+    python benchmarks/bench_cost_model.py quality benchmarks/data/records.jsonl [more.jsonl ...]
+
+``collect`` draws candidates per workload (GMM:2, C2D:2, DEP:0, SFM:2 by default) from
+``ps.space.default()``, builds each with ``ps.build``, checks it against the numpy reference
+and times it in-process (``time_callable``, repeat=3, min_repeat_ms=20). It appends one JSON
+line per candidate as soon as it is measured, so an interrupted run keeps its data and a rerun
+resumes (seeds already in the file are skipped). Record fields follow the tuning database's
+TuningRecord: ``workload_hash``, ``candidate_hash``, ``decisions``, ``instructions`` (the
+``ScheduleTrace`` JSON), ``run_seconds`` (null on error), ``error_kind`` (null when fine), plus
+``workload`` (suite name) and ``seed``.
+
+``quality`` reads any such JSONL files (tolerant: unknown fields ignored, broken lines and
+records whose trace does not replay skipped and counted), rebuilds each schedule from its
+instructions and reports, for MLP vs Ridge vs Random: pairwise ranking accuracy and recall of
+the true top-10 within the predicted top-50, (i) on a held-out 30% split of each workload
+(trained on the other 70% of every workload) and (ii) per held-out workload (trained on the
+other workloads only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+DEFAULT_WORKLOADS = ("GMM:2", "C2D:2", "DEP:0", "SFM:2")
+
+
+# ----------------------------------------------------------------------------- collection
+
+
+def _jsonable(v):
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _seen_seeds(path: str) -> Dict[str, set]:
+    seen: Dict[str, set] = defaultdict(set)
+    if os.path.exists(path):
+        for rec in load_records(path)[0]:
+            if "seed" in rec and "workload" in rec:
+                seen[rec["workload"]].add(rec["seed"])
+    return seen
+
+
+def collect(workloads, n: int, out: str, seed0: int = 0, batch: int = 4, compile_timeout: float = 30.0, log=print) -> None:
+    """Measure ``n`` default-space candidates per workload, appending records to ``out``.
+
+    Candidates are measured by :class:`~probsched.measure.LocalMeasurer` (one worker: the
+    machine is shared) so a compile that runs away is cut at ``compile_timeout`` seconds and
+    recorded as a timeout instead of stalling the run.
+    """
+    import probsched as ps
+    from handlers import seed, trace
+    from probsched.database import TuningRecord
+    from probsched.measure import LocalMeasurer
+
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    seen = _seen_seeds(out)
+    space = ps.space.default()
+    suite = {name: ps.workloads.get(name) for name in workloads}
+    with LocalMeasurer(workers=1, compile_timeout=compile_timeout, run_timeout=20.0, repeat=3, min_repeat_ms=20) as m:
+        # seed batches outer, workloads inner: an interrupted run still covers every workload
+        for lo in range(seed0, seed0 + n, batch):
+            for name, w in suite.items():
+                seeds = [i for i in range(lo, min(lo + batch, seed0 + n)) if i not in seen[name]]
+                schs, extra, traces = [], [], []
+                for i in seeds:
+                    sch = ps.Schedule(w.func)
+                    tr = trace(seed(space, i)).get_trace(sch)
+                    schs.append(sch)
+                    traces.append(tr)
+                    extra.append({"workload": name, "seed": i})
+                if not schs:
+                    continue
+                t0 = time.perf_counter()
+
+                def write(k: int, result, w=w, schs=schs, extra=extra, traces=traces, name=name) -> None:
+                    rec = TuningRecord.from_result(w, schs[k], result, traces[k], space="default", strategy="random")
+                    rec = json.loads(rec.to_json())
+                    rec.update(extra[k])
+                    with open(out, "a") as f:
+                        f.write(json.dumps(rec) + "\n")
+                    log(f"{name} seed={extra[k]['seed']} compile={result.compile_seconds:.2f}s "
+                        f"run={result.median if result.ok else None} err={result.error_kind}")
+
+                m.measure(w, schs, on_result=write)
+                log(f"{name}: {len(schs)} candidates in {time.perf_counter() - t0:.1f}s")
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_records(*paths: str) -> Tuple[List[dict], int]:
+    """Records of JSONL files (bad lines skipped), and how many lines were skipped."""
+    out, bad = [], 0
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    bad += 1
+                    continue
+                if isinstance(rec, dict):
+                    out.append(rec)
+                else:
+                    bad += 1
+    return out, bad
+
+
+def _median_seconds(rec: dict) -> Optional[float]:
+    """A record's run time: the median of its repeats; ``inf`` when the kernel was too slow
+    to finish (a run timeout); None when its speed is unknown (compile failure or timeout,
+    crash, wrong result): such records are left out of training and evaluation."""
+    kind = rec.get("error_kind")
+    if kind:
+        msg = str(rec.get("error_message") or rec.get("error_msg") or "")
+        return float("inf") if kind == "timeout" and msg.startswith("run") else None
+    t = rec.get("run_seconds")
+    if isinstance(t, (list, tuple)):
+        t = [x for x in t if isinstance(x, (int, float))]
+        t = float(np.median(t)) if t else None
+    return float(t) if isinstance(t, (int, float)) and t > 0 else None
+
+
+def rebuild(records: List[dict], log=print):
+    """(schedules, seconds, workload names) of the records whose trace replays."""
+    import probsched as ps
+
+    funcs: Dict[str, Tuple[str, object]] = {}
+    for name in DEFAULT_WORKLOADS:
+        f = ps.workloads.get(name).func
+        funcs[f.structural_hash()] = (name, f)
+    schs, secs, names, skipped, unknown = [], [], [], 0, 0
+    for rec in records:
+        sec = _median_seconds(rec)
+        if sec is None:
+            unknown += 1
+            continue
+        h = rec.get("workload_hash")
+        if h not in funcs and rec.get("workload"):
+            try:
+                f = ps.workloads.get(rec["workload"]).func
+                funcs[f.structural_hash()] = (rec["workload"], f)
+            except Exception:
+                pass
+        if h not in funcs or not isinstance(rec.get("instructions"), str):
+            skipped += 1
+            continue
+        name, func = funcs[h]
+        try:
+            sch = ps.ScheduleTrace.from_json(rec["instructions"]).apply(ps.Schedule(func))
+        except Exception:
+            skipped += 1
+            continue
+        schs.append(sch)
+        secs.append(sec)
+        names.append(name)
+    if skipped or unknown:
+        log(f"left out {unknown} records of unknown speed (compile failure or timeout, crash, wrong result) and "
+            f"{skipped} of an unknown workload or whose trace does not replay")
+    return schs, secs, names
+
+
+# ----------------------------------------------------------------------------- speed
+
+
+def _median_time(fn, rounds: int, cpu: Optional[list] = None) -> float:
+    """Median wall seconds of ``fn()``; appends each round's process CPU seconds to ``cpu``
+    (on a shared machine wall time also counts other tenants' time slices)."""
+    ts = []
+    for _ in range(rounds):
+        t, c = time.perf_counter(), time.process_time()
+        fn()
+        ts.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append(time.process_time() - c)
+    return float(np.median(ts))
+
+
+def speed(n: int = 512, rounds: int = 5, log=print) -> dict:
+    """Feature extraction, prediction and training times on ``n`` GMM:2 default-space candidates."""
+    import probsched as ps
+    from handlers import seed
+    from probsched import cost_model as cm
+
+    w = ps.workloads.get("GMM:2")
+    space = ps.space.default()
+    t = time.perf_counter()
+    schs = []
+    for i in range(n):
+        sch = ps.Schedule(w.func)
+        seed(space, i)(sch)
+        schs.append(sch)
+    out = {"draw_s": time.perf_counter() - t}
+    feats = cm.extract_batch(schs)
+    cpu: list = []
+    out["features_s"] = _median_time(lambda: cm.extract_batch(schs), rounds, cpu)
+    out["features_min_s"], out["features_cpu_s"] = min(cpu), float(np.median(cpu))
+    out["load"] = os.getloadavg()[0]
+    out["stores_per_program"] = float(np.mean([len(x) for x in feats]))
+    rng = np.random.default_rng(0)
+    secs = list(rng.uniform(0.01, 0.1, size=n))  # training time does not depend on the targets
+    model = cm.MLPModel(seed=0)
+    t = time.perf_counter()
+    model.fit_features(feats, secs, ["gmm"] * n)
+    out["train_first_s"] = time.perf_counter() - t  # includes compiling the training step
+    out["train_s"] = _median_time(lambda: cm.MLPModel(seed=0).fit_features(feats, secs, ["gmm"] * n), 1)
+    model.predict_features(feats)  # warm-up: compiles the 512-program bucket
+    out["predict_s"] = _median_time(lambda: model.predict_features(feats), max(rounds, 20))
+    out["ridge_train_s"] = _median_time(lambda: cm.RidgeModel().fit_features(feats, secs, ["gmm"] * n), rounds)
+    log(
+        f"GMM:2, {n} default-space candidates ({out['stores_per_program']:.1f} stores each; drawing them took "
+        f"{out['draw_s']:.2f} s)\n"
+        f"  features          {out['features_s'] * 1e3:8.1f} ms  ({out['features_s'] / n * 1e6:.0f} us/candidate, median of {rounds}; "
+        f"CPU {out['features_cpu_s'] * 1e3:.0f} ms, fastest round {out['features_min_s'] * 1e3:.0f} ms CPU; load average {out['load']:.1f})\n"
+        f"  MLP predict {n}   {out['predict_s'] * 1e3:8.1f} ms  (after warm-up, median)\n"
+        f"  MLP train         {out['train_s']:8.2f} s   ({model.epochs} epochs; first fit with compile {out['train_first_s']:.2f} s)\n"
+        f"  Ridge train       {out['ridge_train_s'] * 1e3:8.1f} ms"
+    )
+    return out
+
+
+# ----------------------------------------------------------------------------- quality
+
+
+def _models(seed: int):
+    from probsched import cost_model as cm
+
+    return {"MLP": cm.MLPModel(seed=seed), "Ridge": cm.RidgeModel(alpha=1.0), "Random": cm.RandomModel(seed)}
+
+
+def _evaluate(train, test, seed: int) -> Dict[str, Tuple[float, float]]:
+    """{model: (pairwise accuracy, top-10-in-50 recall)} on ``test`` after training on ``train``."""
+    from probsched import cost_model as cm
+
+    (xtr, ttr, gtr), (xte, tte, gte) = train, test
+    out = {}
+    for name, model in _models(seed).items():
+        model.fit_features(xtr, ttr, gtr)
+        s = model.predict_features(xte)
+        out[name] = (cm.pairwise_accuracy(s, tte, gte), cm.top_k_recall(s, tte, 10, 50, gte))
+    return out
+
+
+def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, log=print) -> dict:
+    """Ranking quality of MLP / Ridge / Random on the records of ``paths`` (see module doc)."""
+    from probsched import cost_model as cm
+
+    records, bad = load_records(*paths)
+    if bad:
+        log(f"skipped {bad} unreadable lines")
+    schs, secs, names = rebuild(records, log)
+    feats = cm.extract_batch(schs)
+    workloads = sorted(set(names))
+    ok = sum(np.isfinite(secs))
+    log(f"{len(schs)} records ({ok} timed, {len(schs) - ok} run timeouts counted as slowest) of {', '.join(f'{w}: {names.count(w)}' for w in workloads)}")
+    rng = np.random.default_rng(seed)
+    is_test = np.zeros(len(schs), bool)
+    for w in workloads:
+        idx = np.flatnonzero(np.array(names) == w)
+        is_test[rng.permutation(idx)[: int(round(test_fraction * len(idx)))]] = True
+
+    def part(mask):
+        ix = np.flatnonzero(mask)
+        return [feats[i] for i in ix], [secs[i] for i in ix], [names[i] for i in ix]
+
+    results = {}
+    res = _evaluate(part(~is_test), part(is_test), seed)
+    results["same-workload split"] = res
+    log(f"(i) held-out {test_fraction:.0%} of every workload (n_test={int(is_test.sum())}), trained on the rest")
+    for m, (acc, rec) in res.items():
+        log(f"    {m:7s} pairwise accuracy {acc:.3f}   top-10 recall in top-50 {rec:.3f}")
+    if len(workloads) > 1:
+        log("(ii) held-out workload, trained on the others")
+        for w in workloads:
+            held = np.array(names) == w
+            res = _evaluate(part(~held), part(held), seed)
+            results[f"held-out {w}"] = res
+            row = "   ".join(f"{m} {acc:.3f}/{rec:.2f}" for m, (acc, rec) in res.items())
+            log(f"    {w:6s} (n={int(held.sum())})  accuracy/recall: {row}")
+    return results
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect", help="measure default-space candidates and write JSONL records")
+    c.add_argument("--n", type=int, default=20, help="candidates per workload")
+    c.add_argument("--out", default="benchmarks/data/records.jsonl")
+    c.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
+    c.add_argument("--seed0", type=int, default=0)
+    c.add_argument("--compile-timeout", type=float, default=30.0)
+    c.add_argument("--batch", type=int, default=4, help="candidates per workload per round")
+    sp = sub.add_parser("speed", help="feature/prediction/training speed on GMM:2 candidates")
+    sp.add_argument("--n", type=int, default=512)
+    sp.add_argument("--rounds", type=int, default=5)
+    q = sub.add_parser("quality", help="ranking quality on JSONL tuning records")
+    q.add_argument("paths", nargs="+")
+    q.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.cmd == "speed":
+        speed(args.n, args.rounds)
+    if args.cmd == "quality":
+        quality(args.paths, args.seed)
+    if args.cmd == "collect":
+        collect(args.workloads.split(","), args.n, args.out, args.seed0, batch=args.batch, compile_timeout=args.compile_timeout, log=lambda s: print(s, flush=True))
+
+
+if __name__ == "__main__":
+    main()
