@@ -1,6 +1,8 @@
 """Program features and cost models: ``ps.cost_model``.
 
-- :mod:`.features` — per-store features of a scheduled function (:func:`extract`);
+- :mod:`.features` — per-store features of a scheduled function (:func:`extract`), built on
+  :mod:`.nest` (stores with their loops and linear accesses), :mod:`.ops` (operation counts)
+  and :mod:`.access` (per-buffer footprints, lines, strides, reuse);
 - :mod:`.base` — the :class:`CostModel` interface, normalised throughput, ranking metrics;
 - :mod:`.mlp` — :class:`MLPModel`, the JAX/optax per-store MLP with a ranking loss;
 - :mod:`.baselines` — :class:`RandomModel` and :class:`RidgeModel`.

@@ -59,36 +59,13 @@ import numpy as np
 
 from ..codegen.build import as_func
 from ..ir.stmt import PrimFunc
-from .nest import Access, StoreContext, store_contexts
+from .access import BUFFER_FIELDS, MAX_BUFFERS, Access, Buf, buffer_row, elem_bytes, footprints, local_shapes, relative
+from .nest import StoreContext, store_contexts
 from .ops import OP_DOCS, OP_KINDS, count_ops, flops
 
-CACHE_LINE = 64
-MAX_BUFFERS = 5
 AI_POINTS = 10
 LOOP_KINDS = ("vectorized", "unrolled", "parallel")
 POSITIONS = ("none", "inner_spatial", "middle_spatial", "outer_spatial", "inner_reduce", "middle_reduce", "outer_reduce", "mixed")
-BUFFER_FIELDS = (
-    ("acc_read", "accessed only by loads"),
-    ("acc_write", "accessed only by the store"),
-    ("acc_rw", "both loaded and stored (an accumulator)"),
-    ("bytes", "bytes accessed over all executions of the store"),
-    ("unique_bytes", "bytes of the distinct elements accessed (footprint)"),
-    ("lines", "cache lines touched: runs along the innermost varying loop x lines per run"),
-    ("unique_lines", "distinct cache lines of the footprint"),
-    ("reuse_loop", "reuse type: some loop does not move the access (loop-carried reuse)"),
-    ("reuse_serial", "reuse type: read and written in the same execution (no invariant loop)"),
-    ("reuse_none", "reuse type: no reuse"),
-    ("reuse_dis_iter", "iterations between reuses (inside the innermost invariant loop)"),
-    ("reuse_dis_bytes", "bytes of all the store's buffers touched between reuses"),
-    ("reuse_ct", "extent of the innermost invariant loop (times an element is reused there)"),
-    ("bytes_d_reuse_ct", "bytes / reuse count"),
-    ("unique_bytes_d_reuse_ct", "unique bytes / reuse count"),
-    ("lines_d_reuse_ct", "lines / reuse count"),
-    ("unique_lines_d_reuse_ct", "unique lines / reuse count"),
-    ("stride", "elements between consecutive accesses along the innermost loop that moves it"),
-)
-
-
 def _build_registry() -> List[Tuple[str, str]]:
     reg = [(f"ops.{k}", f"{OP_DOCS[k]}, times the store's executions") for k in OP_KINDS]
     reg += [("ops.flops_per_exec", "floating-point operations of one execution (FMA = 2)")]
@@ -128,11 +105,6 @@ def _build_registry() -> List[Tuple[str, str]]:
 
 _REGISTRY = _build_registry()
 N_FEATURES = len(_REGISTRY)
-_FLAG = np.array(
-    [n.split(".")[-1].startswith(("pos_", "acc_", "reuse_loop", "reuse_serial", "reuse_none", "is_", "flag")) for n, _ in _REGISTRY]
-)
-
-
 def feature_names() -> List[str]:
     """Column names of :func:`extract`'s matrix.
 
@@ -145,116 +117,6 @@ def feature_names() -> List[str]:
 def feature_docs() -> List[Tuple[str, str]]:
     """(name, one-line description) of every column."""
     return list(_REGISTRY)
-
-
-# ----------------------------------------------------------------------------- per buffer
-
-
-def _elem_bytes(dtype: str) -> int:
-    return 8 if dtype in ("float64", "int64") else (1 if dtype == "bool" else 4)
-
-
-class _Buf:
-    """The accesses of one buffer by one store, with footprints per loop level."""
-
-    __slots__ = ("name", "buffer", "shape", "accesses", "reads", "writes", "elem", "ranges", "fp", "fp_lines", "slopes", "moving")
-
-    def __init__(self, buffer, shape, accesses: List[Access]) -> None:
-        self.name = buffer.name
-        self.buffer = buffer
-        self.shape = shape
-        self.accesses = accesses
-        self.reads = sum(not a.is_write for a in accesses)
-        self.writes = len(accesses) - self.reads
-        self.elem = _elem_bytes(buffer.dtype)
-
-
-def _footprints(b: _Buf, pos: Dict[str, int], extents: Sequence[int]) -> None:
-    """Footprint (elements and cache lines) of ``b`` over the loops inside each level 0..n,
-    the loops that move it, and the flat slope of its representative access per loop."""
-    n = len(extents)
-    ndim = len(b.shape)
-    # spans[d][j]: how far dimension d moves over loops j..n-1 (max over the accesses)
-    spans = [[0.0] * (n + 1) for _ in range(ndim)]
-    moving = set()
-    for a in b.accesses:
-        for d, (coefs, _) in enumerate(a.forms):
-            if not coefs:
-                continue
-            contrib = [0.0] * n
-            for v, c in coefs.items():
-                j = pos.get(v)
-                if j is not None and c:
-                    contrib[j] += abs(c) * (extents[j] - 1)
-                    moving.add(j)
-            acc = 0.0
-            row = spans[d]
-            for j in range(n - 1, -1, -1):
-                acc += contrib[j]
-                if acc > row[j]:
-                    row[j] = acc
-    fp, fpl = [], []
-    line_elems = max(1, CACHE_LINE // b.elem)
-    shape = b.shape
-    for j in range(n + 1):
-        prod = 1.0
-        for d in range(ndim - 1):
-            prod *= min(shape[d], spans[d][j] + 1)
-        last = min(shape[-1], spans[-1][j] + 1) if ndim else 1
-        fp.append(prod * last)
-        fpl.append(prod * math.ceil(last / line_elems))
-    b.fp, b.fp_lines, b.moving = fp, fpl, moving
-    # flat slope (elements) of the representative access per loop: the write, else the first
-    rep = next((a for a in b.accesses if a.is_write), b.accesses[0])
-    slopes = [0.0] * n
-    stride = 1
-    for d in range(ndim - 1, -1, -1):
-        for v, c in rep.forms[d][0].items():
-            j = pos.get(v)
-            if j is not None:
-                slopes[j] += c * stride
-        stride *= shape[d]
-    b.slopes = slopes
-
-
-def _buffer_row(b: _Buf, bufs: List[_Buf], names, extents, inner: List[float], total: float) -> List[float]:
-    n = len(names)
-    kind = [float(b.writes == 0), float(b.reads == 0), float(b.reads > 0 and b.writes > 0)]
-    nbytes = total * b.elem * len(b.accesses)
-    unique_bytes = b.fp[0] * b.elem
-    k_star = next((j for j in range(n - 1, -1, -1) if b.slopes[j] and extents[j] > 1), None)
-    if k_star is None:
-        stride, lines = 0.0, total / max(inner[0], 1.0)
-    else:
-        stride = abs(b.slopes[k_star])
-        run = extents[k_star]
-        per_run = min(run, math.ceil(run * stride * b.elem / CACHE_LINE))
-        lines = total / inner[k_star] * per_run
-    unique_lines = b.fp_lines[0]
-    invariant = [j for j in range(n) if extents[j] > 1 and j not in b.moving]
-    if invariant:
-        r = invariant[-1]
-        reuse = [1.0, 0.0, 0.0]
-        dis_iter = inner[r + 1]
-        dis_bytes = sum(o.fp[r + 1] * o.elem for o in bufs)
-        ct = float(extents[r])
-    elif b.reads and b.writes:
-        reuse = [0.0, 1.0, 0.0]
-        dis_iter, dis_bytes, ct = 1.0, float(sum(o.elem * len(o.accesses) for o in bufs)), float(len(b.accesses) - 1)
-    else:
-        reuse = [0.0, 0.0, 1.0]
-        dis_iter = dis_bytes = ct = 0.0
-    div = max(ct, 1.0)
-    return kind + [nbytes, unique_bytes, lines, unique_lines] + reuse + [
-        dis_iter,
-        dis_bytes,
-        ct,
-        nbytes / div,
-        unique_bytes / div,
-        lines / div,
-        unique_lines / div,
-        stride,
-    ]
 
 
 # ----------------------------------------------------------------------------- other groups
@@ -282,7 +144,7 @@ def _loop_kind_rows(ctx: StoreContext) -> List[float]:
     return out
 
 
-def _ai_curve(flops_per_exec: float, bufs: List[_Buf], inner: List[float]) -> List[float]:
+def _ai_curve(flops_per_exec: float, bufs: List[Buf], inner: List[float]) -> List[float]:
     n = len(inner) - 1
     # (log2 iterations inside the level, intensity) from the body (level n) outwards
     pts = []
@@ -299,43 +161,6 @@ def _ai_curve(flops_per_exec: float, bufs: List[_Buf], inner: List[float]) -> Li
         (x0, y0), (x1, y1) = pts[k], pts[min(k + 1, len(pts) - 1)]
         out.append(y1 if x1 <= x0 or t >= x1 else y0 + (y1 - y0) * (t - x0) / (x1 - x0))
     return out
-
-
-def _local_shapes(func: PrimFunc, ctxs: List[StoreContext]) -> Tuple[Dict[str, Tuple[int, ...]], Dict[str, set]]:
-    """Shapes ``compact_local_buffers`` gives local buffers: the box each one spans inside the
-    innermost loop enclosing all its accesses (estimated from the linear forms), and those
-    enclosing loops: compacted indices are relative to a start that only they move."""
-    out: Dict[str, Tuple[int, ...]] = {}
-    fixed_of: Dict[str, set] = {}
-    for buf in func.allocs:
-        if buf.scope != "local":
-            continue
-        users = [(c, [a for a in c.accesses if a.buffer.name == buf.name]) for c in ctxs]
-        users = [(c, acc) for c, acc in users if acc]
-        if not users:
-            continue
-        common = [l.name for l in users[0][0].loops]
-        for c, _ in users[1:]:
-            names = [l.name for l in c.loops]
-            k = 0
-            while k < min(len(common), len(names)) and common[k] == names[k]:
-                k += 1
-            common = common[:k]
-        fixed = fixed_of[buf.name] = set(common)
-        spans = [0.0] * len(buf.shape)
-        for c, accs in users:
-            ext = {l.name: l.extent for l in c.loops if l.name not in fixed}
-            for a in accs:
-                for d, (coefs, _) in enumerate(a.forms):
-                    s = sum(abs(k) * (ext[v] - 1) for v, k in coefs.items() if v in ext)
-                    spans[d] = max(spans[d], s)
-        out[buf.name] = tuple(min(dim, int(math.ceil(s)) + 1) for dim, s in zip(buf.shape, spans))
-    return out, fixed_of
-
-
-def _relative(a: Access, fixed: set) -> Access:
-    """``a`` with the slopes of ``fixed`` loops dropped (an access of a compacted buffer)."""
-    return Access(a.buffer, a.is_write, tuple(({v: c for v, c in f[0].items() if v not in fixed}, f[1]) for f in a.forms))
 
 
 def _row(ctx: StoreContext, func_info: dict) -> List[float]:
@@ -361,18 +186,18 @@ def _row(ctx: StoreContext, func_info: dict) -> List[float]:
     by_name: Dict[str, List[Access]] = {}
     for a in ctx.accesses:
         fx = fixed.get(a.buffer.name)
-        by_name.setdefault(a.buffer.name, []).append(_relative(a, fx) if fx else a)
+        by_name.setdefault(a.buffer.name, []).append(relative(a, fx) if fx else a)
     pos = {nm: j for j, nm in enumerate(names)}
     bufs = []
     for nm, accs in by_name.items():
-        b = _Buf(accs[0].buffer, shapes.get(nm, accs[0].buffer.shape), accs)
-        _footprints(b, pos, extents)
+        b = Buf(accs[0].buffer, shapes.get(nm, accs[0].buffer.shape), accs)
+        footprints(b, pos, extents)
         bufs.append(b)
     write_name = ctx.store.buffer.name
     ordered = sorted(bufs, key=lambda b: (b.name != write_name, -len(b.accesses) * b.elem, b.name))
     for k in range(MAX_BUFFERS):
         if k < len(ordered):
-            row += _buffer_row(ordered[k], bufs, names, extents, inner, total)
+            row += buffer_row(ordered[k], bufs, names, extents, inner, total)
         else:
             row += [0.0] * len(BUFFER_FIELDS)
     row += _ai_curve(fpe, bufs, inner)
@@ -380,7 +205,7 @@ def _row(ctx: StoreContext, func_info: dict) -> List[float]:
     sbuf = ctx.store.buffer
     scope = func_info["scope"].get(write_name)
     alloc_shape = shapes.get(write_name, sbuf.shape)
-    alloc_bytes = float(np.prod(alloc_shape)) * _elem_bytes(sbuf.dtype) if scope else 0.0
+    alloc_bytes = float(np.prod(alloc_shape)) * elem_bytes(sbuf.dtype) if scope else 0.0
     row += [float(scope == "local"), float(scope == "global"), alloc_bytes, func_info["alloc_bytes"]]
 
     sp = rd = 1.0
@@ -394,7 +219,7 @@ def _row(ctx: StoreContext, func_info: dict) -> List[float]:
     return row
 
 
-def _tensorize_row(ctx: StoreContext, bufs: List[_Buf], inner: List[float], fpe: float) -> List[float]:
+def _tensorize_row(ctx: StoreContext, bufs: List[Buf], inner: List[float], fpe: float) -> List[float]:
     t = ctx.tensorized
     if t is None:
         return [0.0] * 7
@@ -432,10 +257,10 @@ def extract(sch_or_func) -> np.ndarray:
     """
     func = as_func(sch_or_func)
     ctxs = store_contexts(func)
-    shapes, fixed = _local_shapes(func, ctxs)
+    shapes, fixed = local_shapes(func, ctxs)
     info = {"shapes": shapes, "fixed": fixed, "scope": {b.name: b.scope for b in func.allocs}}
     info["alloc_bytes"] = float(
-        sum(float(np.prod(info["shapes"].get(b.name, b.shape))) * _elem_bytes(b.dtype) for b in func.allocs)
+        sum(float(np.prod(info["shapes"].get(b.name, b.shape))) * elem_bytes(b.dtype) for b in func.allocs)
     )
     rows = [_row(c, info) for c in ctxs]
     if not rows:
