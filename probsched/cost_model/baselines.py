@@ -21,6 +21,7 @@ from typing import Hashable, List, Sequence
 import numpy as np
 
 from .base import CostModel, normalized_throughput
+from .mlp import STD_FLOOR
 
 
 def program_sums(features: Sequence[np.ndarray]) -> np.ndarray:
@@ -67,7 +68,7 @@ class RidgeModel(CostModel):
         x = program_sums(features)
         y = normalized_throughput(times, groups)
         self.mean = x.mean(axis=0)
-        self.scale = np.maximum(x.std(axis=0), 1e-6)
+        self.scale = np.maximum(x.std(axis=0), STD_FLOOR)
         z = (x - self.mean) / self.scale
         self.intercept = float(y.mean())
         a = z.T @ z + self.alpha * np.eye(z.shape[1])

@@ -29,6 +29,10 @@ import numpy as np
 
 from .base import CostModel, normalized_throughput
 
+#: Smallest feature scale in standardisation (log2 units): a feature constant in the training
+#: data (say exp counts, when no softmax was measured) must not blow up to thousands of
+#: standard deviations on a new workload.
+STD_FLOOR = 0.3
 MIN_STORE_BUCKET = 256
 MIN_PROGRAM_BUCKET = 64
 
@@ -146,7 +150,7 @@ class MLPModel(CostModel):
         rows = [x.reshape(-1, n_feat) for x in features]
         flat = np.concatenate(rows) if rows else np.zeros((0, n_feat), np.float32)
         self.mean = flat.mean(axis=0).astype(np.float32)
-        self.std = np.maximum(flat.std(axis=0), 1e-3).astype(np.float32)
+        self.std = np.maximum(flat.std(axis=0), STD_FLOOR).astype(np.float32)
         flat = (flat - self.mean) / self.std
         starts = np.cumsum([0] + [len(r) for r in rows])
         y = normalized_throughput(times, groups).astype(np.float32)
