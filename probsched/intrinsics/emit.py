@@ -12,7 +12,7 @@ from typing import Dict, List, Tuple
 from ..errors import BuildError
 from ..ir.expr import Const, Expr, Load, children, substitute
 from ..ir.stmt import Block, Buffer
-from ..schedule.analysis import affine, simplify
+from ..schedule.analysis import affine_in, is_multiple, simplify
 from ..schedule.reduction import _conjuncts
 from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, tile_nest
 from .registry import get
@@ -55,13 +55,13 @@ def emit_tensorized(block: Block, ctx) -> None:
         buf, indices = pairs[dname]
         indices = tuple(simplify(substitute(i, env)) for i in indices)
         flat = _flat(buf, indices)
-        form = affine(flat)
-        if form is None:
+        coefs = affine_in(flat, set(axes))
+        if coefs is None:
             raise BuildError(f"tensorized block {block.name}: index of {buf.name} is not affine in the tile loops")
         args.append(ctx.array(buf))
         args.append(ctx.index(buf, tuple(substitute(i, zero) for i in indices)))
         for a in dep_axes:
-            args.append(str(form[0].get(loop_of[a], 0)))
+            args.append(str(coefs.get(loop_of[a], 0)))
     if intrin.panel_axis is not None:
         args.append(str(extents[loop_of[intrin.panel_axis]]))
     ctx.comment(f"block {block.name}: {intrin.name} micro-kernel")
@@ -78,9 +78,8 @@ def emit_tensorized(block: Block, ctx) -> None:
     ctx.line(f"{rows} = min({full}, {guard.b.value} - ({start}))")
     # Tiles aligned to the kernel's height leave one remainder size: compile only that one.
     outer = {it.var.name: b for it, b in zip(block.iters, block.bindings)}
-    form = affine(simplify(substitute(start_expr, outer)))
     sizes = range(full, 0, -1)
-    if form is not None and form[1] % full == 0 and all(k % full == 0 for k in form[0].values()):
+    if is_multiple(simplify(substitute(start_expr, outer)), full):
         sizes = [full] + ([guard.b.value % full] if guard.b.value % full else [])
     for m in sizes:
         kernel = intrin.kernel() if m == full else intrin.meta["variant"](m)()

@@ -78,9 +78,9 @@ def matmul_description(m: int, n: int, k: int = 4):
 def _implementation(m: int, n: int) -> Callable[[], Callable]:
     @lru_cache(maxsize=None)
     def load() -> Callable:
-        from ..codegen.compile import _numba
+        from ..codegen.compile import configure_numba
 
-        _numba()  # SLP on before the first compile
+        configure_numba()  # SLP on before the first compile
         module = load_module(f"matmul_{m}x{n}", matmul_source(m, n))
         return module.kernel
 

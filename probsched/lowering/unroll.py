@@ -25,26 +25,45 @@ from ..ir.stmt import Block, Loop, PrimFunc
 PRAGMA = "pragma_auto_unroll_max_step"
 
 
-def _unroll(s, budget: int) -> Tuple[object, int]:
-    """(rewritten statement, leaf statements it executes)."""
+# Unrolled copies of a block with a conditional (a padding select, a partial-tile guard)
+# each add basic blocks, and numba's SSA and type inference are super-linear in basic
+# blocks: 256 unrolled padding stores took 300 s to compile where the loop took 3 s. Such
+# bodies are unrolled only up to this many copies (straight-line bodies keep the pragma's).
+BRANCHY_BUDGET = 16
+
+
+def _has_branch(blk: Block) -> bool:
+    from ..ir.expr import Const, Select, walk
+
+    if not (isinstance(blk.predicate, Const) and bool(blk.predicate.value)):
+        return True
+    stores = [st for st in (blk.body, blk.init) if st is not None and not isinstance(st, tuple)]
+    return any(isinstance(x, Select) for st in stores for x in walk(st.value))
+
+
+def _unroll(s, budget: int) -> Tuple[object, int, bool]:
+    """(rewritten statement, leaf statements it executes, whether a leaf branches)."""
     if isinstance(s, tuple):
-        out, total = [], 0
+        out, total, branchy = [], 0, False
         for x in s:
-            y, n = _unroll(x, budget)
+            y, n, b = _unroll(x, budget)
             out.append(y)
             total += n
-        return tuple(out), total
+            branchy = branchy or b
+        return tuple(out), total, branchy
     if isinstance(s, Loop):
-        body, n = _unroll(s.body, budget)
+        body, n, branchy = _unroll(s.body, budget)
         steps = n * s.extent
         kind = s.kind
-        if kind == "serial" and steps <= budget:
+        if kind == "serial" and steps <= (min(budget, BRANCHY_BUDGET) if branchy else budget):
             kind = "unrolled"
-        return s.replace(body=body, kind=kind), steps
+        return s.replace(body=body, kind=kind), steps, branchy
     if isinstance(s, Block) and isinstance(s.body, tuple) and s.annotation("tensorize") is None:
-        body, n = _unroll(s.body, budget)
-        return s.replace(body=body), n
-    return s, 1
+        body, n, branchy = _unroll(s.body, budget)
+        return s.replace(body=body), n, branchy or _has_branch(s)
+    if isinstance(s, Block):
+        return s, 1, s.annotation("tensorize") is None and _has_branch(s)
+    return s, 1, False
 
 
 def _apply(s):

@@ -54,6 +54,73 @@ def affine(e: Expr) -> Optional[Affine]:
     return None
 
 
+def affine_in(e: Expr, names) -> Optional[Dict[str, int]]:
+    """Coefficients of the variables ``names`` when ``e`` is affine in them, else None.
+
+    Sub-expressions free of ``names`` are opaque constants, so a fused outer loop's
+    ``f // 4`` does not hide that ``f // 4 * 16 + j`` has stride 1 along ``j``.
+
+    >>> from probsched.ir.expr import Var
+    >>> f, j = Var("f", "int64"), Var("j", "int64")
+    >>> affine_in(f // 4 * 16 + j * 2, {"j"})
+    {'j': 2}
+    >>> affine_in(j // 4, {"j"}) is None
+    True
+    """
+    names = set(names)
+    if not (free_vars(e) & names):
+        return {}
+    if isinstance(e, Var):
+        return {e.name: 1}
+    if isinstance(e, Cast) and e.dtype in INT_DTYPES and e.value.dtype in INT_DTYPES:
+        return affine_in(e.value, names)
+    if isinstance(e, BinOp) and e.dtype in INT_DTYPES:
+        if e.op in ("add", "sub"):
+            a, b = affine_in(e.a, names), affine_in(e.b, names)
+            if a is None or b is None:
+                return None
+            sign = 1 if e.op == "add" else -1
+            out = dict(a)
+            for v, c in b.items():
+                out[v] = out.get(v, 0) + sign * c
+            return {v: c for v, c in out.items() if c != 0}
+        if e.op == "mul":
+            a, b = affine_in(e.a, names), affine_in(e.b, names)
+            if a is None or b is None:
+                return None
+            if not a:
+                a, b, other = b, a, e.a
+            else:
+                other = e.b
+            if b or not isinstance(other, Const):
+                return None  # product of two tile variables, or by a runtime value
+            return {v: c * int(other.value) for v, c in a.items() if c * int(other.value) != 0}
+    return None
+
+
+def is_multiple(e: Expr, d: int) -> bool:
+    """True when the integer expression ``e`` is a multiple of ``d`` for every value of its
+    variables (a sufficient check: sums and products of multiples, ``x * (k * d)``).
+
+    >>> from probsched.ir.expr import Var
+    >>> f, j = Var("f", "int64"), Var("j", "int64")
+    >>> is_multiple(f % 3 * 6 + j * 12, 6), is_multiple(f % 3 * 6 + j, 6)
+    (True, False)
+    """
+    if d == 1:
+        return True
+    if isinstance(e, Const):
+        return e.dtype in INT_DTYPES and int(e.value) % d == 0
+    if isinstance(e, Cast) and e.dtype in INT_DTYPES:
+        return is_multiple(e.value, d)
+    if isinstance(e, BinOp) and e.dtype in INT_DTYPES:
+        if e.op in ("add", "sub"):
+            return is_multiple(e.a, d) and is_multiple(e.b, d)
+        if e.op == "mul":
+            return is_multiple(e.a, d) or is_multiple(e.b, d)
+    return False
+
+
 def from_affine(form: Affine, order: Optional[list] = None) -> Expr:
     """Rebuild an expression from an affine form (variables in ``order`` when given)."""
     coefs, c = form

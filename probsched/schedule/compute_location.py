@@ -332,15 +332,15 @@ def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
             return ld
         return substitute(st.value, dict(zip(dims, ld.indices)))
 
-    readers = readers_of(func, bname)
-    new_func = func
-    replaced = {}
-    for r in readers:
-        replaced[r.name] = map_block_exprs(r, lambda e: map_loads(e, inline))
+    readers = {r.name for r in readers_of(func, bname)}
     from .tree import map_blocks
 
-    body = map_blocks(new_func.body, lambda b: replaced.get(b.name, b))
-    new_func = new_func.replace(body=body)
+    # rewrite the blocks as map_blocks rebuilds them (inner first), so a reader nested in a
+    # blockized reader keeps its rewrite
+    body = map_blocks(
+        func.body, lambda b: map_block_exprs(b, lambda e: map_loads(e, inline)) if b.name in readers else b
+    )
+    new_func = func.replace(body=body)
     new_func = remove_at(new_func, TreeIndex(new_func).block_path(block))
     allocs = tuple(b for b in new_func.allocs if b.name != bname)
     return new_func.replace(allocs=allocs)

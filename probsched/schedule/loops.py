@@ -16,7 +16,7 @@ from .tree import (
     TreeIndex,
     all_names,
     fresh_name,
-    iter_blocks,
+    iter_outer_blocks,
     replace_at,
     require,
     substitute_loop_vars,
@@ -185,7 +185,7 @@ def _bound_iter_kinds(blk: Block, var: str) -> set:
 
 
 def _check_data_parallel(idx: TreeIndex, path: tuple, node: Loop, prim: str) -> None:
-    for blk in iter_blocks(node):
+    for blk in iter_outer_blocks(node):
         kinds = _bound_iter_kinds(blk, node.name)
         require(
             "R" not in kinds,

@@ -103,6 +103,7 @@ class Schedule:
         self._trace.append(Instruction(kind, inputs, attrs, outputs, decision))
 
     def _set(self, mod: PrimFunc) -> None:
+        tensorize_mod.check_tensorized(self._mod, mod)
         self._mod = mod
 
     def __repr__(self) -> str:

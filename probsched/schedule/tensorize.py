@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, free_vars, substitute
 from ..ir.stmt import Block, Loop, PrimFunc, Store
-from .analysis import affine, simplify
+from .analysis import affine_in, simplify
 from .loops import lookup_block
 from .tree import TreeIndex, replace_at, require
 
@@ -57,8 +57,7 @@ def _deps(indices: tuple, env: Dict[str, Expr], loop_names: set) -> Tuple[set, b
         used = free_vars(e) & loop_names
         deps |= used
         if used:
-            form = affine(e)
-            ok = ok and form is not None
+            ok = ok and affine_in(e, loop_names) is not None
     return deps, ok
 
 
@@ -110,9 +109,9 @@ def _match_access(dbuf, didx, cbuf, cidx, ctx) -> None:
     for axis in ctx["unit"].get(dbuf.name, ()):
         loop = ctx["sigma"][axis]
         last = simplify(substitute(cidx[-1], ctx["env"]))
-        form = affine(last)
+        coefs = affine_in(last, ctx["loop_names"])
         others = [simplify(substitute(e, ctx["env"])) for e in cidx[:-1]]
-        if form is None or form[0].get(loop) != 1 or any(loop in free_vars(o) for o in others):
+        if coefs is None or coefs.get(loop) != 1 or any(loop in free_vars(o) for o in others):
             raise _Mismatch(f"{cbuf.name} is not contiguous along loop {loop} (stride must be 1)")
 
 
@@ -201,3 +200,29 @@ def tensorize(func: PrimFunc, block: str, intrin) -> PrimFunc:
     ann[TENSORIZE_KEY] = intrin.name
     ann[AXES_KEY] = tuple(axes)
     return replace_at(func, bpath, (blk.replace(annotations=ann),))
+
+
+def check_tensorized(old: PrimFunc, new: PrimFunc) -> None:
+    """Raise ScheduleError when a change leaves a tensorized block that no longer matches its
+    intrinsic (e.g. an operand inlined as an expression, a block moved into the tile).
+
+    Blocks the change did not rebuild (the same node object as before) are not re-checked.
+    """
+    from .. import intrinsics
+    from .tree import iter_blocks
+
+    before = {id(b) for b in iter_blocks(old.body) if b.annotation(TENSORIZE_KEY) is not None}
+    for blk in iter_blocks(new.body):
+        name = blk.annotation(TENSORIZE_KEY)
+        if name is None or id(blk) in before:
+            continue
+        try:
+            axes, _ = match_intrinsic(blk, intrinsics.get(name))
+        except Exception as exc:  # ScheduleError from the matcher, named below
+            msg = str(exc).split(": ", 1)[-1]
+            require(False, "tensorize", f"the change breaks tensorized block {blk.name} ({name}): {msg}")
+        require(
+            tuple(axes) == tuple(blk.annotation(AXES_KEY)),
+            "tensorize",
+            f"the change reorders the tile of tensorized block {blk.name} ({name})",
+        )

@@ -127,6 +127,20 @@ def iter_blocks(s) -> Iterator[Block]:
         yield from iter_blocks(c)
 
 
+def iter_outer_blocks(s) -> Iterator[Block]:
+    """Blocks in ``s`` not nested in another block of ``s`` (a blockized block stands for
+    its tile: its iterators summarise the inner block's)."""
+    if isinstance(s, tuple):
+        for x in s:
+            yield from iter_outer_blocks(x)
+        return
+    if isinstance(s, Block):
+        yield s
+        return
+    for c in children_of(s):
+        yield from iter_outer_blocks(c)
+
+
 def replace_at(func: PrimFunc, path: Path, new: tuple) -> PrimFunc:
     """Splice ``new`` (zero or more statements) in place of the statement at ``path``."""
 

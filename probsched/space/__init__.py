@@ -10,6 +10,7 @@ True
 """
 
 from .postprocs import ParallelVectorizeUnroll, RewriteReductionBlock
+from .intrin_tiling import MultiLevelTilingWithIntrin
 from .rules import AddRFactor, AutoInline, MultiLevelTiling, RandomComputeLocation
 from .space import Space, compose
 
@@ -19,6 +20,7 @@ def default_rules() -> list:
     return [
         AutoInline(),
         AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
+        MultiLevelTilingWithIntrin(max_panel=512),
         MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64),
         RandomComputeLocation(),
     ]
@@ -46,6 +48,7 @@ __all__ = [
     "AutoInline",
     "AddRFactor",
     "MultiLevelTiling",
+    "MultiLevelTilingWithIntrin",
     "RandomComputeLocation",
     "ParallelVectorizeUnroll",
     "RewriteReductionBlock",

@@ -9,7 +9,7 @@ from ..errors import ScheduleError
 from ..ir.stmt import Loop
 from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule import loops as loop_prims
-from ..schedule.tree import iter_blocks
+from ..schedule.tree import iter_outer_blocks
 from . import analysis as an
 from .rules import _cores
 
@@ -54,7 +54,8 @@ class ParallelVectorizeUnroll:
     def __call__(self, sch: Schedule) -> None:
         limit = self.max_jobs_per_core * (self.cores or _cores())
         for root in [s for s in sch.mod.body if isinstance(s, Loop)]:
-            blocks = [b.name for b in iter_blocks(root)]
+            # a blockized tile is one block here: its inner loops are the micro-kernel's
+            blocks = [b.name for b in iter_outer_blocks(root)]
             if not blocks:
                 continue
             outer = self._parallelize(sch, root, limit)
@@ -94,7 +95,7 @@ class ParallelVectorizeUnroll:
 
     def _vectorize(self, sch: Schedule, name: str) -> None:
         loops = sch._idx().loops_above(name)
-        if not loops:
+        if not loops or an.block(sch, name).annotation("tensorize") is not None:
             return
         inner = loops[-1]
         if (

@@ -51,8 +51,11 @@ class MultiLevelTiling:
 
     def __call__(self, sch: Schedule, block: BlockRV) -> None:
         name = block.name
-        if not an.needs_multi_level_tiling(sch, name) or an.block(sch, name).annotation("tensorize"):
+        blk = an.block(sch, name)
+        if not an.needs_multi_level_tiling(sch, name) or blk.annotation("tensorize"):
             return
+        if blk.annotation("meta_schedule.tiling_structure") is not None:
+            return  # tiled already (by MultiLevelTilingWithIntrin)
         loops = sch.get_loops(block)
         kinds = [an.loop_kind(sch, name, l) for l in loops]
         if any(k not in ("S", "R") for k in kinds):

@@ -1,0 +1,256 @@
+"""``MultiLevelTilingWithIntrin``: tile a matmul-like block around a register-blocked
+micro-kernel and tensorize it (MetaSchedule's x86 ``MultiLevelTilingWithIntrin``).
+
+A block is *matmul-like* when it accumulates ``C[..., n] += A[...] * B[..., n]`` where the
+output's last index is a spatial iterator ``n`` that B also ends with and A does not use
+(the kernel's N, contiguous in C and B), some reduction iterator ``k`` indexes both A and
+B (the kernel's K panel; the one A is contiguous along when there is a choice) and some
+spatial iterator ``m`` indexes A and C but not B (the kernel's M rows). GMM, BMM and the
+NHWC/HWIO convolutions (1-D, 2-D, 3-D, dilated, capsule, with bias/relu consumers) are;
+depthwise and grouped convolutions are not (their A depends on ``n``).
+
+The rule samples (sites named after the block ``C``):
+
+- ``C/intrin``: the micro-kernel, among the registered matmul kernels whose N divides the
+  extent of ``n`` and whose accumulators fit the target's vector registers;
+- ``C/<loop>/tile``: two tile levels for every other spatial loop (and for the outer parts
+  of ``m`` and ``n``), and the K panel ``kc`` (``max_panel`` at most);
+- ``C/pack``: whether the ``kc x N`` panel of B is packed into a contiguous local buffer
+  at the panel loop (reused by every M tile below it);
+- ``C/fuse_consumer``: for a single elementwise consumer (bias, relu), whether it is
+  computed per outer tile instead of in its own pass.
+
+The loop order is ``S0 (every spatial loop) | S1 of the loops B depends on | reduction
+loops, the K panel last | S1 of the other spatial loops | kc, M, N`` (the micro-kernel):
+the packed panel is reused across the M tiles, C is loaded and stored once per tile and
+panel. Rows left over when M does not divide ``m`` run a smaller kernel of the same family.
+
+>>> import probsched as ps
+>>> from handlers import seed, trace
+>>> w = ps.workloads.matmul(24, 32, 16)
+>>> sch = ps.Schedule(w.func)
+>>> rule = MultiLevelTilingWithIntrin()
+>>> tr = trace(seed(lambda s: rule(s, s.get_block("Z")), 0)).get_trace(sch)
+>>> tr["Z/intrin"].value in ps.intrinsics.list()
+True
+>>> [b for b in sch.blocks() if ps.space.analysis.block(sch, b).annotation("tensorize")]
+['Z_o']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+from ..errors import ScheduleError
+from ..ir.expr import BinOp, Const, Load, Var, free_vars, walk
+from ..schedule import BlockRV, LoopRV, Schedule
+from ..schedule.dataflow import single_store
+from . import analysis as an
+
+
+@dataclass(frozen=True)
+class MatmulRoles:
+    """The iterators and operands a matmul micro-kernel takes over in one block."""
+
+    m: str  # iterator names
+    n: str
+    k: str
+    a: str  # buffer names
+    b: str
+    b_read_index: int  # of B among the block's inputs (for cache_read)
+
+
+def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
+    """The M, N, K iterators and A, B operands of a matmul-like block, or None.
+
+    >>> import probsched as ps
+    >>> sch = ps.Schedule(ps.workloads.small("C2D").func)
+    >>> r = matmul_roles(sch, "conv2d")
+    >>> (r.m, r.n, r.k, r.a, r.b)
+    ('v_w', 'v_co', 'v_rc', 'padded', 'weight')
+    >>> matmul_roles(sch, "padded") is None
+    True
+    """
+    blk = an.block(sch, name)
+    st = single_store(blk)
+    if st is None or not blk.is_reduction or blk.init is None or not _always(blk.predicate):
+        return None
+    value = st.value
+    if not (isinstance(value, BinOp) and value.op == "add" and isinstance(value.b, BinOp) and value.b.op == "mul"):
+        return None
+    acc, prod = value.a, value.b
+    if not (isinstance(acc, Load) and acc.buffer.name == st.buffer.name and acc.indices == st.indices):
+        return None
+    lhs, rhs = prod.a, prod.b
+    if not (isinstance(lhs, Load) and isinstance(rhs, Load)) or st.buffer.dtype != "float32":
+        return None
+    if any(ld.buffer.dtype != "float32" or ld.buffer.name == st.buffer.name for ld in (lhs, rhs)):
+        return None
+    kind = {it.var.name: it.kind for it in blk.iters}
+    last = st.indices[-1]
+    if not isinstance(last, Var) or kind.get(last.name) != "S":
+        return None
+    n = last.name
+
+    def uses(ld: Load) -> set:
+        out: set = set()
+        for ix in ld.indices:
+            out |= free_vars(ix)
+        return out
+
+    if isinstance(rhs.indices[-1], Var) and rhs.indices[-1].name == n and n not in uses(lhs):
+        a, b = lhs, rhs
+    elif isinstance(lhs.indices[-1], Var) and lhs.indices[-1].name == n and n not in uses(rhs):
+        a, b = rhs, lhs
+    else:
+        return None
+    if sum(1 for ix in b.indices if n in free_vars(ix)) != 1:
+        return None
+    ua, ub = uses(a), uses(b)
+    out_uses = set()
+    for ix in st.indices:
+        out_uses |= free_vars(ix)
+    ks = [it.var.name for it in blk.iters if it.kind == "R" and it.var.name in ua and it.var.name in ub]
+    ms = [it.var.name for it in blk.iters if it.kind == "S" and it.var.name in ua and it.var.name not in ub]
+    ms = [v for v in ms if v in out_uses]
+    if not ks or not ms:
+        return None
+    a_last = free_vars(a.indices[-1])
+    k = next((v for v in ks if v in a_last), ks[-1])
+    extent = {it.var.name: it.extent for it in blk.iters}
+    # the longest M axis (ties: the innermost in C's layout) gives the fewest partial tiles
+    order = {v: i for i, ix in enumerate(st.indices) for v in free_vars(ix)}
+    m = max(ms, key=lambda v: (extent[v] > 1, extent[v], order.get(v, -1)))
+    inputs = [x for x in an.reads_of(sch, name)]
+    if b.buffer.name not in inputs or a.buffer.name == b.buffer.name:
+        return None
+    return MatmulRoles(m, n, k, a.buffer.name, b.buffer.name, inputs.index(b.buffer.name))
+
+
+def _always(predicate) -> bool:
+    return predicate is None or (isinstance(predicate, Const) and bool(predicate.value))
+
+
+def _loop_of_iter(sch: Schedule, name: str) -> Optional[Dict[str, LoopRV]]:
+    """iterator -> the loop binding it, when each loop binds exactly one iterator directly."""
+    blk = an.block(sch, name)
+    loops = {l.name: l for l in sch.get_loops(BlockRV(name))}
+    out: Dict[str, LoopRV] = {}
+    for it, binding in zip(blk.iters, blk.bindings):
+        if not isinstance(binding, Var) or binding.name not in loops:
+            return None
+        out[it.var.name] = loops[binding.name]
+    if len(out) != len(loops):
+        return None
+    return out
+
+
+def register_budget(target=None) -> int:
+    """Vector accumulators a micro-kernel may keep (registers minus B's row and A's broadcast)."""
+    from ..target import Target
+
+    tgt = target or Target.host()
+    lanes = tgt.vector_lanes("float32")
+    return (32 if lanes >= 16 else 16) - 4
+
+
+def kernel_candidates(n_extent: int, lanes: int, budget: int) -> List[str]:
+    """Registered matmul kernels usable for an N axis of ``n_extent`` on ``lanes``-wide vectors.
+
+    >>> kernel_candidates(96, 8, 12)
+    ['matmul_3x32', 'matmul_4x16', 'matmul_4x24', 'matmul_4x8', 'matmul_6x16', 'matmul_8x8']
+    """
+    from .. import intrinsics
+
+    out = []
+    for nm in intrinsics.list():
+        meta = intrinsics.get(nm).meta
+        if meta.get("kind") != "matmul":
+            continue
+        mm, nn = int(meta["M"]), int(meta["N"])
+        if n_extent % nn == 0 and mm * -(-nn // lanes) <= budget:
+            out.append(nm)
+    return out
+
+
+class MultiLevelTilingWithIntrin:
+    """Tile a matmul-like block to a sampled micro-kernel shape and tensorize it."""
+
+    def __init__(self, max_panel: int = 512, pack_probs: Optional[Sequence[float]] = None, target=None) -> None:
+        self.max_panel = max_panel
+        self.pack_probs = list(pack_probs) if pack_probs is not None else None
+        self.target = target
+
+    def __call__(self, sch: Schedule, block: BlockRV) -> None:
+        name = block.name
+        roles = matmul_roles(sch, name)
+        if roles is None or an.block(sch, name).annotation("tensorize"):
+            return
+        loop_of = _loop_of_iter(sch, name)
+        if loop_of is None:
+            return
+        from ..target import Target
+
+        tgt = self.target or Target.host()
+        extent = {it.var.name: it.extent for it in an.block(sch, name).iters}
+        candidates = kernel_candidates(extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt))
+        if not candidates:
+            return
+        intrin = sch.sample_categorical(candidates, name=f"{name}/intrin")
+        from .. import intrinsics
+
+        meta = intrinsics.get(intrin).meta
+        M, N = int(meta["M"]), int(meta["N"])
+        blk = an.block(sch, name)
+        b_uses = set()
+        st = single_store(blk)
+        for ld in (x for x in walk(st.value) if isinstance(x, Load) and x.buffer.name == roles.b):
+            for ix in ld.indices:
+                b_uses |= free_vars(ix)
+
+        # the kernel's own loops first: M rows (the last tile may be partial), N columns, kc
+        m_out, m_in = sch.split(loop_of[roles.m], [None, M])
+        n_out, n_in = sch.split(loop_of[roles.n], [None, N])
+        k_out, k_in = sch.split(loop_of[roles.k], sch.sample_perfect_tile(loop_of[roles.k], n=2, max_innermost_factor=self.max_panel))
+        outer_of = {roles.m: m_out, roles.n: n_out}
+        s0: List[LoopRV] = []
+        s1_b: List[LoopRV] = []
+        s1_rest: List[LoopRV] = []
+        reductions: List[LoopRV] = []
+        for it in blk.iters:
+            v = it.var.name
+            if v == roles.k:
+                continue
+            if it.kind == "R":
+                reductions.append(loop_of[v])
+                continue
+            loop = outer_of.get(v, loop_of[v])
+            if sch.get(loop).extent > 1:
+                lo, hi = sch.split(loop, sch.sample_perfect_tile(loop, n=2))
+            else:
+                lo, hi = loop, None
+            s0.append(lo)
+            if hi is not None:
+                (s1_b if v in b_uses else s1_rest).append(hi)
+        reductions.append(k_out)
+        sch.reorder(*s0, *s1_b, *reductions, *s1_rest, k_in, m_in, n_in)
+        sch.annotate(block, "meta_schedule.tiling_structure", "SSRS+intrin")
+        before_r = (s0 + s1_b)[-1] if s0 + s1_b else None
+        self._fuse_consumer(sch, name, before_r)
+        sch.decompose_reduction(block, reductions[0])
+        if sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):
+            pack = sch.cache_read(block, roles.b_read_index, "local")
+            sch.compute_at(pack, k_out)
+        sch.tensorize(k_in, intrin)
+
+    def _fuse_consumer(self, sch: Schedule, name: str, at: Optional[LoopRV]) -> None:
+        consumers = an.consumer_names(sch, name)
+        if at is None or len(consumers) != 1 or not an.is_elementwise(sch, consumers[0]):
+            return
+        if sch.sample_categorical([True, False], name=f"{name}/fuse_consumer"):
+            try:
+                sch.reverse_compute_at(BlockRV(consumers[0]), at)
+            except ScheduleError:
+                pass
+

@@ -1,0 +1,153 @@
+"""MultiLevelTilingWithIntrin: which blocks it takes, and that its schedules stay correct."""
+
+import numpy as np
+import pytest
+
+import probsched as ps
+import probsched.workloads as wl
+from handlers import condition, seed, trace
+from probsched.ir.interpreter import evaluate
+from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, kernel_candidates, matmul_roles
+
+# Reduced shapes whose N axis (output channels, columns) is a multiple of 8, so a
+# micro-kernel applies; M axes are not multiples of the kernel heights (partial tiles).
+FRIENDLY = {
+    "GMM": lambda: wl.matmul(11, 16, 12, batch=2),
+    "C1D": lambda: wl.conv1d_nwc(1, 9, 3, 8, 3, 2, 1),
+    "C2D": lambda: wl.conv2d_nhwc(1, 6, 7, 3, 16, 3, 2, 1),
+    "C3D": lambda: wl.conv3d_ndhwc(1, 4, 5, 5, 2, 8, 3, 2, 1),
+    "DIL": lambda: wl.conv2d_nhwc(1, 8, 9, 3, 8, 3, 1, 1, dilation=2),
+    "CAP": lambda: wl.conv2d_capsule_nhwc(1, 3, 3, 1, 8, 3, 2, 1, 4),
+    "CBR": lambda: wl.conv2d_bn_relu(1, 6, 7, 3, 8, 3, 2, 1),
+    "TBG": lambda: wl.transpose_batch_matmul(1, 8, 2, 4),
+}
+_DATA: dict = {}
+
+
+def data(name):
+    if name not in _DATA:
+        w = FRIENDLY[name]()
+        x = w.random_inputs(np.random.default_rng(5))
+        _DATA[name] = (w, x, w.reference(*x))
+    return _DATA[name]
+
+
+def draw(w, s, data_=None):
+    sch = ps.Schedule(w.func)
+    program = seed(ps.space.default(), s)
+    if data_:
+        program = condition(program, data_)
+    tr = trace(program).get_trace(sch)
+    return sch, tr
+
+
+def tensorized(sch):
+    return [b for b in sch.mod.blocks() if b.annotation("tensorize")]
+
+
+@pytest.mark.parametrize(
+    "name, roles",
+    [
+        ("GMM", ("v_i", "v_j", "v_k", "X", "Y")),
+        ("C2D", ("v_w", "v_co", "v_rc", "padded", "weight")),
+        ("C1D", ("v_l", "v_co", "v_rc", "padded", "weight")),
+        ("TBG", ("v_i", "v_j", "v_k", "query_T", "value_T")),
+        ("DEP", None),  # A depends on the channel (N) axis
+        ("GRP", None),  # A's channel index depends on the output channel
+        ("T2D", None),  # a conditional operand
+        ("NRM", None),
+        ("SFM", None),
+    ],
+)
+def test_matmul_roles(name, roles):
+    w = wl.small(name)
+    sch = ps.Schedule(w.func)
+    found = [matmul_roles(sch, b.name) for b in w.func.blocks()]
+    found = [(r.m, r.n, r.k, r.a, r.b) for r in found if r is not None]
+    assert found == ([roles] if roles else [])
+
+
+def test_kernel_candidates_respect_n_and_registers():
+    assert kernel_candidates(24, 8, 12) == ["matmul_4x24", "matmul_4x8", "matmul_8x8"]
+    assert "matmul_8x32" not in kernel_candidates(64, 8, 12)  # 32 accumulators: spills on AVX2
+    assert "matmul_8x32" in kernel_candidates(64, 16, 28)
+    assert kernel_candidates(12, 8, 12) == []
+
+
+@pytest.mark.parametrize("name", sorted(FRIENDLY))
+def test_twenty_tensorized_traces_per_workload_match_the_reference(name):
+    w, x, expected = data(name)
+    for s in range(20):
+        sch, tr = draw(w, s)
+        assert tensorized(sch), f"seed {s}: no tensorized block\n{tr}"
+        w.check(evaluate(sch.mod, *x), expected)
+
+
+@pytest.mark.parametrize("name", ["GMM", "C2D", "CBR"])
+def test_compiled_tensorized_traces_match_the_reference(name):
+    w, x, expected = data(name)
+    for s in range(2):
+        sch, _ = draw(w, s)
+        out = w.empty_outputs()
+        ps.build(sch)(*x, *out)
+        w.check(out, expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FRIENDLY))
+def test_many_compiled_tensorized_traces(name, request):
+    w, x, expected = data(name)
+    count = 20 if request.config.getoption("--slow") == "all" else 3
+    for s in range(100, 100 + count):
+        sch, _ = draw(w, s)
+        out = w.empty_outputs()
+        ps.build(sch)(*x, *out)
+        w.check(out, expected)
+
+
+def test_condition_fixes_the_kernel_and_replay_rebuilds_the_program():
+    w, x, expected = data("GMM")
+    sch, tr = draw(w, 0, {"Z/intrin": "matmul_4x8", "Z/pack": True})
+    (blk,) = tensorized(sch)
+    assert blk.annotation("tensorize") == "matmul_4x8"
+    assert any(b.name.startswith("Y_local") for b in sch.mod.blocks())
+    again = ps.Schedule(w.func)
+    ps.ScheduleTrace.from_json(sch.trace.to_json()).apply(again)
+    assert again.mod == sch.mod
+
+
+def test_partial_rows_run_the_smaller_kernel():
+    # 11 rows with 4-row kernels: tiles of 4, 4 and 3 rows; the 3-row one is a variant
+    w, x, expected = data("GMM")
+    sch, _ = draw(w, 0, {"Z/intrin": "matmul_4x8"})
+    kernel = ps.build(sch)
+    assert "matmul_4x8" in kernel.source and "if " in kernel.source
+    out = w.empty_outputs()
+    kernel(*x, *out)
+    w.check(out, expected)
+
+
+def test_a_change_that_breaks_a_tensorized_tile_is_refused():
+    # inlining an elementwise producer that is not a plain copy into the A operand would
+    # leave the micro-kernel computing something else: the schedule refuses it
+    A = ps.placeholder((8, 4), name="A")
+    B = ps.placeholder((4, 8), name="B")
+    A2 = ps.compute((8, 4), lambda i, k: A[i, k] * 2.0, name="A2")
+    r = ps.reduce_axis(4, name="k")
+    C = ps.compute((8, 8), lambda i, j: ps.sum(A2[i, r] * B[r, j], axis=r), name="C")
+    sch = ps.Schedule(ps.create_func([A, B, C]))
+    tr = trace(condition(seed(lambda s: MultiLevelTilingWithIntrin()(s, s.get_block("C")), 0), {"C/intrin": "matmul_4x8"})).get_trace(sch)
+    assert tensorized(sch)
+    before = sch.mod
+    with pytest.raises(ps.ScheduleError, match="breaks tensorized block"):
+        sch.compute_inline(sch.get_block("A2"))
+    assert sch.mod is before
+
+
+def test_rule_leaves_blocks_it_cannot_take_alone():
+    w = wl.small("DEP")
+    sch = ps.Schedule(w.func)
+    rule = MultiLevelTilingWithIntrin()
+    before = sch.mod
+    rule(sch, sch.get_block("depthwise_conv2d"))
+    assert sch.mod is before
