@@ -54,3 +54,8 @@ from .target import Target  # noqa: F401,E402
 from . import workloads  # noqa: E402,F401
 from . import intrinsics  # noqa: E402,F401
 from . import space  # noqa: E402,F401
+from . import measure  # noqa: E402,F401
+from . import database  # noqa: E402,F401
+from . import cost_model  # noqa: E402,F401
+from . import search  # noqa: E402,F401
+from .tuner import TuneResult, tune  # noqa: E402,F401

@@ -1,0 +1,161 @@
+"""Candidates and the search context every strategy works in.
+
+A :class:`Candidate` is one scheduled program of the design space: the ``Schedule`` (its
+loop nest and instruction log) and the handlers ``Trace`` of the decisions that produced
+it. The :class:`SearchContext` is what a strategy sees: the workload, the space, the cost
+model, a random generator, what was measured already, and the three ways to make
+candidates (draw from the prior, replay decisions, mutate sites), each of which runs the
+space program under handlers.
+
+>>> import probsched as ps
+>>> ctx = SearchContext(ps.workloads.small("GMM"), ps.space.default(), seed=0)
+>>> c = ctx.draw()
+>>> c.decisions.choices() == ctx.replay(c.decisions).decisions.choices()
+True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
+
+import numpy as np
+
+from handlers import mutate, replay, seed, trace
+from handlers.trace_struct import Trace
+
+from ..errors import ProbschedError
+from ..ir.serialize import structural_hash
+from ..ir.stmt import PrimFunc
+from ..schedule import Schedule
+
+
+@dataclass
+class Candidate:
+    """A scheduled program and the decisions that made it."""
+
+    schedule: Schedule
+    decisions: Trace
+    _hash: Optional[str] = field(default=None, repr=False)
+    _features: Optional[np.ndarray] = field(default=None, repr=False)
+
+    @property
+    def hash(self) -> str:
+        """Structural hash of the scheduled program (what de-duplication compares)."""
+        if self._hash is None:
+            self._hash = structural_hash(self.schedule.mod)
+        return self._hash
+
+    @property
+    def key(self) -> str:
+        """The decisions as canonical JSON: a cheap identity within one search."""
+        return json.dumps(self.decisions.choices(), sort_keys=True, default=repr)
+
+    def features(self) -> np.ndarray:
+        """Cost-model features of the program (computed once)."""
+        if self._features is None:
+            from ..cost_model import extract
+
+            self._features = extract(self.schedule)
+        return self._features
+
+
+def _func_of(workload) -> PrimFunc:
+    func = workload if isinstance(workload, PrimFunc) else getattr(workload, "func", None)
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"expected a Workload or a PrimFunc, got {type(workload).__name__}")
+    return func
+
+
+class SearchContext:
+    """The state shared by a tuning run and its strategy (see the module docstring).
+
+    ``measured`` holds the structural hashes of every candidate measured so far (from the
+    database too); ``records`` the database's successful records, best first, refreshed
+    by the tuner after each batch.
+    """
+
+    def __init__(
+        self,
+        workload,
+        space,
+        model=None,
+        seed: Optional[int] = None,
+        measured: Iterable[str] = (),
+        records: Sequence = (),
+    ) -> None:
+        self.workload = workload
+        self.func = _func_of(workload)
+        self.space = space
+        self.model = model
+        self.rng = np.random.default_rng(seed)
+        self.measured: Set[str] = set(measured)
+        self.records: List[Any] = list(records)
+        self.failures = 0  # space runs that raised (a bad mutation, a rule bug)
+
+    # ------------------------------------------------------------------ making candidates
+    def _seed(self) -> int:
+        return int(self.rng.integers(0, 2**31 - 1))
+
+    def _run(self, program) -> Optional[Candidate]:
+        sch = Schedule(self.func)
+        try:
+            tr = trace(program).get_trace(sch)
+        except ProbschedError:
+            self.failures += 1
+            return None
+        return Candidate(sch, tr)
+
+    def draw(self) -> Optional[Candidate]:
+        """A fresh sample from the design space (the prior)."""
+        return self._run(seed(self.space, self._seed()))
+
+    def replay(self, decisions: Trace) -> Optional[Candidate]:
+        """The candidate these decisions give (sites they lack are drawn from the prior)."""
+        return self._run(replay(seed(self.space, self._seed()), decisions, strict=False))
+
+    def mutate(self, parent: Candidate, sites) -> Optional[Candidate]:
+        """A candidate with ``sites`` of ``parent`` re-proposed by their distributions."""
+        return self._run(mutate(self.space, parent.decisions, sites=sites, rng_seed=self._seed()))
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        """Cost-model scores (higher = predicted faster); zeros without a trained model."""
+        if not candidates:
+            return np.zeros(0)
+        if self.model is None or not getattr(self.model, "n_trained", 0):
+            return np.zeros(len(candidates))
+        return np.asarray(self.model.predict_features([c.features() for c in candidates]), dtype=np.float64)
+
+    def is_new(self, candidate: Candidate) -> bool:
+        """Not measured yet (by structural hash)."""
+        return candidate.hash not in self.measured
+
+    def best_decisions(self, k: int) -> List[Trace]:
+        """Decision traces of the ``k`` best measured records (those that kept them)."""
+        out = []
+        for rec in self.records:
+            if len(out) >= k:
+                break
+            if getattr(rec, "decisions", None):
+                try:
+                    out.append(Trace.from_json(rec.decisions))
+                except Exception:  # a record written by another version: skip it
+                    continue
+        return out
+
+
+def unique(candidates: Iterable[Optional[Candidate]], seen: Optional[Set[str]] = None) -> List[Candidate]:
+    """Candidates with distinct decisions (and not in ``seen``, which is updated), in order."""
+    seen = set() if seen is None else seen
+    out = []
+    for c in candidates:
+        if c is None or c.key in seen:
+            continue
+        seen.add(c.key)
+        out.append(c)
+    return out
+
+
+__all__ = ["Candidate", "SearchContext", "unique"]

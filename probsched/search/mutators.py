@@ -1,0 +1,78 @@
+"""Which decision a mutation changes: MetaSchedule's mutators as site selectors.
+
+MetaSchedule mutates a trace by one of four mutators, drawn by weight: tile sizes (0.90),
+compute location (0.05), unroll depth (0.03) and parallel extent (0.02). Here every
+mutator is a predicate on the sites of a decision trace; one mutator is drawn by weight
+among those with at least one site, then one of its sites uniformly, and the ``mutate``
+handler re-proposes it with its distribution's kernel. The parallel extent is decided by
+a postprocessor here, not sampled, so its weight goes to the other categorical decisions
+(micro-kernel shape, packing, write cache, consumer fusion, rfactor).
+
+>>> from handlers.trace_struct import Site, Trace
+>>> from probsched.schedule.distributions import PerfectTile
+>>> tr = Trace([Site("C/i/tile", (2, 4), PerfectTile(8, 2))])
+>>> choose_site(tr, np.random.default_rng(0))
+'C/i/tile'
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from handlers.trace_struct import Site, Trace
+
+from ..schedule.distributions import ComputeLocation, PerfectTile
+
+
+def _is_tile(site: Site) -> bool:
+    return isinstance(site.dist, PerfectTile)
+
+
+def _is_location(site: Site) -> bool:
+    return isinstance(site.dist, ComputeLocation)
+
+
+def _is_unroll(site: Site) -> bool:
+    return site.name.endswith("/unroll")
+
+
+def _is_other(site: Site) -> bool:
+    return not (_is_tile(site) or _is_location(site) or _is_unroll(site))
+
+
+#: name -> (weight, site predicate)
+MUTATORS: Dict[str, Tuple[float, Callable[[Site], bool]]] = {
+    "tile_size": (0.90, _is_tile),
+    "compute_location": (0.05, _is_location),
+    "unroll": (0.03, _is_unroll),
+    "other": (0.02, _is_other),
+}
+
+
+def _mutable(site: Site) -> bool:
+    if site.observed or site.dist is None:
+        return False
+    support = getattr(site.dist, "support", None)
+    values = support() if support is not None else None
+    return values is None or len(values) > 1
+
+
+def choose_site(decisions: Trace, rng: np.random.Generator, mutators=None) -> Optional[str]:
+    """A site to mutate: a mutator by weight (among those that apply), then a site uniformly."""
+    mutators = MUTATORS if mutators is None else mutators
+    sites = [decisions[n] for n in decisions if _mutable(decisions[n])]
+    groups: List[Tuple[float, List[str]]] = []
+    for weight, pred in mutators.values():
+        names = [s.name for s in sites if pred(s)]
+        if names and weight > 0:
+            groups.append((weight, names))
+    if not groups:
+        return None
+    w = np.array([g[0] for g in groups])
+    names = groups[int(rng.choice(len(groups), p=w / w.sum()))][1]
+    return names[int(rng.integers(len(names)))]
+
+
+__all__ = ["MUTATORS", "choose_site"]

@@ -1,0 +1,277 @@
+"""``ps.tune``: the front door. Search a design space, measure, record, return the best.
+
+A tuning run is rounds of: the strategy proposes a batch of new candidates
+(:mod:`probsched.search`), the measurer compiles, checks and times them in worker processes
+(:mod:`probsched.measure`), every result is committed to the database as it arrives
+(:mod:`probsched.database`) and the cost model learns from the batch
+(:mod:`probsched.cost_model`). A run on a database that already holds records of the
+workload resumes: those candidates are never measured again, the model is trained on them
+first and the strategy starts from the best of them.
+
+>>> import probsched as ps
+>>> from probsched.measure import LocalMeasurer
+>>> with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1) as m:  # doctest: +SKIP
+...     result = ps.tune("GMM:small", trials=4, measurer=m, seed=0)
+>>> result.best.gflops > 0  # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Sequence, Union
+
+import numpy as np
+
+from handlers.trace_struct import Trace
+
+from .database import Database, TuningRecord
+from .ir.stmt import PrimFunc
+from .schedule import Schedule, ScheduleTrace
+from .search import SearchContext
+from .search import get as get_strategy
+from .workloads import Workload
+
+log = logging.getLogger("probsched.tune")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured candidate of a run: its index, seconds (inf when it failed), error, best so far."""
+
+    index: int
+    seconds: float
+    error: Optional[str]
+    best_seconds: float
+    compile_seconds: float = 0.0
+    wall_seconds: float = 0.0  # since the start of the run
+
+
+@dataclass
+class BestSchedule:
+    """The best record of a workload, readable."""
+
+    record: TuningRecord
+    flops: Optional[float]
+
+    @property
+    def seconds(self) -> float:
+        """Median run time in seconds."""
+        return self.record.median
+
+    @property
+    def gflops(self) -> Optional[float]:
+        """Throughput (None when the workload's FLOP count is unknown)."""
+        return None if not self.flops else self.flops / self.seconds / 1e9
+
+    @property
+    def trace(self) -> ScheduleTrace:
+        """The instruction log: ``print(best.trace)`` shows it as Python."""
+        return self.record.trace
+
+    @property
+    def decisions(self) -> Optional[Trace]:
+        """The decision trace (None for records written without one)."""
+        return Trace.from_json(self.record.decisions) if self.record.decisions else None
+
+    def schedule(self, func: PrimFunc) -> Schedule:
+        """The scheduled program, replayed onto ``func``."""
+        return self.record.schedule(func)
+
+
+@dataclass
+class TuneResult:
+    """What ``ps.tune`` found: ``best``, the compiled ``kernel``, the ``history`` of trials."""
+
+    workload: Union[Workload, PrimFunc]
+    best: Optional[BestSchedule]
+    history: List[Trial] = field(default_factory=list)
+    strategy: str = ""
+    _kernel: object = None
+
+    @property
+    def func(self) -> PrimFunc:
+        return self.workload if isinstance(self.workload, PrimFunc) else self.workload.func
+
+    @property
+    def kernel(self):
+        """The best schedule compiled (built on first access)."""
+        if self._kernel is None and self.best is not None:
+            from .codegen import build
+
+            self._kernel = build(self.best.schedule(self.func))
+        return self._kernel
+
+    @property
+    def name(self) -> str:
+        return getattr(self.workload, "name", None) or self.func.name
+
+    def compare(self, repeat: int = 5, min_repeat_ms: float = 50.0) -> List[tuple]:
+        """(implementation, median seconds) for the best kernel, numpy and jax.jit, timed
+        here in one run with the same inputs (rows missing when unavailable)."""
+        from .measure.timer import time_callable
+
+        if self.best is None or not isinstance(self.workload, Workload):
+            return []
+        w = self.workload
+        inputs = w.random_inputs(np.random.default_rng(0))
+        outputs = w.empty_outputs()
+        kernel = self.kernel
+        rows = [("probsched", time_callable(lambda: kernel(*inputs, *outputs), repeat=repeat, min_repeat_ms=min_repeat_ms).median)]
+        try:
+            from .baselines import baselines
+        except ImportError:  # pragma: no cover - baselines ship with the package
+            return rows
+        for name, fn in baselines(w, inputs).items():
+            rows.append((name, time_callable(fn, repeat=repeat, min_repeat_ms=min_repeat_ms).median))
+        return rows
+
+    def summary(self, compare: bool = True) -> str:
+        """A Markdown table: the best kernel beside numpy and jax.jit (same run), and the trials."""
+        if self.best is None:
+            fails = sum(1 for t in self.history if t.error)
+            return f"{self.name}: no successful trial ({len(self.history)} trials, {fails} failed)"
+        rows = self.compare() if compare else [("probsched", self.best.seconds)]
+        flops = self.best.flops
+        lines = [
+            f"{self.name}: best of {len(self.history)} trials ({self.strategy})",
+            "",
+            "| implementation | median µs | GFLOP/s | ours vs it |",
+            "|---|---|---|---|",
+        ]
+        ours = rows[0][1]
+        for name, sec in rows:
+            gf = f"{flops / sec / 1e9:.1f}" if flops else "-"
+            ratio = f"{sec / ours:.2f}x" if name != "probsched" else "1.00x"
+            lines.append(f"| {name} | {sec * 1e6:.1f} | {gf} | {ratio} |")
+        return "\n".join(lines)
+
+
+def _resolve_workload(workload) -> Union[Workload, PrimFunc]:
+    if isinstance(workload, str):
+        from . import workloads
+
+        name, _, index = workload.partition(":")
+        if index == "small":
+            return workloads.small(name)
+        return workloads.get(workload)
+    if isinstance(workload, (Workload, PrimFunc)):
+        return workload
+    raise TypeError(f"tune: expected a Workload, a PrimFunc or a name like 'GMM:2', got {type(workload).__name__}")
+
+
+def _resolve_model(cost_model, seed):
+    from . import cost_model as cm
+
+    if cost_model is None:
+        return None
+    if isinstance(cost_model, str):
+        kinds = {"mlp": cm.MLPModel, "ridge": cm.RidgeModel, "random": cm.RandomModel}
+        if cost_model not in kinds:
+            raise ValueError(f"unknown cost model {cost_model!r}; known: {', '.join(kinds)}")
+        return kinds[cost_model](seed=seed or 0) if cost_model != "ridge" else kinds[cost_model]()
+    return cost_model
+
+
+def _features_of_records(records: Sequence[TuningRecord], func: PrimFunc) -> tuple:
+    from .cost_model import extract
+
+    feats, times = [], []
+    for rec in records:
+        try:
+            feats.append(extract(rec.schedule(func)))
+        except Exception:  # a record of another version of the space: skip it
+            continue
+        times.append(rec.median)
+    return feats, times
+
+
+def tune(
+    workload,
+    *,
+    trials: int,
+    space=None,
+    strategy="evolutionary",
+    cost_model="mlp",
+    database=None,
+    measurer=None,
+    seed: Optional[int] = None,
+    callbacks: Sequence[Callable[[Trial, "TuneResult"], None]] = (),
+    batch_size: int = 32,
+) -> TuneResult:
+    """Tune ``workload`` (a Workload, a PrimFunc, or a suite name like ``"GMM:2"``) for
+    ``trials`` new measurements; see the module docstring.
+
+    ``space``: a design space (default ``ps.space.default()``). ``strategy``: ``"replay"``,
+    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``: ``"mlp"``,
+    ``"ridge"``, ``"random"``, a model object or None. ``database``: a
+    :class:`~probsched.database.Database`, a path, or None (in memory). ``measurer``: a
+    :class:`~probsched.measure.LocalMeasurer` (default: one made and closed here).
+    ``callbacks``: called as ``cb(trial, result_so_far)`` after each measured trial.
+    """
+    from . import space as space_mod
+    from .measure import LocalMeasurer
+
+    if trials < 0:
+        raise ValueError(f"tune: trials must be >= 0, got {trials}")
+    workload = _resolve_workload(workload)
+    func = workload if isinstance(workload, PrimFunc) else workload.func
+    flops = getattr(workload, "flops", None)
+    space = space or space_mod.default()
+    strat = get_strategy(strategy)
+    model = _resolve_model(cost_model, seed)
+    own_db = not isinstance(database, Database)
+    db = Database(":memory:" if database is None else database) if own_db else database
+    own_measurer = measurer is None
+    measurer = measurer or LocalMeasurer()
+    result = TuneResult(workload, None, [], getattr(strat, "name", type(strat).__name__))
+    try:
+        wkey = db.commit_workload(workload)
+        past = db.records(wkey)
+        ok_past = [r for r in past if r.ok]
+        ctx = SearchContext(workload, space, model, seed, measured={r.candidate_hash for r in past})
+        ctx.records = db.best(wkey, k=64)
+        if model is not None and ok_past:
+            feats, times = _features_of_records(ok_past, func)
+            if feats:
+                model.fit_features(feats, times, [wkey] * len(feats))
+        best = min((r.median for r in ok_past), default=math.inf)
+        start = time.perf_counter()
+        done = 0
+        while done < trials:
+            batch = strat.generate(ctx, min(batch_size, trials - done))
+            if not batch:
+                log.warning("tune: the strategy found no new candidate; stopping after %d trials", done)
+                break
+            results = measurer.measure(workload, [c.schedule for c in batch])
+            for cand, res in zip(batch, results):
+                rec = TuningRecord.from_result(
+                    wkey, cand.schedule, res, decisions=cand.decisions, space=space.name, strategy=result.strategy
+                )
+                db.commit_record(rec)
+                ctx.measured.add(rec.candidate_hash)
+                best = min(best, res.median)
+                trial = Trial(len(result.history), res.median, res.error_kind, best, res.compile_seconds, time.perf_counter() - start)
+                result.history.append(trial)
+                for cb in callbacks:
+                    cb(trial, result)
+            done += len(batch)
+            if model is not None:
+                model.update_features([c.features() for c in batch], [r.median for r in results], [wkey] * len(batch))
+            ctx.records = db.best(wkey, k=64)
+            strat.observe(ctx, batch, results)
+        top = db.best(wkey, k=1)
+        result.best = BestSchedule(top[0], flops) if top else None
+    finally:
+        if own_measurer:
+            measurer.close()
+        if own_db and database is not None:
+            db.close()
+    return result
+
+
+__all__ = ["tune", "TuneResult", "Trial", "BestSchedule"]
