@@ -68,11 +68,17 @@ from .stats import MeasureStats
 
 log = logging.getLogger("probsched.measure")
 
-#: Fresh compiles a worker makes before it is replaced. Measured on GMM:2 candidates of
-#: the default space (benchmarks/bench_measure.py --memory): a worker starts at ~165 MiB
-#: and grows ~4 MiB per compile on average, so 64 compiles keep each of 2 workers under
-#: ~450 MiB while a restart (~2 s of CPU) costs under 3 % of 64 trials.
-DEFAULT_MAX_COMPILES = 64
+#: Fresh compiles a worker makes before it is replaced. Measured with
+#: ``benchmarks/bench_measure.py --memory -n 30`` (GMM:2, default space, one worker): a
+#: worker is at ~165 MiB once numba is initialised and ~204 MiB after its first kernel,
+#: then grows 7.2 MiB per compile on average (362 MiB after 23), in steps: most kernels add
+#: under 1 MiB, a few large unrolled ones 60-75 MiB. 48 compiles keep a worker near
+#: 200 + 48 * 7.2 = ~550 MiB (2 workers ~1.1 GiB, leaving the tuner ~0.9 GiB of a 2 GiB
+#: budget); :data:`DEFAULT_MAX_RSS_MB` catches the unlucky streaks. A restart costs ~2-5 s
+#: of CPU: about 42 of them in a 2,000-trial tune, a few per cent of its time.
+DEFAULT_MAX_COMPILES = 48
+#: Resident MiB after which a worker is replaced even before :data:`DEFAULT_MAX_COMPILES`.
+DEFAULT_MAX_RSS_MB = 768.0
 
 STARTING, IDLE, COMPILING, READY, RUNNING = "starting", "idle", "compiling", "ready", "running"
 _STARTUP_TIMEOUT = 120.0
@@ -177,7 +183,7 @@ class LocalMeasurer:
         check: bool = True,
         *,
         overlap_builds: bool = True,
-        max_worker_rss_mb: float = 1024.0,
+        max_worker_rss_mb: float = DEFAULT_MAX_RSS_MB,
         start_method: str = "spawn",
     ) -> None:
         if workers < 1 or repeat < 1 or max_compiles_per_worker < 1:
