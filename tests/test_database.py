@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import replace
 
 import pytest
