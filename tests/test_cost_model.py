@@ -51,7 +51,8 @@ def _split(data, n_train=160):
 
 
 def _small_mlp(seed=0, epochs=40):
-    return cm.MLPModel(seed=seed, hidden=(64, 64), epochs=epochs, lr=2e-3)
+    # one batch size for every test: the compiled training step is shared
+    return cm.MLPModel(seed=seed, hidden=(64, 64), epochs=epochs, lr=2e-3, batch=64)
 
 
 def test_mlp_learns_known_ranking_and_beats_random(synthetic):
@@ -118,7 +119,7 @@ def test_update_retrains_when_data_grew_enough(synthetic):
     assert model.update_features(feats[50:80], secs[50:80], g[50:80])  # +40 >= max(32, 20% of 40)
     assert model.n_trained == 80
     mlp = _small_mlp(epochs=2)
-    assert mlp.update(synthetic[0][:40], secs[:40]) and mlp.n_trained == 40
+    assert mlp.update(synthetic[0][:64], secs[:64]) and mlp.n_trained == 64
 
 
 def test_predict_reuses_compiled_buckets(synthetic):
