@@ -7,13 +7,15 @@ probsched.cost_model.features`` prints the table). Every value is log-scaled as
 ``log2(1 + x)`` (one-hot flags stay 0/1), so counts that span orders of magnitude become
 comparable inputs for a model.
 
-**Which program.** Features describe the program code generation compiles: unroll pragmas
-are applied (the rule of :func:`~probsched.lowering.apply_unroll_pragmas`, during the walk)
-and ``local`` buffers
-are sized as :func:`~probsched.lowering.compact_local_buffers` would size them, but estimated
-here from the access boxes the features compute anyway instead of running the pass: a full
-:func:`~probsched.lowering.lower` costs about 1.5 ms per GMM candidate, most of the budget
-for scoring a population. Passing an already lowered function gives the same features.
+**Which program.** Features describe the program code generation compiles (after the
+design space's postprocessors, which ``sch.mod`` already includes): unroll pragmas are
+applied (the rule of :func:`~probsched.lowering.apply_unroll_pragmas`, during the walk) and
+``local`` buffers are sized as :func:`~probsched.lowering.compact_local_buffers` would size
+them, estimated from the access boxes the features compute anyway instead of running the
+pass: a full :func:`~probsched.lowering.lower` costs about 1.5 ms per GMM candidate, most of
+the budget for scoring a population. The estimate can be smaller than what the pass does
+when a region goes through ``//`` or ``%`` of a fused loop (the pass then keeps the full
+buffer). Passing an already lowered function gives the same features.
 
 Groups (``buf{k}`` is the k-th accessed buffer of the store, k = 0..4: the written buffer
 first, then reads by decreasing bytes, then name; missing buffers are zeros):
