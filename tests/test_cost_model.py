@@ -140,3 +140,35 @@ def test_metrics_and_normalisation():
     np.testing.assert_allclose(y, [1.0, 0.5, 0.0, 1.0])
     assert cm.pairwise_accuracy(np.array([1.0, 0.0, 5.0, 0.0]), t, ["a", "a", "a", "b"]) == pytest.approx(1 / 3)  # only (t=1, t=2) is ordered right
     assert cm.top_k_recall(np.array([0.0, 1.0, 2.0]), [1.0, 2.0, 3.0], k=1, within=1) == 0.0
+
+
+def test_benchmark_record_loader_is_tolerant(tmp_path):
+    import gzip
+    import importlib.util
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "bench_cost_model.py"
+    spec = importlib.util.spec_from_file_location("bench_cost_model", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    w = ps.workloads.get("GMM:2")
+    sch = ps.Schedule(w.func)
+    sch.split(sch.get_loops(sch.get_block("Z"))[1], [None, 8])
+    good = {"workload_hash": w.func.structural_hash(), "instructions": sch.trace.to_json(), "run_seconds": [0.2, 0.1, 0.3]}
+    lines = [
+        json.dumps(good),
+        "{not json",
+        json.dumps({**good, "error_kind": "timeout", "error_message": "run exceeded the 20 s timeout"}),
+        json.dumps({**good, "error_kind": "compile", "run_seconds": []}),  # unknown speed: left out
+        json.dumps({**good, "workload_hash": "unknown"}),
+        json.dumps({**good, "instructions": "[]"}),  # does not replay
+    ]
+    p = tmp_path / "records.jsonl.gz"
+    with gzip.open(p, "wt") as f:
+        f.write("\n".join(lines) + "\n")
+    records, bad = bench.load_records(str(p))
+    assert len(records) == 5 and bad == 1
+    schs, secs, names = bench.rebuild(records, log=lambda s: None)
+    assert secs == [0.2, float("inf")] and names == ["GMM:2", "GMM:2"]
+    assert schs[0].mod == sch.mod
