@@ -97,7 +97,7 @@ class _Worker:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(
             target=worker_module.main,
-            args=(child, self.log_path, os.getpid()),
+            args=(child, self.log_path),
             name=f"probsched-measure-{number}",
             daemon=True,
         )
@@ -166,9 +166,14 @@ class LocalMeasurer:
     """Measure candidates in ``workers`` local processes (a context manager; see the module doc).
 
     ``compile_timeout`` / ``run_timeout``: seconds for one candidate's replay and build,
-    and for its check and timing. ``repeat``, ``min_repeat_ms``, ``flush_cache``: the
-    timing protocol (:func:`~probsched.measure.timer.time_callable`). ``check``: compare
-    every kernel's outputs with the reference before timing it.
+    and for its check and timing (twice ``run_timeout`` for the run that also makes a bare
+    function's reference). ``repeat``, ``min_repeat_ms``, ``flush_cache``: the timing
+    protocol (:func:`~probsched.measure.timer.time_callable`). ``check``: compare every
+    kernel's outputs with the reference before timing it. ``max_compiles_per_worker``,
+    ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether a worker
+    may compile while another's kernel is timed. ``start_method``: ``"spawn"`` or
+    ``"forkserver"``. ``stats`` (:class:`~probsched.measure.stats.MeasureStats`) says where
+    the time and memory went.
     """
 
     def __init__(
@@ -339,7 +344,9 @@ class LocalMeasurer:
                 if w.send(("go",)):
                     now = time.monotonic()
                     self.stats.wait_seconds += now - w.ready_since
-                    w.state, w.deadline, w.phase_start = RUNNING, now + self.run_timeout, now
+                    # the first run of a bare function also runs its unscheduled reference
+                    first = job["ref_mode"] == "func" and not os.path.exists(job["ref_path"])
+                    w.state, w.deadline, w.phase_start = RUNNING, now + self.run_timeout * (1 + first), now
                     running = True
         if not self.overlap_builds and (running or READY in states):
             return  # finish the compiled ones first; never compile while a kernel is timed

@@ -137,10 +137,13 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
     from .timer import time_callable
 
     ref = state.reference(task["ref_path"])
+    if ref is None:
+        try:
+            ref = state.refs[task["ref_path"]] = _make_reference(func, ref_kernel, task["ref_path"])
+        except Exception:
+            text = "making the reference (running the unscheduled program) failed: " + _error_text(3)
+            return _result(RUNTIME, text, compile_seconds, state=state)
     try:
-        if ref is None:
-            ref = _make_reference(func, ref_kernel, task["ref_path"])
-            state.refs[task["ref_path"]] = ref
         outputs = {b.name: np.full(b.shape, np.nan, dtype=b.dtype) for b in kernel.outputs}
         args = [outputs[b.name] if b.name in outputs else ref.inputs[b.name] for b in kernel.params]
         kernel(*args)
@@ -163,10 +166,13 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
     return _result(None, "", compile_seconds, timing.means, state=state)
 
 
-def main(conn, log_path: str, parent: int) -> None:
+def main(conn, log_path: str) -> None:
     """Worker entry point (the target of the spawned process)."""
     log = open(log_path, "w", buffering=1)
     faulthandler.enable(file=log)  # a segfault's Python stack ends up in the crash message
+    # the parent is the caller (spawn) or the fork server, which exits with the caller;
+    # either way the worker is re-parented when the caller is gone
+    parent = os.getppid()
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     from ..codegen import warm_up
 
