@@ -100,11 +100,12 @@ def test_save_load_round_trip(synthetic, tmp_path, make):
     path = str(tmp_path / "model.npz")
     model.save(path)
     back = cm.CostModel.load(path)
-    assert type(back) is type(model)
+    assert type(back) is type(model) and back.n_trained == model.n_trained == 64
     if isinstance(model, cm.RandomModel):  # same seed: the same stream from the start
         np.testing.assert_array_equal(cm.RandomModel(7).predict_features(fte), back.predict_features(fte))
     else:
         np.testing.assert_allclose(back.predict_features(fte), model.predict_features(fte), rtol=1e-6)
+    assert len(back._data_x) == 64 and all((a == b).all() for a, b in zip(back._data_x, model._data_x))
     with pytest.raises(ValueError, match="not a"):
         (cm.RidgeModel if isinstance(model, cm.MLPModel) else cm.MLPModel).load(path)
 

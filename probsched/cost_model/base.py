@@ -147,7 +147,7 @@ class CostModel(ABC):
             raise ValueError(f"fit: {len(features)} programs, {len(run_seconds)} times, {len(groups)} groups")
         self._data_x = list(features)
         self._data_t = [_time(t) for t in run_seconds]
-        self._data_g = list(groups)
+        self._data_g = [str(g) for g in groups]  # str: what save() can store
         self._train(self._data_x, self._data_t, self._data_g)
         self.n_trained = len(self._data_x)
         return self
@@ -158,7 +158,7 @@ class CostModel(ABC):
             raise ValueError(f"update: {len(features)} programs, {len(run_seconds)} times, {len(groups)} groups")
         self._data_x += list(features)
         self._data_t += [_time(t) for t in run_seconds]
-        self._data_g += list(groups)
+        self._data_g += [str(g) for g in groups]
         new = len(self._data_x) - self.n_trained
         if self.n_trained and new < max(self.retrain_min, self.retrain_fraction * self.n_trained):
             return False
@@ -187,10 +187,21 @@ class CostModel(ABC):
         """Inverse of :meth:`_state`."""
 
     def save(self, path: str) -> None:
-        """Write the trained predictor (not the accumulated data) to an ``.npz`` file."""
+        """Write the model to an ``.npz`` file: the trained predictor and the accumulated
+        training data, so a loaded model predicts the same and ``update`` goes on as it would
+        have (groups are stored as strings)."""
         state = {k: np.asarray(v) for k, v in self._state().items()}
-        with open(path, "wb") as f:  # a file object: numpy would append ".npz" to a str
-            np.savez(f, __kind__=np.asarray(type(self).__name__), **state)
+        f = self._data_x[0].shape[1] if self._data_x else 0
+        data = {
+            "__kind__": np.asarray(type(self).__name__),
+            "__n_trained__": np.asarray(self.n_trained),
+            "__data_x__": np.concatenate(self._data_x) if self._data_x else np.zeros((0, f), np.float32),
+            "__data_len__": np.asarray([len(x) for x in self._data_x], dtype=np.int64),
+            "__data_t__": np.asarray(self._data_t, dtype=np.float64),
+            "__data_g__": np.asarray([str(g) for g in self._data_g]),
+        }
+        with open(path, "wb") as fh:  # a file object: numpy would append ".npz" to a str
+            np.savez(fh, **data, **state)
 
     @classmethod
     def load(cls, path: str) -> "CostModel":
@@ -203,4 +214,13 @@ class CostModel(ABC):
         model_cls = MODELS.get(kind)
         if model_cls is None or not issubclass(model_cls, cls):
             raise ValueError(f"{path}: holds a {kind}, not a {cls.__name__}")
-        return model_cls._from_state(state)
+        n_trained = int(state.pop("__n_trained__", 0))
+        x, lengths = state.pop("__data_x__", None), state.pop("__data_len__", None)
+        times, groups = state.pop("__data_t__", None), state.pop("__data_g__", None)
+        model = model_cls._from_state(state)
+        model.n_trained = n_trained
+        if x is not None and lengths is not None:
+            model._data_x = list(np.split(x, np.cumsum(lengths)[:-1])) if len(lengths) else []
+            model._data_t = [float(t) for t in times]
+            model._data_g = [str(g) for g in groups]
+        return model
