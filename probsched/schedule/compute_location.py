@@ -156,9 +156,9 @@ def _require_domain_only_predicate(blk: Block, prim: str) -> None:
         )
 
 
-def _movable(func: PrimFunc, block: str, loop: str, prim: str):
+def _movable(func: PrimFunc, block: str, loop: str, prim: str, idx: Optional[TreeIndex] = None):
     """Checks shared by compute_at and reverse_compute_at; returns the index, paths and nodes."""
-    idx = TreeIndex(func)
+    idx = idx if idx is not None and idx.func is func else TreeIndex(func)
     bpath, blk = lookup_block(idx, block, prim)
     lpath, lnode = lookup_loop(idx, loop, prim)
     require(not idx.is_ancestor(lpath, bpath), prim, f"block {block} is already under loop {loop}")
@@ -172,10 +172,16 @@ def _movable(func: PrimFunc, block: str, loop: str, prim: str):
     return idx, bpath, blk, lpath, lnode
 
 
-def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
-    """Move producer ``block`` under ``loop``, computing only what the consumers there read."""
+def compute_at(
+    func: PrimFunc, block: str, loop: str, *, check_only: bool = False, idx: Optional[TreeIndex] = None
+) -> Optional[PrimFunc]:
+    """Move producer ``block`` under ``loop``, computing only what the consumers there read.
+
+    ``check_only=True`` runs every check (raising ScheduleError as the move would) and
+    returns None without building the moved program; ``idx`` reuses an index of ``func``.
+    """
     prim = "compute_at"
-    idx, bpath, blk, lpath, lnode = _movable(func, block, loop, prim)
+    idx, bpath, blk, lpath, lnode = _movable(func, block, loop, prim, idx)
     written = written_buffers(blk)
     cons = consumers(func, block)
     require(cons, prim, f"block {block} has no consumer to compute it at")
@@ -208,6 +214,8 @@ def compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
         for ix in load_indices(c, buf.name):
             regions.append(_access_region(idx, c, ix, lpath, buf.shape))
     merged = _merge(regions, buf.shape)
+    if check_only:
+        return None
     iter_regions = {dims[d]: merged[d] for d in range(len(dims))}
     outer = _loop_ranges(idx, lpath)
     outer[lnode.name] = (0, lnode.extent - 1)

@@ -410,7 +410,7 @@ class Schedule:
                     continue
                 seen.add(l.name)
                 try:
-                    compute_location.compute_at(self._mod, b, l.name)
+                    compute_location.compute_at(self._mod, b, l.name, check_only=True, idx=self._idx())
                     out.append(l.name)
                 except ScheduleError:
                     pass
