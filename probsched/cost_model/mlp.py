@@ -4,11 +4,12 @@ Each store's (standardised) feature row goes through an MLP to one number; a pro
 is the sum over its stores (``jax.ops.segment_sum``), so programs of any number of stores
 get one score. Training minimises the pairwise logistic loss ``log(1 + exp(s_j - s_i))`` over
 pairs of programs of the same workload group where ``i`` is faster than ``j`` (by normalised
-throughput), with optax's Adam. The MetaSchedule model (XGBoost) uses the same per-store
+throughput), with optax's AdamW (Adam with decoupled weight decay). The MetaSchedule model (XGBoost) uses the same per-store
 sum; a ranking loss fits the task better than regression since only the order matters.
 
-Shapes are padded to buckets (powers of two of programs and of stores) so that scoring
-populations of varying size reuses a handful of compiled functions.
+Shapes are padded to buckets (sizes ``2^k`` or ``3 * 2^(k-1)`` of programs and of stores) so
+that scoring populations of varying size reuses a handful of compiled functions; the
+training step is compiled once per configuration and store bucket and shared by models.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -105,7 +106,7 @@ def _train_step(lr: float, weight_decay: float, num_programs: int):
 
 
 class MLPModel(CostModel):
-    """Per-store MLP with a per-program sum, pairwise ranking loss, Adam (see module doc).
+    """Per-store MLP with a per-program sum, pairwise ranking loss, AdamW (see module doc).
 
     ``hidden``: hidden layer widths; ``epochs``: passes over the data per training;
     ``batch``: programs per step (pairs are formed inside a batch, within groups).
@@ -178,7 +179,6 @@ class MLPModel(CostModel):
         self.params = params
         self.last_loss = float(np.mean([float(v) for v in losses[-max(1, len(losses) // 10) :]])) if losses else float("nan")
 
-    @staticmethod
     @staticmethod
     def _pack(blocks: List[np.ndarray], num_programs: int) -> Tuple[np.ndarray, np.ndarray]:
         """Stack programs' rows, padded to a store bucket; padding goes to segment ``num_programs``."""
