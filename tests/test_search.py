@@ -1,0 +1,134 @@
+"""Search strategies and ps.tune: protocol, mutators, de-duplication, resume."""
+
+import collections
+
+import numpy as np
+import pytest
+
+import probsched as ps
+from handlers.trace_struct import Site, Trace
+from probsched.cost_model import RidgeModel
+from probsched.database import Database
+from probsched.measure import LocalMeasurer
+from probsched.schedule.distributions import PerfectTile
+from probsched.search import AnnealedMCMC, EvolutionarySearch, ReplayTrace, SearchContext, choose_site
+from probsched.space import AutoInline, MultiLevelTiling, ParallelVectorizeUnroll, RewriteReductionBlock, Space
+from handlers import Categorical
+
+
+def small_space():
+    # the default rules with short unrolls: candidates compile in well under a second
+    return Space(
+        [AutoInline(), MultiLevelTiling()],
+        [RewriteReductionBlock(), ParallelVectorizeUnroll(unroll_max_steps=(0, 16))],
+        name="small",
+    )
+
+
+def context(seed=0, model=None):
+    return SearchContext(ps.workloads.small("GMM"), small_space(), model=model, seed=seed)
+
+
+def inner_tile(c):
+    """The innermost j tile of a candidate (what the synthetic model below rewards)."""
+    return c.decisions["Z/j/tile"].value[-1]
+
+
+def trained_ridge(ctx, n=48):
+    # a model that learned "a larger innermost j tile is faster"
+    cands = [c for c in (ctx.draw() for _ in range(n)) if c is not None]
+    times = [1.0 / inner_tile(c) for c in cands]
+    return RidgeModel().fit([c.schedule for c in cands], times)
+
+
+def test_replay_trace_gives_distinct_unmeasured_candidates():
+    ctx = context()
+    first = ReplayTrace().generate(ctx, 5)
+    assert len({c.hash for c in first}) == 5
+    ctx.measured |= {c.hash for c in first}
+    again = ReplayTrace().generate(context(seed=0).__class__(ctx.workload, ctx.space, seed=0, measured=ctx.measured), 5)
+    assert not {c.hash for c in again} & ctx.measured
+
+
+def test_mutators_are_drawn_by_weight():
+    tr = Trace(
+        [
+            Site("C/i/tile", (2, 4), PerfectTile(8, 2)),
+            Site("C/unroll", 16, Categorical([0, 16, 64])),
+        ]
+    )
+    rng = np.random.default_rng(0)
+    counts = collections.Counter(choose_site(tr, rng) for _ in range(4000))
+    # tile 0.90 against unroll 0.03: about 30 to 1 once renormalised over these two
+    assert counts["C/i/tile"] / 4000 == pytest.approx(0.90 / 0.93, abs=0.02)
+
+
+def test_mutation_changes_only_the_chosen_site():
+    ctx = context()
+    parent = ctx.draw()
+    child = ctx.mutate(parent, ["Z/j/tile"])
+    changed = {n for n in parent.decisions if n in child.decisions and child.decisions[n].value != parent.decisions[n].value}
+    assert changed <= {"Z/j/tile"}
+
+
+@pytest.mark.parametrize("strategy", [EvolutionarySearch(population=48, genetic_iters=3), AnnealedMCMC(chains=12, steps=6)])
+def test_model_guided_strategies_follow_the_model(strategy):
+    ctx = context(seed=1)
+    ctx.model = trained_ridge(context(seed=2))
+    prior = [c for c in (ctx.draw() for _ in range(40)) if c is not None]
+    batch = strategy.generate(ctx, 8)
+    assert len({c.hash for c in batch}) == len(batch) == 8
+    assert np.mean([inner_tile(c) for c in batch]) > np.mean([inner_tile(c) for c in prior])
+
+
+def test_untrained_strategies_sample_the_prior():
+    ctx = context()
+    assert len(EvolutionarySearch().generate(ctx, 3)) == 3
+    assert len(AnnealedMCMC().generate(ctx, 3)) == 3
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1) as m:
+        yield m
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [ReplayTrace(), EvolutionarySearch(population=24, genetic_iters=2), AnnealedMCMC(chains=6, steps=3)],
+    ids=["replay", "evolutionary", "mcmc"],
+)
+def test_short_tune_ends_with_a_correct_kernel_and_records(strategy, measurer, tmp_path):
+    w = ps.workloads.small("GMM")
+    db_path = str(tmp_path / "t.db")
+    result = ps.tune(w, trials=4, space=small_space(), strategy=strategy, cost_model="ridge", database=db_path,
+                     measurer=measurer, seed=0, batch_size=2)
+    assert len(result.history) == 4 and result.best is not None
+    x = w.random_inputs(np.random.default_rng(1))
+    out = w.empty_outputs()
+    result.kernel(*x, *out)
+    w.check(out, w.reference(*x))
+    with Database(db_path) as db:
+        recs = db.records(w)
+        assert len(recs) == 4 and {r.strategy for r in recs} == {result.strategy}
+        assert db.best(w)[0].median == result.best.seconds
+    assert result.history[-1].best_seconds == min(t.seconds for t in result.history)
+
+
+def test_resume_never_measures_a_candidate_twice(measurer, tmp_path):
+    w = ps.workloads.small("GMM")
+    db_path = str(tmp_path / "r.db")
+    first = ps.tune(w, trials=3, space=small_space(), strategy="replay", database=db_path, measurer=measurer, seed=0)
+    second = ps.tune(w, trials=3, space=small_space(), strategy="replay", database=db_path, measurer=measurer, seed=0)
+    with Database(db_path) as db:
+        recs = db.records(w)
+    assert len(recs) == 6
+    assert len({r.candidate_hash for r in recs}) == 6  # the same seed would redraw the first three
+    assert second.best.seconds <= first.best.seconds
+
+
+def test_tune_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="unknown strategy"):
+        ps.tune("GMM:small", trials=1, strategy="nope")
+    with pytest.raises(ValueError, match="trials"):
+        ps.tune("GMM:small", trials=-1)
