@@ -1,6 +1,8 @@
 """Search strategies and ps.tune: protocol, mutators, de-duplication, resume."""
 
 import collections
+import importlib.util
+import pathlib
 
 import numpy as np
 import pytest
@@ -14,6 +16,8 @@ from probsched.schedule.distributions import PerfectTile
 from probsched.search import AnnealedMCMC, EvolutionarySearch, ReplayTrace, SearchContext, choose_site
 from probsched.space import AutoInline, MultiLevelTiling, ParallelVectorizeUnroll, RewriteReductionBlock, Space
 from handlers import Categorical
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def small_space():
@@ -132,3 +136,16 @@ def test_tune_rejects_bad_arguments():
         ps.tune("GMM:small", trials=1, strategy="nope")
     with pytest.raises(ValueError, match="trials"):
         ps.tune("GMM:small", trials=-1)
+
+
+def test_custom_strategy_example_tunes(measurer):
+    spec = importlib.util.spec_from_file_location("custom_strategy", ROOT / "examples" / "custom_strategy.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert len(pathlib.Path(spec.origin).read_text().splitlines()) <= 60
+    w = ps.workloads.small("GMM")
+    strategy = mod.ThompsonEnsemble(models=2, pool=8)
+    result = ps.tune(w, trials=5, space=small_space(), strategy=strategy, cost_model=None, measurer=measurer,
+                     seed=0, batch_size=1)
+    assert len(result.history) == 5 and result.strategy == "thompson"
+    assert len(strategy.seconds) == 5 and result.best is not None
