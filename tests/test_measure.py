@@ -109,14 +109,14 @@ def test_wrong_reference_is_a_wrong_result_unless_unchecked(measurer):
     assert all(r.ok for r in measurer.measure(W, [schedule(1)]))  # the good reference is still in use
 
 
-def test_recycling_and_no_overlap(measurer):
+def test_recycling_and_overlap(measurer):
     before = measurer.workers_started
-    measurer.overlap_builds = False  # never compile while a kernel is timed
+    measurer.overlap_builds = True  # compiles go on while a kernel is timed
     measurer.max_compiles_per_worker = min(w.compiles for w in measurer._workers) + 2
     try:
         results = measurer.measure(W, [schedule(f, g=g) for f in (1, 2) for g in (2, 3)])
     finally:
-        measurer.overlap_builds, measurer.max_compiles_per_worker = True, 6
+        measurer.overlap_builds, measurer.max_compiles_per_worker = False, 6
     assert all(r.ok for r in results)
     assert measurer.workers_started > before  # the worker with fewer compiles reached the limit
 

@@ -19,13 +19,19 @@ Design choices (2 cores, shared):
   lock shared between processes would stay locked forever when its holder is killed for
   a timeout; the caller sees every death and never has to trust a dead worker.) The run
   timeout starts at the go-ahead, so waiting for one's turn never counts as running.
-- **Builds overlap with runs** (``overlap_builds=True``, the default): while one worker
-  times its kernel another compiles. numba compiles on one thread, so on 2 cores a
-  2-thread kernel then shares a core with LLVM for part of its timing: throughput nearly
-  doubles when compiles dominate, and timings of parallel kernels get noisier (a kernel
-  can look up to ~2x slower when the compile holds its core; the median of ``repeat``
-  repeats hides part of it). ``overlap_builds=False`` never compiles while a kernel is
-  timed: clean timings, slower tuning.
+- **Compiles never share the cores with a kernel being timed** (``overlap_builds=False``,
+  the default). Workers compile in parallel, and a compiled kernel is timed as soon as no
+  other kernel is; any worker still compiling (or starting) is stopped with SIGSTOP for
+  the length of that timing and continued after it (its compile deadline waits with it;
+  the running worker itself continues them when it is done, so a killed caller never
+  leaves them stopped). numba compiles on one thread while kernels use every core, so on
+  2 cores a compile running beside a timing takes a core from it: measured on 8 GMM:2
+  candidates (parallel kernels, other tenants at load ~6), letting compiles run during
+  timings (``overlap_builds=True``) made 13 of 16 medians 1.2-3.1x slower (about 2x
+  typically; the other 3 were 0.7-0.8x: it depends on what compiled when, so it scrambles
+  the ranking), for the same wall time (26-30 s against 29-33 s). Pausing costs a compile slot the length of each timing, ~0.5 s per
+  trial on GMM:2. ``overlap_builds=True`` is the choice when throughput matters more than
+  the ranking's noise (or when kernels use fewer threads than there are cores).
 - **Workers are recycled** after ``max_compiles_per_worker`` fresh compiles, or when
   their resident memory passes ``max_worker_rss_mb``: numba never frees a compiled
   function (measured: see :data:`DEFAULT_MAX_COMPILES`).
@@ -109,6 +115,7 @@ class _Worker:
         self.compile_seconds = 0.0
         self.ready_since = 0.0
         self.phase_start = 0.0
+        self.paused = 0.0  # seconds stopped during the current compile
         self.compiles = 0
         self.rss_mb = 0.0
 
@@ -170,8 +177,8 @@ class LocalMeasurer:
     function's reference). ``repeat``, ``min_repeat_ms``, ``flush_cache``: the timing
     protocol (:func:`~probsched.measure.timer.time_callable`). ``check``: compare every
     kernel's outputs with the reference before timing it. ``max_compiles_per_worker``,
-    ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether a worker
-    may compile while another's kernel is timed. ``start_method``: ``"spawn"`` or
+    ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether workers
+    keep compiling while a kernel is timed (default: they are paused). ``start_method``: ``"spawn"`` or
     ``"forkserver"``. ``stats`` (:class:`~probsched.measure.stats.MeasureStats`) says where
     the time and memory went.
     """
@@ -187,7 +194,7 @@ class LocalMeasurer:
         max_compiles_per_worker: int = DEFAULT_MAX_COMPILES,
         check: bool = True,
         *,
-        overlap_builds: bool = True,
+        overlap_builds: bool = False,
         max_worker_rss_mb: float = DEFAULT_MAX_RSS_MB,
         start_method: str = "spawn",
     ) -> None:
@@ -210,6 +217,8 @@ class LocalMeasurer:
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, reference file)
         self._workers: List[_Worker] = []
         self._retired: list = []
+        self._paused: list = []  # (worker, seconds it had left) stopped while a kernel is timed
+        self._paused_at = 0.0
         self.stats = MeasureStats()
         for _ in range(workers):
             self._workers.append(self._new_worker())
@@ -327,6 +336,7 @@ class LocalMeasurer:
                 self._dispatch(pending, job, traces, faults)
                 self._step(finish)
         except BaseException:
+            self._resume()
             for w in list(self._workers):  # a worker holding a task of this batch is in an unknown state
                 if w.index is not None:
                     self._replace(w, kill=True)
@@ -334,32 +344,56 @@ class LocalMeasurer:
         return results  # type: ignore[return-value]
 
     def _dispatch(self, pending: collections.deque, job: dict, traces: List[str], faults: dict) -> None:
-        states = [w.state for w in self._workers]
-        running = RUNNING in states
-        building = COMPILING in states or STARTING in states
-        if not running:
-            ready = [w for w in self._workers if w.state == READY]
-            if ready and (self.overlap_builds or not building):
-                w = min(ready, key=lambda x: x.ready_since)
-                if w.send(("go",)):
-                    now = time.monotonic()
-                    self.stats.wait_seconds += now - w.ready_since
-                    # the first run of a bare function also runs its unscheduled reference
-                    first = job["ref_mode"] == "func" and not os.path.exists(job["ref_path"])
-                    w.state, w.deadline, w.phase_start = RUNNING, now + self.run_timeout * (1 + first), now
-                    running = True
-        if not self.overlap_builds and (running or READY in states):
-            return  # finish the compiled ones first; never compile while a kernel is timed
+        running = any(w.state == RUNNING for w in self._workers)
+        ready = [w for w in self._workers if w.state == READY]
+        if ready and not running:
+            w = min(ready, key=lambda x: x.ready_since)
+            now = time.monotonic()
+            pause = [] if self.overlap_builds else [x for x in self._workers if x.state in (COMPILING, STARTING)]
+            if w.send(("go", [x.proc.pid for x in pause])):
+                self._pause(pause, now)
+                self.stats.wait_seconds += now - w.ready_since
+                # the first run of a bare function also runs its unscheduled reference
+                first = job["ref_mode"] == "func" and not os.path.exists(job["ref_path"])
+                w.state, w.deadline, w.phase_start = RUNNING, now + self.run_timeout * (1 + first), now
+                running = True
+        if running and not self.overlap_builds:
+            return  # a compile started now would share the cores with the kernel being timed
         for w in self._workers:
             if w.state == IDLE and pending:
                 index = pending.popleft()
                 task = {k: v for k, v in job.items() if k not in ("func", "name")}
                 task.update(trace_json=traces[index], fault=faults.get(index))
                 if w.send(("task", task)):
-                    w.state, w.index, w.phase_start = COMPILING, index, time.monotonic()
+                    w.state, w.index, w.phase_start, w.paused = COMPILING, index, time.monotonic(), 0.0
                     w.deadline = w.phase_start + self.compile_timeout
                 else:
                     pending.appendleft(index)  # it died: the next step notices and replaces it
+
+    def _pause(self, workers: List[_Worker], now: float) -> None:
+        """Stop (SIGSTOP) compiling and starting workers while a kernel is timed; their
+        deadlines wait with them."""
+        self._paused, self._paused_at = [], now
+        for x in workers:
+            try:
+                os.kill(x.proc.pid, signal.SIGSTOP)
+            except OSError:  # already gone: the next step sees its death
+                continue
+            self._paused.append((x, None if x.deadline is None else x.deadline - now))
+            x.deadline = None
+
+    def _resume(self) -> None:
+        """Continue the paused workers with the time they had left."""
+        now = time.monotonic()
+        for x, left in self._paused:
+            try:
+                os.kill(x.proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            x.deadline = None if left is None else now + left
+            x.phase_start += now - self._paused_at  # stopped time is not compile time
+            x.paused += now - self._paused_at
+        self._paused = []
 
     def _step(self, finish: Callable[[int, MeasureResult], None]) -> None:
         """Wait for one event (a message, a death, a deadline) and handle what happened."""
@@ -400,16 +434,19 @@ class LocalMeasurer:
             w.state, w.deadline, w.rss_mb = IDLE, None, msg[2]
             self._startup_failures = 0
         elif kind == "compiled":
-            w.state, w.deadline, w.compile_seconds, w.ready_since = READY, None, msg[1], time.monotonic()
+            w.compile_seconds = max(0.0, msg[1] - w.paused)  # the worker's clock ran while it was stopped
+            w.state, w.deadline, w.ready_since = READY, None, time.monotonic()
             self.stats.compile_seconds += w.ready_since - w.phase_start
-            self.stats.build_seconds += msg[1]
+            self.stats.build_seconds += w.compile_seconds
         elif kind == "result":
             d = msg[1]
+            if w.state == COMPILING:  # the build failed
+                w.compile_seconds = max(0.0, d["compile_seconds"] - w.paused)
             self._account(w)
             index, w.index = w.index, None
             w.state, w.deadline, w.compiles, w.rss_mb = IDLE, None, d["compiles"], d["rss_mb"]
             self.stats.memory.append((w.proc.pid, w.compiles, w.rss_mb))
-            result = MeasureResult(tuple(d["run_seconds"]), d["compile_seconds"], d["error_kind"], d["error_message"])
+            result = MeasureResult(tuple(d["run_seconds"]), w.compile_seconds, d["error_kind"], d["error_message"])
             if w.compiles >= self.max_compiles_per_worker or w.rss_mb > self.max_worker_rss_mb:
                 log.info("recycling measure worker %d after %d compiles (%.0f MiB)", w.proc.pid, w.compiles, w.rss_mb)
                 self._replace(w, kill=False)
@@ -419,6 +456,7 @@ class LocalMeasurer:
         """Add the time of the phase ``w`` ends now to the stats."""
         spent = time.monotonic() - w.phase_start
         if w.state == RUNNING:
+            self._resume()
             self.stats.run_seconds += spent
         elif w.state == COMPILING:
             self.stats.compile_seconds += spent

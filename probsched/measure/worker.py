@@ -9,11 +9,12 @@ caller -> worker           worker -> caller
                            ``("ready", pid, rss_mb)`` once numba is initialised
 ``("task", dict)``         ``("compiled", seconds)`` when the kernel is built, or
                            ``("result", dict)`` when the build failed
-``("go",)``                ``("result", dict)`` after checking and timing
+``("go", pids)``           ``("result", dict)`` after checking and timing, having
+                           sent SIGCONT to ``pids`` (workers the caller stopped)
 ``("exit",)``              (the worker returns)
 ========================  ==============================================================
 
-Compiling never waits; running waits for ``("go",)`` so that the caller decides which
+Compiling never waits; running waits for ``("go", pids)`` so that the caller decides which
 worker may use the cores (one at a time). The worker never decides about timeouts: the
 caller kills it. A watchdog thread ends the worker when the caller's process is gone, so a
 worker stuck in a kernel never outlives a killed tuner.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import signal
 import sys
 import threading
 import time
@@ -166,6 +168,16 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
     return _result(None, "", compile_seconds, timing.means, state=state)
 
 
+def _resume(pids) -> None:
+    """Continue the workers the caller stopped for this run: the caller does too, but if it was
+    killed meanwhile they would stay stopped for ever."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
+
+
 def main(conn, log_path: str) -> None:
     """Worker entry point (the target of the spawned process)."""
     log = open(log_path, "w", buffering=1)
@@ -202,4 +214,6 @@ def main(conn, log_path: str) -> None:
             return
         if go[0] != "go":
             return
-        conn.send(("result", _run(state, task, func, kernel, ref_kernel, seconds)))
+        result = _run(state, task, func, kernel, ref_kernel, seconds)
+        _resume(go[1])
+        conn.send(("result", result))
