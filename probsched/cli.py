@@ -1,8 +1,15 @@
 """The ``probsched`` command line.
 
+``tune``, ``show``, ``bench`` and ``plot`` live in :mod:`probsched.cli_commands`, one
+module each; the small ``workloads``, ``ir`` and ``cache`` commands are here. Exit codes:
+0 success, 1 a run that found nothing (e.g. every trial failed), 2 a mistake in the
+command (unknown workload, missing file or database, bad option), 130 interrupted (Ctrl-C).
+
 >>> main(["--version"])  # doctest: +ELLIPSIS
 probsched ...
 0
+>>> main(["show", "GMM:9"])
+2
 """
 
 from __future__ import annotations
@@ -12,6 +19,9 @@ import sys
 from typing import Optional, Sequence
 
 from . import __version__
+from .cli_commands import COMMANDS
+from .cli_commands.common import WORKLOAD_HELP, CLIError, func_of, resolve_workload
+from .errors import ProbschedError
 
 
 def _cmd_workloads(args: argparse.Namespace) -> int:
@@ -24,15 +34,9 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def _cmd_ir(args: argparse.Namespace) -> int:
-    from . import workloads
-
-    try:
-        w = workloads.get(args.workload)
-    except (KeyError, ValueError) as exc:
-        print(f"probsched ir: {exc}", file=sys.stderr)
-        return 2
-    print(w.func)
-    print(f"# structural hash: {w.func.structural_hash()}")
+    func = func_of(resolve_workload(args.workload))
+    print(func)
+    print(f"# structural hash: {func.structural_hash()}")
     return 0
 
 
@@ -55,10 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
     p = sub.add_parser("workloads", help="list the operator suite (NAME:INDEX)")
     p.set_defaults(run=_cmd_workloads)
     p = sub.add_parser("ir", help="print the loop-nest IR of a workload, e.g. GMM:2")
-    p.add_argument("workload", help="suite entry such as GMM:2")
+    p.add_argument("workload", help=WORKLOAD_HELP)
     p.set_defaults(run=_cmd_ir)
     p = sub.add_parser("cache", help="where compiled micro-kernels are cached; 'clear' empties it")
     p.add_argument("action", choices=("path", "clear"), nargs="?", default="path")
@@ -79,7 +85,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 0
-    return args.run(args)
+    try:
+        return args.run(args)
+    except CLIError as exc:
+        print(f"probsched {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ProbschedError as exc:  # the run itself failed (e.g. measuring workers cannot start)
+        print(f"probsched {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # Tuning commits each record as it is measured: nothing measured is lost here.
+        print(f"\nprobsched {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,15 @@
+"""The ``probsched`` subcommands that tune and report, one module each.
+
+- :mod:`.tune` — ``probsched tune``: search with a progress bar, then best vs numpy/jax.jit;
+- :mod:`.show` — ``probsched show``: the best schedules as Python trace, loop nest, source;
+- :mod:`.bench` — ``probsched bench``: tune a list of suite workloads, Markdown and JSON;
+- :mod:`.plot` — ``probsched plot``: best-so-far curves per strategy from a database;
+- :mod:`.common` — workload specs, opening databases, :class:`~.common.CLIError` (exit 2).
+
+Each command module has ``add_parser(subparsers)`` and ``run(args) -> exit code``.
+"""
+
+from . import bench, plot, show, tune
+
+#: In the order ``probsched --help`` lists them.
+COMMANDS = (tune, show, bench, plot)

@@ -1,0 +1,172 @@
+"""``probsched bench``: tune suite workloads, then time the best kernels beside numpy and jax.jit.
+
+For each workload (default: the nine of the issue's TVM comparison) it tunes ``--trials``
+new candidates into ``--db`` (``--trials 0`` reuses the database's best), then times the
+best kernel, numpy and jax.jit one after the other in this process on the same inputs.
+The Markdown table and the JSON are rewritten after each workload, so an interrupted
+bench keeps what it finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import sys
+from typing import Any, Dict, List, Optional
+
+from ..target import Target
+from ..tuner import BestSchedule, TuneResult
+from .common import (
+    CLIError,
+    comparison,
+    host_records,
+    is_suite_workload,
+    num,
+    open_database,
+    resolve_space,
+    resolve_workload,
+)
+from .tune import add_search_options, check_writable, tune_with_progress
+
+#: The workloads of the issue's comparison with TVM MetaSchedule.
+DEFAULT_WORKLOADS = "GMM:2,GMM:3,C1D:0,C2D:2,DEP:0,T2D:0,CBR:1,SFM:2,NRM:2"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="tune suite workloads and write a Markdown table and JSON (ours vs numpy vs jax.jit)",
+        description=__doc__.split("\n\n")[0].replace("``", ""),
+    )
+    p.add_argument("--workloads", default=DEFAULT_WORKLOADS, help=f"comma-separated suite entries (default {DEFAULT_WORKLOADS})")
+    p.add_argument("--db", default="bench.db", help="SQLite database of tuning records (default bench.db)")
+    p.add_argument("--out-md", default="bench.md", metavar="PATH", help="Markdown table (default bench.md)")
+    p.add_argument("--out-json", default="bench.json", metavar="PATH", help="JSON results (default bench.json)")
+    add_search_options(p, trials=128)
+    p.set_defaults(run=run)
+
+
+def geomean(values: List[Optional[float]]) -> Optional[float]:
+    """Geometric mean of the known values (None when there are none).
+
+    >>> geomean([2.0, 8.0, None])
+    4.0
+    """
+    known = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(map(math.log, known)) / len(known)) if known else None
+
+
+def _ratio(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def markdown(rows: List[Dict[str, Any]], header: str) -> str:
+    """The bench table; ``vs numpy`` is numpy's time over ours (> 1: ours is faster).
+
+    >>> print(markdown([{"workload": "GMM:small", "ours_us": 2.0, "numpy_us": 4.0, "jax_us": None,
+    ...                  "gflops": 1.5, "vs_numpy": 2.0, "vs_jax": None, "trials": 3}], "h"))
+    h
+    <BLANKLINE>
+    | workload | ours µs | numpy µs | jax.jit µs | ours GFLOP/s | vs numpy | vs jax.jit | trials |
+    |---|---|---|---|---|---|---|---|
+    | GMM:small | 2.0 | 4.0 | - | 1.5 | 2.00x | - | 3 |
+    | geomean | | | | | 2.00x | - | |
+    """
+    lines = [
+        header,
+        "",
+        "| workload | ours µs | numpy µs | jax.jit µs | ours GFLOP/s | vs numpy | vs jax.jit | trials |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['workload']} | {num(r['ours_us'])} | {num(r['numpy_us'])} | "
+            f"{num(r['jax_us'])} | {num(r['gflops'])} | {_ratio(r['vs_numpy'])} | {_ratio(r['vs_jax'])} | {r['trials']} |"
+        )
+    gm_np, gm_jax = geomean([r["vs_numpy"] for r in rows]), geomean([r["vs_jax"] for r in rows])
+    lines.append(f"| geomean | | | | | {_ratio(gm_np)} | {_ratio(gm_jax)} | |")
+    return "\n".join(lines)
+
+
+def bench_row(result: TuneResult, trials: int) -> Dict[str, Any]:
+    """Time ``result``'s best kernel, numpy and jax.jit now; one row of the table."""
+    times = {name: row for name, row in ((r["implementation"], r) for r in comparison(result.compare(), result.best.flops))}
+    ours, np_row, jax_row = times["probsched"], times.get("numpy"), times.get("jax")
+    return {
+        "workload": result.name,
+        "ours_us": ours["median_us"],
+        "numpy_us": np_row and np_row["median_us"],
+        "jax_us": jax_row and jax_row["median_us"],
+        "gflops": ours["gflops"],
+        "vs_numpy": np_row and np_row["speedup"],
+        "vs_jax": jax_row and jax_row["speedup"],
+        "trials": trials,
+        "strategy": result.best.record.strategy,
+        "candidate_hash": result.best.record.candidate_hash,
+    }
+
+
+def _write(args: argparse.Namespace, rows: List[Dict[str, Any]], header: str) -> None:
+    with open(args.out_md, "w") as fh:
+        fh.write(markdown(rows, header) + "\n")
+    data = {
+        "header": header,
+        "target": json.loads(Target.host().to_json()),
+        "strategy": args.strategy,
+        "trials_per_run": args.trials,
+        "database": args.db,
+        "workloads": rows,
+        "geomean": {"vs_numpy": geomean([r["vs_numpy"] for r in rows]), "vs_jax": geomean([r["vs_jax"] for r in rows])},
+    }
+    with open(args.out_json, "w") as fh:
+        json.dump(data, fh, indent=2)
+        fh.write("\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..measure import LocalMeasurer
+
+    specs = [s.strip() for s in args.workloads.split(",") if s.strip()]
+    if not specs:
+        raise CLIError("--workloads: give at least one suite entry, e.g. GMM:2,C2D:2")
+    workloads = [resolve_workload(s) for s in specs]
+    for spec, w in zip(specs, workloads):
+        if not is_suite_workload(w):
+            raise CLIError(f"--workloads {spec}: bench compares with numpy and jax.jit, which exist for suite workloads only")
+    space = resolve_space(args.space)
+    check_writable(args.out_md, "--out-md")
+    check_writable(args.out_json, "--out-json")
+    db = open_database(args.db)
+    if args.trials == 0:  # nothing to tune: every workload needs a best already (fail before timing any)
+        for w in workloads:
+            host_records(db, w, w.func.structural_hash())
+    header = (
+        f"probsched bench, {datetime.date.today()}: {Target.host()}; "
+        f"{args.strategy} search, {args.trials} new trials per workload; numpy and jax.jit timed in the same run"
+    )
+    rows: List[Dict[str, Any]] = []
+    measurer = LocalMeasurer(workers=args.workers) if args.trials else None
+    try:
+        for w in workloads:
+            key = w.func.structural_hash()
+            if args.trials:
+                result = tune_with_progress(w, args, db, measurer, space, w.name)
+            else:
+                (best,) = db.best(key, k=1)
+                result = TuneResult(w, BestSchedule(best, w.flops), [], best.strategy)
+            if result.best is None:
+                print(f"{w.name}: no successful trial", file=sys.stderr)
+                continue
+            rows.append(bench_row(result, len(db.records(key))))
+            _write(args, rows, header)
+            if not args.quiet:
+                print(f"{w.name}: done ({rows[-1]['ours_us']:.1f} µs)", file=sys.stderr)
+    finally:
+        if measurer is not None:
+            measurer.close()
+        db.close()
+    print(markdown(rows, header))
+    print(f"\nwrote {args.out_md} and {args.out_json}; records in {args.db}")
+    return 0 if len(rows) == len(workloads) else 1

@@ -1,0 +1,283 @@
+"""What the ``probsched`` subcommands share: naming a workload, opening a database, numbers.
+
+A *workload spec* on the command line is one of
+
+- a suite entry: ``GMM:2`` (operator and configuration index) or ``GMM:small``;
+- ``path/to/file.py:function`` or ``package.module:function``: a function of no arguments
+  returning a ``ps.PrimFunc`` or a :class:`~probsched.workloads.Workload` (a module-level
+  PrimFunc or Workload works too).
+
+Every mistake a user can make here raises :class:`CLIError`, which ``probsched`` prints as
+one line on stderr with exit code 2 (never a traceback).
+
+>>> resolve_workload("GMM:small").name
+'GMM:small'
+>>> resolve_workload("NOPE:1")
+Traceback (most recent call last):
+...
+probsched.cli_commands.common.CLIError: unknown workload 'NOPE'; the suite has ...
+>>> format_speed(2e-3, 4e6)
+'2000.0 µs, 2.0 GFLOP/s'
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import math
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from ..database import Database, TuningRecord
+from ..database.errors import DatabaseError
+from ..ir.stmt import PrimFunc
+from ..workloads import Workload
+from ..workloads import get as suite_get
+from ..workloads import names as suite_names
+from ..workloads import small as suite_small
+
+WORKLOAD_HELP = (
+    "a suite entry (GMM:2, GMM:small; see `probsched workloads`), or path/to/file.py:function "
+    "or module:function naming a function that returns a ps.PrimFunc (or a Workload)"
+)
+
+DB_HELP = "SQLite database of tuning records (default $PROBSCHED_DB or ./probsched.db)"
+
+
+class CLIError(Exception):
+    """A mistake in what the user asked for; ``main`` prints it and exits with code 2."""
+
+
+# ------------------------------------------------------------------------------ arguments
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{value} is not >= {low}")
+    return value
+
+
+def add_reader_arguments(p: argparse.ArgumentParser) -> None:
+    """WORKLOAD and --db of the commands that read a database (``show``, ``plot``)."""
+    p.add_argument("workload", help=WORKLOAD_HELP + "; or the name a tuned function is stored under")
+    p.add_argument("--db", default=None, help=DB_HELP)
+
+
+# ------------------------------------------------------------------------------ workloads
+
+
+def is_suite_workload(workload: Union[Workload, PrimFunc]) -> bool:
+    """Whether ``workload`` is a suite entry (those have numpy and jax baselines)."""
+    name = getattr(workload, "name", "") if isinstance(workload, Workload) else ""
+    return name.partition(":")[0] in suite_names()
+
+
+def func_of(workload: Union[Workload, PrimFunc]) -> PrimFunc:
+    """The (unscheduled) function of a workload or bare PrimFunc."""
+    return workload if isinstance(workload, PrimFunc) else workload.func
+
+
+def workload_name(workload: Union[Workload, PrimFunc]) -> str:
+    """The name a workload is shown and stored under (a bare PrimFunc: its function name)."""
+    if isinstance(workload, Workload):
+        return workload.name or workload.func.name
+    return workload.name
+
+
+def resolve_workload(spec: str) -> Union[Workload, PrimFunc]:
+    """The workload a command-line spec names (see the module docstring); raises CLIError."""
+    where, sep, attr = spec.rpartition(":")
+    if not sep or not where or not attr:
+        raise CLIError(
+            f"workload {spec!r}: expected NAME:INDEX (e.g. GMM:2, GMM:small), path/to/file.py:function "
+            "or module:function"
+        )
+    # A suite entry when the left side is an operator, or the right side cannot be a Python
+    # name (GMM:2, NOPE:small): a typo then gets the suite's message, not an import error.
+    if where.upper() in suite_names() or attr.isdigit() or attr == "small":
+        try:
+            return suite_small(where) if attr == "small" else suite_get(spec)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None  # the suite names the operator or lists the indices
+    obj = load_object(spec)
+    if isinstance(obj, (PrimFunc, Workload)):
+        return obj
+    if not callable(obj):
+        raise CLIError(f"{spec}: is a {type(obj).__name__}, expected a function returning a ps.PrimFunc")
+    try:
+        result = obj()
+    except Exception as exc:  # the user's code: say what failed, without our frames around it
+        raise CLIError(f"{spec}: calling {attr}() failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(result, (PrimFunc, Workload)):
+        raise CLIError(f"{spec}: {attr}() returned a {type(result).__name__}, expected a ps.PrimFunc or a Workload")
+    return result
+
+
+def load_object(spec: str) -> Any:
+    """The object ``path/to/file.py:name`` or ``module:name`` (``name`` may be dotted).
+
+    Like ``python path/to/file.py`` the file's folder joins ``sys.path`` (so its sibling
+    imports work), and like ``python -m`` the current directory does for a module.
+    """
+    where, _, attr = spec.rpartition(":")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        module = _load_file(where)
+    else:
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as exc:
+            if exc.name and where.startswith(exc.name):  # the module itself, not one it imports
+                raise CLIError(f"{spec}: no module named {where!r} (nor a suite workload; see `probsched workloads`)") from None
+            raise CLIError(f"{spec}: importing {where} failed: {exc}") from None
+        except Exception as exc:
+            raise CLIError(f"{spec}: importing {where} failed: {type(exc).__name__}: {exc}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CLIError(f"{spec}: {where} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _load_file(path: str):
+    if not os.path.isfile(path):
+        raise CLIError(f"no such file: {path}")
+    name = "probsched_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CLIError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise CLIError(f"{path}: running it failed: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def resolve_space(spec: str):
+    """``default`` or ``file.py:name`` / ``module:name`` naming a Space (or a function returning one)."""
+    from .. import space as space_mod
+
+    if spec == "default":
+        return space_mod.default()
+    if ":" not in spec:
+        raise CLIError(f"space {spec!r}: expected 'default', path/to/file.py:name or module:name")
+    obj = load_object(spec)
+    if not isinstance(obj, space_mod.Space) and callable(obj) and not hasattr(obj, "rules"):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise CLIError(f"space {spec}: calling it failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(obj, space_mod.Space):
+        raise CLIError(f"space {spec}: expected a ps.space.Space (e.g. from ps.space.compose), got {type(obj).__name__}")
+    return obj
+
+
+# ------------------------------------------------------------------------------ database
+
+
+def open_database(path: str, must_exist: bool = False) -> Database:
+    """Open ``path`` (created unless ``must_exist``); a bad path is a CLIError."""
+    if must_exist and path != ":memory:" and not os.path.exists(path):
+        raise CLIError(f"no database at {path} (`probsched tune WORKLOAD --db {path}` creates one)")
+    try:
+        return Database(path)
+    except DatabaseError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def stored_workload(db: Database, spec: str) -> Tuple[Union[Workload, PrimFunc], str]:
+    """The workload ``spec`` names and its key in ``db``.
+
+    A spec that does not resolve may still be the stored name of a workload in ``db`` (a
+    user's function tuned earlier), whose function the database keeps.
+    """
+    try:
+        workload = resolve_workload(spec)
+    except CLIError:
+        stored = [w for w in db.workloads() if w.name == spec]
+        if not stored:
+            raise
+        return stored[-1].func, stored[-1].hash
+    return workload, func_of(workload).structural_hash()
+
+
+def host_records(db: Database, workload, key: str, ok_only: bool = True) -> List[TuningRecord]:
+    """Records of ``key`` measured on this machine in commit order; a CLIError saying why there are none."""
+    records = db.records(key, include_failed=not ok_only)
+    if records:
+        return records
+    name = workload_name(workload)
+    anywhere = db.records(key, target=None)
+    if anywhere:
+        ok = sum(r.ok for r in anywhere)
+        raise CLIError(f"{db.path}: no successful record of {name} measured on this machine ({len(anywhere)} records, {ok} ok, elsewhere or failed)")
+    held = ", ".join(f"{w.name} ({len(db.records(w.hash, target=None))} records)" for w in db.workloads()) or "nothing"
+    raise CLIError(f"{db.path}: no records of {name} (the database holds: {held})")
+
+
+# ------------------------------------------------------------------------------ numbers
+
+
+def gflops(flops: Optional[float], seconds: float) -> Optional[float]:
+    """GFLOP/s, or None when the FLOP count is unknown or the time is not a finite positive number."""
+    if not flops or not (0 < seconds < math.inf):
+        return None
+    return flops / seconds / 1e9
+
+
+def num(x: Optional[float]) -> str:
+    """A time or a throughput for people: one decimal, or three significant digits below 1
+    (tiny test workloads run at 0.01 GFLOP/s, which one decimal would show as 0.0).
+
+    >>> num(2491.04), num(0.01234), num(None)
+    ('2491.0', '0.0123', '-')
+    """
+    if x is None:
+        return "-"
+    return f"{x:.1f}" if abs(x) >= 1 else f"{x:.3g}"
+
+
+def format_speed(seconds: float, flops: Optional[float]) -> str:
+    """``'123.4 µs, 56.7 GFLOP/s'`` (just µs for a bare function)."""
+    gf = gflops(flops, seconds)
+    text = f"{num(seconds * 1e6)} µs"
+    return text if gf is None else f"{text}, {num(gf)} GFLOP/s"
+
+
+def comparison(rows: Sequence[Tuple[str, float]], flops: Optional[float]) -> List[Dict[str, Any]]:
+    """``(implementation, seconds)`` rows (ours first) as dicts with µs, GFLOP/s and
+    ``speedup``: the implementation's time over ours (> 1: ours is faster)."""
+    ours = rows[0][1]
+    return [
+        {"implementation": name, "median_us": sec * 1e6, "gflops": gflops(flops, sec), "speedup": sec / ours}
+        for name, sec in rows
+    ]
+
+
+def finite_or_none(x: Optional[float]) -> Optional[float]:
+    """JSON has no infinity: failed times become null."""
+    return x if x is not None and math.isfinite(x) else None

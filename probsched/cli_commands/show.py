@@ -1,0 +1,71 @@
+"""``probsched show WORKLOAD --db tuning.db [--top K] [--source]``: the best schedules found.
+
+For each of the ``K`` fastest distinct candidates measured on this machine: its median
+time and GFLOP/s, which strategy and space found it, the schedule as the Python trace
+that replays it, the scheduled loop nest, and with ``--source`` the Python source numba
+compiles for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+
+from ..errors import ProbschedError
+from .common import add_reader_arguments, format_speed, func_of, host_records, open_database, positive_int, stored_workload, workload_name
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "show",
+        help="print the best schedule of a workload: Python trace, loop nest, generated source",
+        description=__doc__.split("\n\n")[0].replace("``", ""),
+    )
+    add_reader_arguments(p)
+    p.add_argument("--top", type=positive_int, default=1, metavar="K", help="show the K best distinct candidates (default 1)")
+    p.add_argument("--source", action="store_true", help="also print the generated numba source (compiles the kernel)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..codegen import build
+    from ..database import default_path
+
+    db_path = args.db or default_path()
+    db = open_database(db_path, must_exist=True)
+    try:
+        workload, key = stored_workload(db, args.workload)
+        records = host_records(db, workload, key, ok_only=False)
+        best = db.best(key, k=args.top)
+        if not best:
+            host_records(db, workload, key)  # raises, saying why there is no successful record
+    finally:
+        db.close()
+    func = func_of(workload)
+    flops = getattr(workload, "flops", None)
+    ok = sum(r.ok for r in records)
+    print(f"{workload_name(workload)}: {len(records)} records in {db_path} ({ok} ok); best {len(best)} shown")
+    for rank, rec in enumerate(best, 1):
+        when = datetime.datetime.fromtimestamp(rec.timestamp).strftime("%Y-%m-%d %H:%M:%S")
+        print()
+        print(f"## #{rank}: {format_speed(rec.median, flops)}")
+        print(
+            f"strategy {rec.strategy or '?'}, space {rec.space or '?'}, compile {rec.compile_seconds:.2f} s, "
+            f"measured {when}, candidate {rec.candidate_hash[:16]}"
+        )
+        print()
+        print("# schedule (Python; replays onto ps.Schedule(func))")
+        print(rec.trace())
+        try:
+            sch = rec.schedule(func)
+        except ProbschedError as exc:  # a record of an older space/primitive version
+            print(f"# cannot replay this record onto the current function: {exc}")
+            continue
+        print()
+        print("# loop nest")
+        print(sch.mod)
+        if args.source:
+            print()
+            print("# generated source (numba)")
+            print(build(sch).source)
+    return 0

@@ -1,0 +1,228 @@
+"""``probsched tune WORKLOAD --trials 128 --db tuning.db``: search, measure, record, compare.
+
+A live tqdm bar on stderr (trials done / total, best GFLOP/s, ETA) while the search runs,
+then on stdout the best kernel beside numpy and jax.jit timed in this run, the database
+path and the command that shows the best schedule. Every trial is committed to the
+database as it is measured, so Ctrl-C (exit code 130) keeps all of them and the next run
+resumes. ``--json`` also writes the numbers and the per-trial history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..database import Database
+from ..search import STRATEGIES
+from .common import (
+    DB_HELP,
+    WORKLOAD_HELP,
+    CLIError,
+    comparison,
+    finite_or_none,
+    format_speed,
+    gflops,
+    is_suite_workload,
+    non_negative_int,
+    num,
+    open_database,
+    positive_int,
+    resolve_space,
+    resolve_workload,
+    workload_name,
+)
+
+COST_MODELS = ("mlp", "ridge", "random")
+
+
+def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
+    """The options ``tune`` and ``bench`` share (how to search and measure)."""
+    p.add_argument("--trials", type=non_negative_int, default=trials, help=f"new candidates to measure (default {trials})")
+    p.add_argument("--strategy", choices=sorted(STRATEGIES), default="evolutionary", help="search strategy (default evolutionary)")
+    p.add_argument("--cost-model", choices=COST_MODELS, default="mlp", help="model ranking candidates (default mlp)")
+    p.add_argument("--space", default="default", metavar="SPACE",
+                   help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
+                        "(or of a function returning one)")
+    p.add_argument("--seed", type=int, default=None, help="random seed of the search and the model")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="candidates per measured batch (default 32)")
+    p.add_argument("--workers", type=positive_int, default=2, help="measuring worker processes (default 2)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="tune a workload: progress bar, then the best kernel vs numpy and jax.jit",
+        description=__doc__.split("\n\n")[0].replace("``", ""),
+    )
+    p.add_argument("workload", help=WORKLOAD_HELP)
+    p.add_argument("--db", default=None, help=DB_HELP)
+    add_search_options(p, trials=128)
+    p.add_argument("--no-compare", action="store_true", help="do not time numpy and jax.jit after tuning")
+    p.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    p.set_defaults(run=run)
+
+
+class Progress:
+    """A tuning callback driving a tqdm bar on stderr (off when stderr is not a terminal)."""
+
+    def __init__(self, total: int, desc: str, flops: Optional[float], quiet: bool) -> None:
+        from tqdm import tqdm
+
+        self.flops = flops
+        self.failed = 0
+        self.bar = tqdm(
+            total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True,
+            disable=quiet or not sys.stderr.isatty(),
+        )
+
+    def __call__(self, trial, result) -> None:
+        self.failed += trial.error is not None
+        if trial.best_seconds < float("inf"):
+            best = gflops(self.flops, trial.best_seconds)
+            text = f"best {num(best)} GFLOP/s" if best is not None else f"best {num(trial.best_seconds * 1e6)} µs"
+        else:
+            text = "no success yet"
+        if self.failed:
+            text += f", {self.failed} failed"
+        self.bar.set_postfix_str(text, refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def tune_with_progress(workload, args: argparse.Namespace, db: Database, measurer, space, desc: str):
+    """``ps.tune`` with the search options of ``args`` and a progress bar; returns the TuneResult."""
+    from ..tuner import tune
+
+    progress = Progress(args.trials, desc, getattr(workload, "flops", None), args.quiet)
+    # Log lines (e.g. "the strategy found no new candidate") go above the bar, not through it.
+    if progress.bar.disable:
+        redirect = contextlib.nullcontext()
+    else:
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        redirect = logging_redirect_tqdm()
+    try:
+        with redirect:
+            return tune(
+                workload, trials=args.trials, space=space, strategy=args.strategy, cost_model=args.cost_model,
+                database=db, measurer=measurer, seed=args.seed, callbacks=[progress], batch_size=args.batch_size,
+            )
+    finally:
+        progress.close()
+
+
+def markdown_table(result, rows: List[Dict[str, Any]]) -> str:
+    """The comparison as Markdown, headed by what was tuned (like ``TuneResult.summary``)."""
+    trials = len(result.history)
+    lines = [
+        f"{result.name}: best after {trials} new trials ({result.strategy})",
+        "",
+        "| implementation | median µs | GFLOP/s | its time / ours |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['implementation']} | {num(r['median_us'])} | {num(r['gflops'])} | {r['speedup']:.2f}x |")
+    return "\n".join(lines)
+
+
+def timed_rows(result, compare: bool) -> List[Tuple[str, float]]:
+    """(implementation, seconds): our best kernel and, with ``compare``, numpy and jax.jit
+    timed now in this process on the same inputs; else the database's median alone."""
+    if compare and is_suite_workload(result.workload):
+        rows = result.compare()
+        if rows:
+            return rows
+    return [("probsched", result.best.seconds)]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..database import default_path
+    from ..measure import LocalMeasurer
+
+    workload = resolve_workload(args.workload)
+    space = resolve_space(args.space)
+    if args.json:
+        check_writable(args.json, "--json")
+    name = workload_name(workload)
+    db_path = args.db or default_path()
+    db = open_database(db_path)
+    flops = getattr(workload, "flops", None)
+    if not args.quiet:
+        print(f"tuning {name}: {args.trials} trials, {args.strategy} search, {args.workers} workers, db {db_path}", file=sys.stderr)
+    measurer = None
+    try:
+        measurer = LocalMeasurer(workers=args.workers)
+        result = tune_with_progress(workload, args, db, measurer, space, f"{name}")
+    except KeyboardInterrupt:
+        best = db.best(workload, k=1)
+        kept = len(db.records(workload))
+        line = f"best so far {format_speed(best[0].median, flops)}" if best else "no successful trial yet"
+        print(f"\ninterrupted: {kept} records of {name} are in {db_path} ({line}); run again to resume", file=sys.stderr)
+        return 130
+    finally:
+        if measurer is not None:
+            measurer.close()
+        db.close()
+    if result.best is None:
+        print(result.summary(compare=False))
+        return 1
+    if not args.no_compare and not is_suite_workload(workload):
+        print("(numpy and jax.jit baselines exist for suite workloads only: showing ours alone)", file=sys.stderr)
+    rows = comparison(timed_rows(result, not args.no_compare), flops)
+    print(markdown_table(result, rows))
+    print()
+    print(f"database: {db_path}")
+    print(f"show the best: probsched show {shlex.quote(args.workload)} --db {shlex.quote(db_path)}")
+    if args.json:
+        _write_json(args.json, result, rows, db_path)
+    return 0
+
+
+def _write_json(path: str, result, rows: List[Dict[str, Any]], db_path: str) -> None:
+    best = result.best
+    data = {
+        "workload": result.name,
+        "strategy": result.strategy,
+        "trials": len(result.history),
+        "failed": sum(t.error is not None for t in result.history),
+        "database": db_path,
+        "best": {
+            "median_us": best.seconds * 1e6,
+            "gflops": best.gflops,
+            "candidate_hash": best.record.candidate_hash,
+            "strategy": best.record.strategy,
+        },
+        "compare": rows,
+        "history": [
+            {
+                "index": t.index,
+                "seconds": finite_or_none(t.seconds),
+                "error": t.error,
+                "best_seconds": finite_or_none(t.best_seconds),
+                "compile_seconds": t.compile_seconds,
+                "wall_seconds": t.wall_seconds,
+            }
+            for t in result.history
+        ],
+    }
+    try:
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=2)
+            fh.write("\n")
+    except OSError as exc:
+        raise CLIError(f"--json {path}: {exc.strerror}") from None
+
+
+def check_writable(path: str, option: str) -> None:
+    """Fail before a long run, not after it, when ``path`` cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{option} {path}: no such directory {folder}")

@@ -1,0 +1,263 @@
+"""``probsched tune / show / bench / plot``: real runs in subprocesses on a tiny workload,
+argument errors through ``main([...])`` (exit 2, one message naming the bad thing), and
+``show``/``plot`` on databases filled directly with TuningRecords (no measuring).
+
+Two subprocess tunes (GMM:small, a few trials, one worker) dominate the time: ~30 s each
+on a loaded 2-core machine.
+"""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import probsched as ps
+from probsched.cli import main
+from probsched.cli_commands.common import num
+from probsched.cli_commands.plot import best_so_far
+from probsched.database import Database, TuningRecord
+from probsched.measure import MeasureResult
+
+CLI = [sys.executable, "-m", "probsched.cli"]
+USER_FILE = textwrap.dedent(
+    """
+    import probsched as ps
+
+    def small_matmul():
+        A = ps.placeholder((4, 5), "float32", name="A")
+        B = ps.placeholder((5, 6), "float32", name="B")
+        k = ps.reduce_axis(5, name="k")
+        C = ps.compute((4, 6), lambda i, j: ps.sum(A[i, k] * B[k, j], axis=k), name="C")
+        return ps.create_func([A, B, C], name="small_matmul")
+
+    def not_a_func():
+        return 42
+
+    def broken():
+        return 1 / 0
+    """
+)
+
+
+def cli(*args, cwd=None, timeout=240):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def records_in(path):
+    """Records committed to ``path`` so far (0 while the tuner has not created it)."""
+    try:
+        with sqlite3.connect(path) as conn:
+            return conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """One real `probsched tune GMM:small --trials 2` run: (directory, completed process)."""
+    d = tmp_path_factory.mktemp("tuned")
+    r = cli("tune", "GMM:small", "--trials", "2", "--workers", "1", "--batch-size", "2", "--seed", "0",
+            "--db", "t.db", "--json", "out.json", cwd=d)
+    return d, r
+
+
+@pytest.fixture
+def user_file(tmp_path):
+    path = tmp_path / "mm.py"
+    path.write_text(USER_FILE)
+    return path
+
+
+def fill_db(path, workload, strategies=("replay", "evolutionary", "replay")):
+    """A database with one record per strategy name, each a different split of the first loop."""
+    func = getattr(workload, "func", workload)
+    with Database(str(path)) as db:
+        key = db.commit_workload(workload)
+        for n, strategy in enumerate(strategies):
+            sch = ps.Schedule(func)
+            block = sch.get_block(func.blocks()[-1].name)
+            loop = sch.get_loops(block)[0]
+            extent = sch.get(loop).extent
+            if n % 2 and extent % 2 == 0:
+                sch.split(loop, [2, extent // 2])
+            result = MeasureResult((1e-5 * (3 - n),) * 3, 0.1) if n != 1 else MeasureResult((4e-6,) * 3, 0.1)
+            db.commit_record(TuningRecord.from_result(key, sch, result, strategy=strategy, space="default"))
+        db.commit_record(TuningRecord.from_result(key, ps.Schedule(func), MeasureResult.failure("crash", "boom"), strategy="mcmc"))
+    return key
+
+
+# ------------------------------------------------------------------ real runs (subprocess)
+
+
+def test_tune_prints_progress_summary_and_json(tuned):
+    d, r = tuned
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    out = r.stdout
+    assert "| probsched |" in out and "| numpy |" in out and "| jax |" in out
+    assert "show the best: probsched show GMM:small --db t.db" in out
+    data = json.loads((d / "out.json").read_text())
+    assert data["workload"] == "GMM:small" and data["trials"] == 2 and len(data["history"]) == 2
+    assert [row["implementation"] for row in data["compare"]] == ["probsched", "numpy", "jax"]
+    # the table shows the numbers the JSON holds
+    for row in data["compare"]:
+        assert f"| {row['implementation']} | {num(row['median_us'])} |" in out
+    assert data["best"]["median_us"] > 0 and data["best"]["gflops"] > 0
+    with Database(str(d / "t.db")) as db:
+        assert len(db.records(ps.workloads.small("GMM"))) == 2
+
+
+def test_show_subprocess_holds_the_numbers(tuned):
+    d, _ = tuned
+    r = cli("show", "GMM:small", "--db", "t.db", "--source", cwd=d)
+    assert r.returncode == 0, r.stderr
+    data = json.loads((d / "out.json").read_text())
+    assert f"{num(data['best']['median_us'])} µs" in r.stdout
+    assert "# schedule (Python" in r.stdout and "sch.get_block" in r.stdout
+    assert "# loop nest" in r.stdout and 'with block("Z"' in r.stdout
+    assert "# generated source" in r.stdout and "def " in r.stdout
+
+
+def test_bench_reuses_the_database_best(tuned, capsys):
+    d, _ = tuned
+    md, js = d / "bench.md", d / "bench.json"
+    code = main(["bench", "--workloads", "GMM:small", "--trials", "0", "--db", str(d / "t.db"),
+                 "--out-md", str(md), "--out-json", str(js), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    row = json.loads(js.read_text())["workloads"][0]
+    assert row["workload"] == "GMM:small" and row["trials"] == 2
+    assert row["ours_us"] > 0 and row["numpy_us"] > 0 and row["jax_us"] > 0
+    table = md.read_text()
+    assert f"| GMM:small | {num(row['ours_us'])} | {num(row['numpy_us'])} |" in table and "| geomean |" in table
+    assert table.strip() in capsys.readouterr().out
+
+
+def tuner_tracebacks(stderr):
+    """Tracebacks on ``stderr`` not printed by a measuring worker.
+
+    A terminal's Ctrl-C reaches the workers too, and multiprocessing prints their
+    KeyboardInterrupt under a ``Process probsched-measure-N:`` line; the parent kills and
+    replaces them anyway, so only the tuner's own tracebacks count here.
+    """
+    lines = stderr.splitlines()
+    return [i for i, line in enumerate(lines) if line.startswith("Traceback")
+            and not (i and lines[i - 1].startswith("Process probsched-measure"))]
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, user_file):
+    """SIGINT to the whole process group (what a terminal's Ctrl-C does) during a long run of
+    a user's function: exit 130, one message, every committed record intact and resumable."""
+    db = tmp_path / "u.db"
+    proc = subprocess.Popen(
+        [*CLI, "tune", f"{user_file}:small_matmul", "--trials", "500", "--strategy", "replay",
+         "--cost-model", "random", "--workers", "1", "--batch-size", "1", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 150
+        while records_in(db) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert records_in(db) >= 2, "the tune never committed two records"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "interrupted: " in err and "records of small_matmul are in" in err and not tuner_tracebacks(err), err
+    with Database(str(db)) as d:
+        (stored,) = d.workloads()
+        records = d.records(stored.hash)
+    assert stored.name == "small_matmul" and 2 <= len(records) < 500
+    assert all(r.ok for r in records)  # the signal did not turn the candidate in flight into a "crash"
+    # stored under the function's name: show and plot find it without the file
+    assert main(["show", "small_matmul", "--db", str(db)]) == 0
+    assert main(["plot", f"{user_file}:small_matmul", "--db", str(db), "-o", str(tmp_path / "u.png")]) == 0
+    assert (tmp_path / "u.png").stat().st_size > 1000
+
+
+# ------------------------------------------------------------------ show / plot on a filled database
+
+
+def test_show_top_k_from_records(tmp_path, capsys):
+    w = ps.workloads.small("GMM")
+    fill_db(tmp_path / "f.db", w)
+    assert main(["show", "GMM:small", "--db", str(tmp_path / "f.db"), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "4 records" in out and "3 ok" in out
+    assert "## #1: 4.0 µs" in out and "## #2: 10.0 µs" in out
+    assert "strategy evolutionary" in out and "sch.split" in out and "# loop nest" in out
+    assert f"{num(w.flops / 4e-6 / 1e9)} GFLOP/s" in out
+
+
+def test_plot_curves_per_strategy(tmp_path, capsys):
+    w = ps.workloads.small("GMM")
+    fill_db(tmp_path / "f.db", w)
+    out_png = tmp_path / "curve.png"
+    assert main(["plot", "GMM:small", "--db", str(tmp_path / "f.db"), "-o", str(out_png)]) == 0
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = capsys.readouterr().out
+    assert "replay (2 trials" in text and "evolutionary (1 trials" in text and "mcmc (1 trials)" in text
+
+
+def test_best_so_far_groups_in_commit_order(tmp_path):
+    w = ps.workloads.small("GMM")
+    key = fill_db(tmp_path / "f.db", w)
+    with Database(str(tmp_path / "f.db")) as db:
+        curves = best_so_far(db.records(key), None)
+    assert list(curves) == ["replay", "evolutionary", "mcmc"]
+    assert curves["replay"] == pytest.approx([30.0, 10.0]) and curves["evolutionary"] == pytest.approx([4.0])
+
+
+# ------------------------------------------------------------------ mistakes: exit 2, one clear message
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["tune", "NOPE:1"], "unknown workload 'NOPE'"),
+        (["tune", "GMM:9"], "GMM has no configuration '9'"),
+        (["tune", "GMM"], "expected NAME:INDEX"),
+        (["tune", "no/such/file.py:f"], "no such file: no/such/file.py"),
+        (["tune", "no_such_module_xyz:f"], "no module named 'no_such_module_xyz'"),
+        (["tune", "GMM:small", "--trials", "many"], "--trials"),
+        (["tune", "GMM:small", "--trials", "-3"], "--trials"),
+        (["tune", "GMM:small", "--strategy", "gradient"], "gradient"),
+        (["tune", "GMM:small", "--cost-model", "xgb"], "xgb"),
+        (["tune", "GMM:small", "--workers", "0"], "--workers"),
+        (["tune", "GMM:small", "--space", "no_such_module_xyz:space"], "no_such_module_xyz"),
+        (["tune", "GMM:small", "--json", "/no/such/dir/out.json"], "--json"),
+        (["bench", "--workloads", "GMM:small,BAD:0", "--trials", "0"], "BAD"),
+        (["plot", "GMM:small", "--db", "/no/such/t.db"], "no database at /no/such/t.db"),
+    ],
+)
+def test_bad_input_exits_2(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_bad_user_functions_exit_2(user_file, capsys):
+    for attr, needle in [("missing", "has no attribute 'missing'"), ("not_a_func", "returned a int"),
+                         ("broken", "calling broken() failed: ZeroDivisionError")]:
+        assert main(["tune", f"{user_file}:{attr}"]) == 2
+        assert needle in capsys.readouterr().err
+    assert main(["ir", f"{user_file}:small_matmul"]) == 0
+    assert "def small_matmul(A: float32[4, 5]" in capsys.readouterr().out
+
+
+def test_database_without_the_workload_exits_2(tmp_path, capsys):
+    fill_db(tmp_path / "f.db", ps.workloads.small("GMM"))
+    db = str(tmp_path / "f.db")
+    assert main(["show", "C2D:small", "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert "no records of C2D:small" in err and "GMM:small (4 records)" in err
+    assert main(["bench", "--workloads", "C2D:small", "--trials", "0", "--db", db,
+                 "--out-md", str(tmp_path / "b.md"), "--out-json", str(tmp_path / "b.json")]) == 2
+    assert "no records of C2D:small" in capsys.readouterr().err
