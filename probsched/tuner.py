@@ -247,8 +247,11 @@ def tune(
             if not batch:
                 log.warning("tune: the strategy found no new candidate; stopping after %d trials", done)
                 break
-            results = measurer.measure(workload, [c.schedule for c in batch])
-            for cand, res in zip(batch, results):
+
+            def record(index: int, res) -> None:
+                # committed as each result arrives: a run killed mid-batch loses nothing measured
+                nonlocal best
+                cand = batch[index]
                 rec = TuningRecord.from_result(
                     wkey, cand.schedule, res, decisions=cand.decisions, space=space.name, strategy=result.strategy
                 )
@@ -259,6 +262,8 @@ def tune(
                 result.history.append(trial)
                 for cb in callbacks:
                     cb(trial, result)
+
+            results = measurer.measure(workload, [c.schedule for c in batch], on_result=record)
             done += len(batch)
             if model is not None:
                 model.update_features([c.features() for c in batch], [r.median for r in results], [wkey] * len(batch))

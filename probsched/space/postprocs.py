@@ -76,8 +76,8 @@ class ParallelVectorizeUnroll:
                 loop_prims.set_kind(sch.mod, s.name, "parallel")
             except ScheduleError:
                 break
-            if chain and product * s.extent > limit:
-                break
+            if chain and product > 1 and product * s.extent > limit:
+                break  # (a first loop longer than the limit still runs in parallel)
             chain.append(s)
             product *= s.extent
             if len(s.body) != 1 or not isinstance(s.body[0], Loop):
