@@ -28,7 +28,7 @@ import importlib.util
 import math
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..database import Database, TuningRecord
 from ..database.errors import DatabaseError
@@ -223,6 +223,34 @@ def stored_workload(db: Database, spec: str) -> Tuple[Union[Workload, PrimFunc],
             raise
         return stored[-1].func, stored[-1].hash
     return workload, func_of(workload).structural_hash()
+
+
+class StoredRecords(NamedTuple):
+    """What ``show`` and ``plot`` read: the workload, the database path, the records of
+    this machine in commit order, and the ``top`` fastest distinct successful ones."""
+
+    workload: Union[Workload, PrimFunc]
+    db_path: str
+    records: List[TuningRecord]
+    best: List[TuningRecord]
+
+
+def read_records(args: argparse.Namespace, top: int = 1) -> StoredRecords:
+    """The records of ``args.workload`` in ``args.db`` (which must exist); a CLIError when
+    there are none, or no successful one."""
+    from ..database import default_path
+
+    db_path = args.db or default_path()
+    db = open_database(db_path, must_exist=True)
+    try:
+        workload, key = stored_workload(db, args.workload)
+        records = host_records(db, workload, key, ok_only=False)
+        best = db.best(key, k=top)
+        if not best:
+            host_records(db, workload, key)  # raises, saying why there is no successful record
+    finally:
+        db.close()
+    return StoredRecords(workload, db_path, records, best)
 
 
 def host_records(db: Database, workload, key: str, ok_only: bool = True) -> List[TuningRecord]:

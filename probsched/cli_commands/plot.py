@@ -13,7 +13,7 @@ import argparse
 import math
 from typing import Dict, List, Optional, Sequence
 
-from .common import CLIError, add_reader_arguments, gflops, host_records, num, open_database, stored_workload, workload_name
+from .common import CLIError, add_reader_arguments, gflops, num, read_records, workload_name
 
 
 def add_parser(sub) -> None:
@@ -58,15 +58,7 @@ def best_so_far(records: Sequence, flops: Optional[float]) -> Dict[str, List[flo
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..database import default_path
-
-    db_path = args.db or default_path()
-    db = open_database(db_path, must_exist=True)
-    try:
-        workload, key = stored_workload(db, args.workload)
-        records = host_records(db, workload, key, ok_only=False)
-    finally:
-        db.close()
+    workload, db_path, records, _ = read_records(args)
     flops = getattr(workload, "flops", None)
     curves = best_so_far(records, flops)
     # Figure without pyplot: no GUI backend is chosen or needed (Agg renders the file).

@@ -12,7 +12,7 @@ import argparse
 import datetime
 
 from ..errors import ProbschedError
-from .common import add_reader_arguments, format_speed, func_of, host_records, open_database, positive_int, stored_workload, workload_name
+from .common import add_reader_arguments, format_speed, func_of, positive_int, read_records, workload_name
 
 
 def add_parser(sub) -> None:
@@ -29,18 +29,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..codegen import build
-    from ..database import default_path
-
-    db_path = args.db or default_path()
-    db = open_database(db_path, must_exist=True)
-    try:
-        workload, key = stored_workload(db, args.workload)
-        records = host_records(db, workload, key, ok_only=False)
-        best = db.best(key, k=args.top)
-        if not best:
-            host_records(db, workload, key)  # raises, saying why there is no successful record
-    finally:
-        db.close()
+    workload, db_path, records, best = read_records(args, top=args.top)
     func = func_of(workload)
     flops = getattr(workload, "flops", None)
     ok = sum(r.ok for r in records)
