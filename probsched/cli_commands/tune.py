@@ -156,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
     db = open_database(db_path)
     flops = getattr(workload, "flops", None)
     if not args.quiet:
-        print(f"tuning {name}: {args.trials} trials, {args.strategy} search, {args.workers} workers, db {db_path}", file=sys.stderr)
+        workers = f"{args.workers} worker{'s' if args.workers != 1 else ''}"
+        print(f"tuning {name}: {args.trials} trials, {args.strategy} search, {workers}, db {db_path}", file=sys.stderr)
     measurer = None
     try:
         measurer = LocalMeasurer(workers=args.workers)
