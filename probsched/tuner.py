@@ -71,7 +71,7 @@ class BestSchedule:
     @property
     def trace(self) -> ScheduleTrace:
         """The instruction log: ``print(best.trace)`` shows it as Python."""
-        return self.record.trace
+        return self.record.trace()
 
     @property
     def decisions(self) -> Optional[Trace]:
@@ -111,43 +111,52 @@ class TuneResult:
         return getattr(self.workload, "name", None) or self.func.name
 
     def compare(self, repeat: int = 5, min_repeat_ms: float = 50.0) -> List[tuple]:
-        """(implementation, median seconds) for the best kernel, numpy and jax.jit, timed
-        here in one run with the same inputs (rows missing when unavailable)."""
+        """(implementation, median seconds) for the best kernel, and numpy and jax.jit for a
+        workload of the suite, timed here in one run with the same inputs."""
         from .measure.timer import time_callable
 
-        if self.best is None or not isinstance(self.workload, Workload):
+        if self.best is None:
             return []
-        w = self.workload
-        inputs = w.random_inputs(np.random.default_rng(0))
-        outputs = w.empty_outputs()
+        if isinstance(self.workload, Workload):
+            w = self.workload
+            inputs = w.random_inputs(np.random.default_rng(0))
+            outputs = w.empty_outputs()
+        else:
+            inputs = [np.random.default_rng(0).uniform(0.5, 1.0, b.shape).astype(b.dtype) for b in self.kernel.inputs]
+            outputs = [np.empty(b.shape, b.dtype) for b in self.kernel.outputs]
         kernel = self.kernel
         rows = [("probsched", time_callable(lambda: kernel(*inputs, *outputs), repeat=repeat, min_repeat_ms=min_repeat_ms).median)]
-        try:
+        if isinstance(self.workload, Workload):
             from .baselines import baselines
-        except ImportError:  # pragma: no cover - baselines ship with the package
-            return rows
-        for name, fn in baselines(w, inputs).items():
-            rows.append((name, time_callable(fn, repeat=repeat, min_repeat_ms=min_repeat_ms).median))
+
+            try:
+                fns = baselines(self.workload, inputs)
+            except ValueError:  # not a workload of the suite: no baseline to compare with
+                fns = {}
+            for name, fn in fns.items():
+                rows.append((name, time_callable(fn, repeat=repeat, min_repeat_ms=min_repeat_ms).median))
         return rows
 
-    def summary(self, compare: bool = True) -> str:
-        """A Markdown table: the best kernel beside numpy and jax.jit (same run), and the trials."""
+    def summary(self, compare: bool = True, rows: Optional[List[tuple]] = None) -> str:
+        """A Markdown table: the best kernel beside numpy and jax.jit (``rows`` from
+        :meth:`compare`, timed now unless given or ``compare=False``), and the trials."""
         if self.best is None:
             fails = sum(1 for t in self.history if t.error)
             return f"{self.name}: no successful trial ({len(self.history)} trials, {fails} failed)"
-        rows = self.compare() if compare else [("probsched", self.best.seconds)]
+        if rows is None:
+            rows = self.compare() if compare else []
+        rows = rows or [("probsched", self.best.seconds)]
         flops = self.best.flops
         lines = [
             f"{self.name}: best of {len(self.history)} trials ({self.strategy})",
             "",
-            "| implementation | median µs | GFLOP/s | ours vs it |",
+            "| implementation | median µs | GFLOP/s | its time / ours |",
             "|---|---|---|---|",
         ]
         ours = rows[0][1]
         for name, sec in rows:
             gf = f"{flops / sec / 1e9:.1f}" if flops else "-"
-            ratio = f"{sec / ours:.2f}x" if name != "probsched" else "1.00x"
-            lines.append(f"| {name} | {sec * 1e6:.1f} | {gf} | {ratio} |")
+            lines.append(f"| {name} | {sec * 1e6:.1f} | {gf} | {sec / ours:.2f}x |")
         return "\n".join(lines)
 
 

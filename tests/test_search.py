@@ -149,3 +149,13 @@ def test_custom_strategy_example_tunes(measurer):
                      seed=0, batch_size=1)
     assert len(result.history) == 5 and result.strategy == "thompson"
     assert len(strategy.seconds) == 5 and result.best is not None
+
+
+def test_tune_a_bare_function_summarises_without_baselines(measurer):
+    A = ps.placeholder((64, 16), name="A")
+    B = ps.compute((64, 16), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    func = ps.create_func([A, B])
+    result = ps.tune(func, trials=2, space=small_space(), strategy="replay", cost_model=None, measurer=measurer, seed=0)
+    text = result.summary()
+    assert "| probsched |" in text and "numpy" not in text
+    assert "def " in str(result.best.trace) or "sch." in str(result.best.trace)

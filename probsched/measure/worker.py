@@ -180,6 +180,9 @@ def _resume(pids) -> None:
 
 def main(conn, log_path: str) -> None:
     """Worker entry point (the target of the spawned process)."""
+    # Ctrl-C in a terminal reaches the whole process group: the caller stops and closes
+    # the workers itself, so a worker ignores it instead of printing a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     log = open(log_path, "w", buffering=1)
     faulthandler.enable(file=log)  # a segfault's Python stack ends up in the crash message
     # the parent is the caller (spawn) or the fork server, which exits with the caller;

@@ -4,9 +4,9 @@ MetaSchedule mutates a trace by one of four mutators, drawn by weight: tile size
 compute location (0.05), unroll depth (0.03) and parallel extent (0.02). Here every
 mutator is a predicate on the sites of a decision trace; one mutator is drawn by weight
 among those with at least one site, then one of its sites uniformly, and the ``mutate``
-handler re-proposes it with its distribution's kernel. The parallel extent is decided by
-a postprocessor here, not sampled, so its weight goes to the other categorical decisions
-(micro-kernel shape, packing, write cache, consumer fusion, rfactor).
+handler re-proposes it with its distribution's kernel. The other categorical decisions
+(micro-kernel shape, packing, write cache, consumer fusion, rfactor), which MetaSchedule
+does not mutate, get a small weight of their own (0.02).
 
 >>> from handlers.trace_struct import Site, Trace
 >>> from probsched.schedule.distributions import PerfectTile
@@ -38,8 +38,12 @@ def _is_unroll(site: Site) -> bool:
     return site.name.endswith("/unroll")
 
 
+def _is_parallel(site: Site) -> bool:
+    return site.name.endswith("/parallel")
+
+
 def _is_other(site: Site) -> bool:
-    return not (_is_tile(site) or _is_location(site) or _is_unroll(site))
+    return not (_is_tile(site) or _is_location(site) or _is_unroll(site) or _is_parallel(site))
 
 
 #: name -> (weight, site predicate)
@@ -47,6 +51,7 @@ MUTATORS: Dict[str, Tuple[float, Callable[[Site], bool]]] = {
     "tile_size": (0.90, _is_tile),
     "compute_location": (0.05, _is_location),
     "unroll": (0.03, _is_unroll),
+    "parallel": (0.02, _is_parallel),
     "other": (0.02, _is_other),
 }
 

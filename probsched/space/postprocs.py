@@ -34,8 +34,9 @@ class RewriteReductionBlock:
 
 
 class ParallelVectorizeUnroll:
-    """For each root loop nest: fuse its outer data-parallel loops (up to
-    ``max_jobs_per_core * cores`` iterations) and run them in parallel; vectorize each
+    """For each root loop nest: fuse its outer data-parallel loops (up to a sampled number
+    of jobs, site ``<block>/parallel``: none, ``cores``, ``4 * cores`` or
+    ``max_jobs_per_core * cores``) and run them in parallel; vectorize each
     block's innermost loop when it is spatial and at most ``max_vectorize_extent`` long;
     sample an explicit-unroll budget from ``unroll_max_steps`` for the nest."""
 
@@ -58,7 +59,12 @@ class ParallelVectorizeUnroll:
             blocks = [b.name for b in iter_outer_blocks(root)]
             if not blocks:
                 continue
-            outer = self._parallelize(sch, root, limit)
+            # how many parallel jobs (MetaSchedule mutates this extent): 0 keeps the nest
+            # serial, which wins for small nests (a parallel region costs microseconds to start)
+            cores = self.cores or _cores()
+            choices = [0, cores, 4 * cores, limit]
+            jobs = sch.sample_categorical(choices, [0.1, 0.2, 0.2, 0.5], name=f"{blocks[0]}/parallel")
+            outer = self._parallelize(sch, root, jobs) if jobs else LoopRV(root.name)
             for name in blocks:
                 if name in sch._idx().blocks:
                     self._vectorize(sch, name)
