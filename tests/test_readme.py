@@ -22,5 +22,5 @@ def test_quickstart_has_exactly_two_commands_and_ci_runs_the_second():
     quick = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"```bash\n(.*?)\n```", quick, flags=re.S)
     assert len(commands) == 2
-    assert "examples/quickstart.py" in commands[0] and "pytest" in commands[1]
+    assert "probsched tune GMM:2" in commands[0] and "pytest" in commands[1]
     assert "quickstart:test" in (ROOT / ".ci" / "run").read_text()
