@@ -15,10 +15,11 @@ TuningRecord: ``workload_hash``, ``candidate_hash``, ``decisions``, ``instructio
 ``ScheduleTrace`` JSON), ``run_seconds`` (null on error), ``error_kind`` (null when fine), plus
 ``workload`` (suite name) and ``seed``.
 
-``benchmarks/data/records.jsonl.gz`` (150 KB) holds 409 such records, about 100 per workload
+``benchmarks/data/records.jsonl.gz`` (320 KB) holds 869 such records, about 200 per workload
 (seeds 0-103 of the default space, collected with ``collect --n 120 --compile-timeout 20`` on
-a shared 2-core machine; 23% are compile timeouts or failures, 11% run timeouts): small, a
-start for the 300 per workload the issue asks for.
+a shared 2-core machine, then seeds 5000-5115 with ``collect --n 220 --seed0 5000`` after the
+space gained its parallel decision and faster compiles): a start for the 300 per workload the
+issue asks for.
 
 ``quality`` reads any such JSONL files (``.gz`` too) (tolerant: unknown fields ignored, broken lines and
 records whose trace does not replay skipped and counted), rebuilds each schedule from its
