@@ -16,7 +16,7 @@ from .evolutionary import EvolutionarySearch  # noqa: F401
 from .mcmc import AnnealedMCMC  # noqa: F401
 from .mutators import MUTATORS, choose_site  # noqa: F401
 from .replay_trace import ReplayTrace  # noqa: F401
-from .strategy import SearchStrategy, new_candidates  # noqa: F401
+from .strategy import SearchStrategy, best_then_prior, new_candidates, prior_candidates  # noqa: F401
 
 #: Strategy classes by the name ``ps.tune(strategy=...)`` and ``probsched tune --strategy`` take.
 STRATEGIES = {"replay": ReplayTrace, "evolutionary": EvolutionarySearch, "mcmc": AnnealedMCMC}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
+from typing import Any, Iterable, List, Optional, Sequence, Set
 
 import numpy as np
 
@@ -120,11 +120,14 @@ class SearchContext:
         return self._run(mutate(self.space, parent.decisions, sites=sites, rng_seed=self._seed()))
 
     # ------------------------------------------------------------------ scoring
+    @property
+    def model_trained(self) -> bool:
+        """Whether the cost model has learnt anything yet (else scores are all zero)."""
+        return self.model is not None and getattr(self.model, "n_trained", 0) > 0
+
     def score(self, candidates: Sequence[Candidate]) -> np.ndarray:
         """Cost-model scores (higher = predicted faster); zeros without a trained model."""
-        if not candidates:
-            return np.zeros(0)
-        if self.model is None or not getattr(self.model, "n_trained", 0):
+        if not candidates or not self.model_trained:
             return np.zeros(len(candidates))
         return np.asarray(self.model.predict_features([c.features() for c in candidates]), dtype=np.float64)
 
@@ -146,16 +149,4 @@ class SearchContext:
         return out
 
 
-def unique(candidates: Iterable[Optional[Candidate]], seen: Optional[Set[str]] = None) -> List[Candidate]:
-    """Candidates with distinct decisions (and not in ``seen``, which is updated), in order."""
-    seen = set() if seen is None else seen
-    out = []
-    for c in candidates:
-        if c is None or c.key in seen:
-            continue
-        seen.add(c.key)
-        out.append(c)
-    return out
-
-
-__all__ = ["Candidate", "SearchContext", "unique"]
+__all__ = ["Candidate", "SearchContext"]

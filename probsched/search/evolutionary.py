@@ -31,7 +31,7 @@ import numpy as np
 
 from .candidate import Candidate, SearchContext
 from .mutators import MUTATORS, choose_site
-from .strategy import SearchStrategy, new_candidates
+from .strategy import SearchStrategy, best_then_prior, prior_candidates
 
 
 class EvolutionarySearch(SearchStrategy):
@@ -74,9 +74,8 @@ class EvolutionarySearch(SearchStrategy):
         return child if child is not None else parent
 
     def generate(self, ctx: SearchContext, n: int) -> List[Candidate]:
-        trained = ctx.model is not None and getattr(ctx.model, "n_trained", 0) > 0
-        if not trained:
-            return new_candidates(ctx, (ctx.draw() for _ in range(8 * n)), n)
+        if not ctx.model_trained:
+            return prior_candidates(ctx, n)
         pop = self._initial(ctx)
         seen: Dict[str, Candidate] = {c.key: c for c in pop}
         scores: Dict[str, float] = {}
@@ -104,16 +103,7 @@ class EvolutionarySearch(SearchStrategy):
         everything = list(seen.values())
         s = score(everything)
         ranked = [everything[i] for i in np.argsort(-s, kind="stable")]
-        n_explore = int(round(self.eps_greedy * n))
-        best = new_candidates(ctx, ranked, n - n_explore)
-        taken = {c.hash for c in best}
-        explore = new_candidates(ctx, (c for c in (ctx.draw() for _ in range(8 * max(n_explore, 1))) if c is None or c.hash not in taken), n_explore) if n_explore else []
-        out = best + explore
-        if len(out) < n:  # the population ran dry of new programs: top up from the prior
-            taken |= {c.hash for c in explore}
-            more = (c for c in (ctx.draw() for _ in range(8 * n)) if c is None or c.hash not in taken)
-            out += new_candidates(ctx, more, n - len(out))
-        return out
+        return best_then_prior(ctx, ranked, n, self.eps_greedy)
 
 
 __all__ = ["EvolutionarySearch"]

@@ -28,7 +28,7 @@ import numpy as np
 
 from .candidate import Candidate, SearchContext
 from .mutators import MUTATORS, choose_site
-from .strategy import SearchStrategy, new_candidates
+from .strategy import SearchStrategy, best_then_prior, prior_candidates
 
 
 def _log_q_ratio(c: Candidate) -> float:
@@ -61,9 +61,8 @@ class AnnealedMCMC(SearchStrategy):
         self.proposed = 0
 
     def generate(self, ctx: SearchContext, n: int) -> List[Candidate]:
-        trained = ctx.model is not None and getattr(ctx.model, "n_trained", 0) > 0
-        if not trained:
-            return new_candidates(ctx, (ctx.draw() for _ in range(8 * n)), n)
+        if not ctx.model_trained:
+            return prior_candidates(ctx, n)
         starts = [ctx.replay(d) for d in ctx.best_decisions(int(self.chains * self.init_measured_ratio))]
         starts += [ctx.draw() for _ in range(self.chains - len(starts))]
         state = [c for c in starts if c is not None]
@@ -93,11 +92,7 @@ class AnnealedMCMC(SearchStrategy):
                     state[i], score[i] = p, s_new
                     self.accepted += 1
         ranked = [c for _, c in sorted(visited.values(), key=lambda t: -t[0])]
-        n_explore = int(round(self.eps_greedy * n))
-        best = new_candidates(ctx, ranked, n - n_explore)
-        taken = {c.hash for c in best}
-        rest = (c for c in (ctx.draw() for _ in range(8 * n)) if c is None or c.hash not in taken)
-        return best + new_candidates(ctx, rest, n - len(best))
+        return best_then_prior(ctx, ranked, n, self.eps_greedy)
 
 
 __all__ = ["AnnealedMCMC"]

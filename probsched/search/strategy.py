@@ -63,4 +63,20 @@ def new_candidates(ctx: SearchContext, stream: Iterable[Optional[Candidate]], n:
     return out
 
 
-__all__ = ["SearchStrategy", "new_candidates"]
+def prior_candidates(ctx: SearchContext, n: int, exclude: Iterable[str] = ()) -> List[Candidate]:
+    """Up to ``n`` new candidates drawn from the prior (``8 n`` draws at most), none of whose
+    structural hashes is in ``exclude``."""
+    exclude = set(exclude)
+    stream = (c for c in (ctx.draw() for _ in range(8 * max(n, 1))) if c is None or c.hash not in exclude)
+    return new_candidates(ctx, stream, n) if n > 0 else []
+
+
+def best_then_prior(ctx: SearchContext, ranked: Iterable[Optional[Candidate]], n: int, eps_greedy: float) -> List[Candidate]:
+    """A batch of ``n``: the first new candidates of ``ranked`` (best first), leaving an
+    ``eps_greedy`` share, and any slots the ranking could not fill, to prior draws."""
+    n_explore = int(round(eps_greedy * n))
+    best = new_candidates(ctx, ranked, n - n_explore)
+    return best + prior_candidates(ctx, n - len(best), exclude={c.hash for c in best})
+
+
+__all__ = ["SearchStrategy", "new_candidates", "prior_candidates", "best_then_prior"]
