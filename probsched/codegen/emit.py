@@ -196,7 +196,7 @@ class Emitter:
                 self.alloc_scopes.setdefault(key, []).append(name)
             for name, key in decisions.scalars.items():
                 self.scalar_scopes.setdefault(key, []).append(name)
-        self.writer = ExprWriter(self._load_src, None)
+        self.writer = ExprWriter(self._load_src, None, self.add_global)
         self.fn: Optional[_Fn] = None
         self.context: List[str] = []  # "block C", "loop i" for error messages
 

@@ -18,6 +18,8 @@ Three rules make the text fast under numba:
 'j + 16'
 >>> w.src((i * 2 + 1) // 4)
 '(i * 2 + 1) // 4'
+>>> w.src(const(7) - (i % 2) * 48)
+'-(i % 2) * 48 + 7'
 >>> w.src(const(0.5) * const(2.0, "float32"))
 'np.float32(1.0)'
 >>> linear_const((i + 3) * 2 - i * 2)
@@ -160,11 +162,26 @@ class ExprWriter:
 
     ``bound`` (optional) is the set of variable names in scope; a variable outside it is a
     :class:`~probsched.errors.BuildError` (the IR used a name no loop or block defines).
+    ``helper`` (optional) binds an njit function to a global name, ``helper(hint, fn) ->
+    name``: with it, math functions that :mod:`.mathlib` implements in vectorizable form
+    (float32 exp) call that instead of ``np.<name>``.
     """
 
-    def __init__(self, load_src: Optional[Callable], bound: Optional[set] = None) -> None:
+    def __init__(
+        self, load_src: Optional[Callable], bound: Optional[set] = None, helper: Optional[Callable] = None
+    ) -> None:
         self.load_src = load_src
         self.bound = bound
+        self.helper = helper
+
+    def _math(self, name: str, dtype: str, arg: str) -> str:
+        # imported here: mathlib compiles with numba, which .compile must configure first
+        from .mathlib import FUNCTIONS
+
+        fn = FUNCTIONS.get((name, dtype)) if self.helper is not None else None
+        if fn is None:
+            return f"np.{name}({arg})"
+        return f"{self.helper(f'{name}_{dtype}', fn)}({arg})"
 
     def src(self, e: Expr) -> str:
         """The source text of ``e``."""
@@ -209,12 +226,12 @@ class ExprWriter:
         if isinstance(e, Call):
             args = [self.src(a) for a in e.args]
             if e.name in ("exp", "log", "sqrt", "tanh"):
-                return f"np.{e.name}({args[0]})", ATOM
+                return self._math(e.name, e.dtype, args[0]), ATOM
             if e.name == "abs":
                 return f"abs({args[0]})", ATOM
             if e.name == "sigmoid":
                 one = const_src(1.0, e.dtype) if e.dtype in ("float32", "float64") else "1.0"
-                return f"({one} / ({one} + np.exp(-({args[0]}))))", ATOM
+                return f"({one} / ({one} + {self._math('exp', e.dtype, f'-({args[0]})')}))", ATOM
             raise BuildError(f"unknown math function {e.name!r} in {e}")
         if isinstance(e, Cast):
             inner = self.src(e.value)
@@ -244,7 +261,8 @@ class ExprWriter:
             s, p = self._p(atom)
             if not parts:
                 first_prec = p
-            if p < 5:
+            # a leading minus binds tighter than * // %: "-(i % 2) * 48", not "-i % 2 * 48"
+            if p < 5 or (p < 6 and not parts and coef < 0):
                 s = f"({s})"
             mag = abs(coef)
             text = s if mag == 1 else f"{s} * {mag}"

