@@ -54,7 +54,7 @@ def tensorized(sch):
         ("TBG", ("v_i", "v_j", "v_k", "query_T", "value_T")),
         ("DEP", None),  # A depends on the channel (N) axis
         ("GRP", None),  # A's channel index depends on the output channel
-        ("T2D", None),  # a conditional operand
+        ("T2D", ("v_n", "v_co", "v_rc", "padded", "weight")),  # M is the batch: the rule declines
         ("NRM", None),
         ("SFM", None),
     ],
@@ -144,10 +144,12 @@ def test_a_change_that_breaks_a_tensorized_tile_is_refused():
     assert sch.mod is before
 
 
-def test_rule_leaves_blocks_it_cannot_take_alone():
-    w = wl.small("DEP")
+@pytest.mark.parametrize("name, block", [("DEP", "depthwise_conv2d"), ("T2D", "conv2d_transpose")])
+def test_rule_leaves_blocks_it_cannot_take_alone(name, block):
+    # DEP is not matmul-like; T2D is, but its M axis (the batch) has one row
+    w = wl.small(name)
     sch = ps.Schedule(w.func)
     rule = MultiLevelTilingWithIntrin()
     before = sch.mod
-    rule(sch, sch.get_block("depthwise_conv2d"))
+    rule(sch, sch.get_block(block))
     assert sch.mod is before

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+import probsched as ps
 import probsched.workloads as wl
 from probsched.ir.expr import BinOp, Select, walk
 from probsched.ir.interpreter import evaluate
@@ -209,7 +210,12 @@ def test_padding_is_a_select_and_t2d_tests_the_stride_inside_the_reduction():
     assert any(isinstance(x, Select) for s in pad.stores() for x in walk(s.value))
     assert [it.var.name for it in _block(c2d, "conv2d").iters] == ["v_n", "v_h", "v_w", "v_co", "v_rh", "v_rw", "v_rc"]
     t2d = _block(wl.get("T2D", 0), "conv2d_transpose")
-    assert t2d.is_reduction and {"mod", "eq", "floordiv"} <= _ops(t2d)
+    # the suite's T2D reduces over the taps that meet real inputs (2x2 of the 4x4 kernel)
+    assert t2d.is_reduction and {"mod", "floordiv"} <= _ops(t2d) and "eq" not in _ops(t2d)
+    assert [it.extent for it in t2d.iters if it.kind == "R"] == [2, 2, 512]
+    dilated = _block(wl.conv2d_transpose_nhwc(1, 4, 4, 512, 256, 4, 2, 1, skip_zeros=False), "conv2d_transpose")
+    assert {"mod", "eq", "floordiv"} <= _ops(dilated)
+    assert [it.extent for it in dilated.iters if it.kind == "R"] == [4, 4, 512]
     assert "floordiv" in _ops(_block(wl.get("GRP", 0), "conv2d"))  # group of the output channel
     assert "floordiv" not in _ops(_block(wl.get("C2D", 0), "conv2d"))
 
@@ -284,3 +290,16 @@ def test_reference_validates_its_inputs():
         w.reference(x)
     with pytest.raises(ValueError, match="input Y has shape"):
         w.reference(x, x)
+
+
+@pytest.mark.parametrize("args", [(1, 3, 4, 4, 3, 4, 2, 1), (1, 4, 4, 5, 3, 3, 2, 1), (1, 5, 3, 2, 3, 5, 3, 2)])
+def test_t2d_zero_skipping_form_computes_the_transposed_convolution(args):
+    # stride 2 dividing the kernel, stride 2 not dividing it (a guarded tap), stride 3 and pad 2;
+    # the second form is the paper's dilated one. Compiled: the gather form's index
+    # "-(q % 2) * 48" once printed as "-q % 2 * 48" and read out of bounds.
+    for skip in (True, False):
+        w = wl.conv2d_transpose_nhwc(*args, skip_zeros=skip)
+        inputs = w.random_inputs(0)
+        outputs = w.empty_outputs()
+        ps.build(w.func)(*inputs, *outputs)
+        w.check(outputs, w.reference(*inputs))

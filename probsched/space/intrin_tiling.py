@@ -195,7 +195,9 @@ class MultiLevelTilingWithIntrin:
         tgt = self.target or Target.host()
         extent = {it.var.name: it.extent for it in an.block(sch, name).iters}
         candidates = kernel_candidates(extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt))
-        if not candidates:
+        # an M axis of one row (T2D's batch) is a matrix-vector product: the kernel's row
+        # blocking buys nothing and each call would do one row of padded work
+        if not candidates or extent[roles.m] < 2:
             return
         intrin = sch.sample_categorical(candidates, name=f"{name}/intrin")
         from .. import intrinsics

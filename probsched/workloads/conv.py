@@ -18,7 +18,7 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
-from ..ir.expr import all_of, eq, if_then_else, maximum
+from ..ir.expr import all_of, eq, if_then_else, maximum, minimum
 from ..te import Tensor, create_func, placeholder, reduce_axis
 from ..te import sum as te_sum
 from . import reference as ref
@@ -153,15 +153,26 @@ def depthwise_conv2d_nhwc(n: int, h: int, w: int, c: int, kernel: int, stride: i
 
 
 def conv2d_transpose_nhwc(
-    n: int, h: int, w: int, ci: int, co: int, kernel: int, stride: int = 1, pad: int = 0
+    n: int, h: int, w: int, ci: int, co: int, kernel: int, stride: int = 1, pad: int = 0,
+    skip_zeros: bool = True,
 ) -> Workload:
     """Transposed convolution (T2D): inputs (n, h, w, ci), weight (k, k, ci, co).
 
-    Output ``(h-1)*stride - 2*pad + k`` per axis. Written as TVM does: pad the input by
-    ``ceil((k-1-pad) / stride)``, then convolve the stride-dilated padded input with the
-    flipped kernel; the dilation is the test ``index % stride == 0`` inside the reduction
-    (so a schedule can unroll it away). FLOPs count the inserted zeros:
-    ``2 * n * ho * wo * co * k * k * ci``.
+    Output ``(h-1)*stride - 2*pad + k`` per axis. TVM writes it as a direct convolution of
+    the stride-dilated, padded input with the flipped kernel, the dilation being the test
+    ``index % stride == 0`` inside the reduction: ``(stride**2 - 1) / stride**2`` of its
+    multiply-adds are by inserted zeros. With ``skip_zeros`` (the default) the reduction
+    runs over the taps that meet a real input only: for output row ``hh`` they are
+    ``rh = q + stride*j`` with ``q = (-(hh + border)) % stride``, a rectangular domain of
+    ``ceil(k/stride)`` taps per axis (plus a ``rh < k`` test when ``stride`` does not
+    divide ``k``), so every schedule does the useful work only, the way a good schedule of
+    the dilated form does after splitting by the stride and unrolling (TVM's simplifier).
+    ``skip_zeros=False`` is the paper's dilated form. FLOPs count the inserted zeros either
+    way, as the paper does: ``2 * n * ho * wo * co * k * k * ci``.
+
+    >>> t = conv2d_transpose_nhwc(1, 3, 3, 2, 2, 4, 2, 1)
+    >>> [(a.var.name, a.extent) for a in t.func.blocks()[-1].iters if a.kind == "R"]
+    [('v_rh', 2), ('v_rw', 2), ('v_rc', 2)]
     """
     where = "conv2d_transpose_nhwc"
     positive_ints(where, n=n, h=h, w=w, ci=ci, co=co, kernel=kernel, stride=stride)
@@ -175,16 +186,31 @@ def conv2d_transpose_nhwc(
     x = placeholder((n, h, w, ci), name="inputs")
     wt = placeholder((kernel, kernel, ci, co), name="weight")
     xp = pad_stage(x, (0, p, p, 0), (0, p, p, 0), ("n", "h", "w", "c"))
-    rh, rw, rc = reduce_axis(kernel, name="rh"), reduce_axis(kernel, name="rw"), reduce_axis(ci, name="rc")
+    gather = skip_zeros and stride > 1
+    taps = -(-kernel // stride) if gather else kernel
+    rh, rw, rc = reduce_axis(taps, name="rh"), reduce_axis(taps, name="rw"), reduce_axis(ci, name="rc")
 
     def body(nn, hh, ww, c):
-        ih, iw = hh + rh + border, ww + rw + border
-        if stride == 1:
-            val = xp[nn, ih, iw, rc]
+        if gather:
+            # first useful tap of this output row/column: (-(hh + border)) % stride, written
+            # with a non-negative left operand
+            qh, qw = ((stride - 1) * (hh + border)) % stride, ((stride - 1) * (ww + border)) % stride
+            th, tw = qh + rh * stride, qw + rw * stride
+            val = xp[nn, (hh + border + qh) // stride + rh, (ww + border + qw) // stride + rw, rc]
+            if kernel % stride:
+                # past the kernel: a zero term; clamp the weight index so the load stays in bounds
+                val = if_then_else(all_of(th < kernel, tw < kernel), val, 0.0)
+                th, tw = minimum(th, kernel - 1), minimum(tw, kernel - 1)
+            kh, kw = kernel - 1 - th, kernel - 1 - tw
         else:
-            nonzero = all_of(eq(ih % stride, 0), eq(iw % stride, 0))
-            val = if_then_else(nonzero, xp[nn, ih // stride, iw // stride, rc], 0.0)
-        return te_sum(val * wt[kernel - 1 - rh, kernel - 1 - rw, rc, c], axis=[rh, rw, rc])
+            ih, iw = hh + rh + border, ww + rw + border
+            if stride == 1:
+                val = xp[nn, ih, iw, rc]
+            else:
+                nonzero = all_of(eq(ih % stride, 0), eq(iw % stride, 0))
+                val = if_then_else(nonzero, xp[nn, ih // stride, iw // stride, rc], 0.0)
+            kh, kw = kernel - 1 - rh, kernel - 1 - rw
+        return te_sum(val * wt[kh, kw, rc, c], axis=[rh, rw, rc])
 
     out = named_compute((n, ho, wo, co), ("n", "h", "w", "co"), body, "conv2d_transpose")
     red = kernel * kernel * ci
