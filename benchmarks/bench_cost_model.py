@@ -27,6 +27,17 @@ instructions and reports, for MLP vs Ridge vs Random: pairwise ranking accuracy 
 the true top-10 within the predicted top-50, (i) on a held-out 30% split of each workload
 (trained on the other 70% of every workload) and (ii) per held-out workload (trained on the
 other workloads only).
+
+The headline is accuracy over all same-workload pairs. Beside it: the *noise ceiling* (one
+repeat's order against the median of the other repeats: the labels' agreement with
+themselves, which bounds any model), accuracy on pairs more than 10% apart (closer pairs are
+within the repeats' noise), and accuracy within one measurement *session* (records more than
+30 min apart in ``timestamp`` start a new one). Models train on pairs of one workload and
+session only: the shipped records' first session (seeds 0-103) was measured before code
+generation and measurement changes (bounded unroll copies, paused compiles while timing, the
+parallel decision); its times are much slower (median GMM:2 16 ms against 5.5 ms), more
+than the programs' features explain (a session flag alone, as a diagnostic feature, lifts the
+MLP's all-pairs accuracy from 0.75 to 0.86).
 """
 
 from __future__ import annotations
@@ -150,8 +161,9 @@ def _median_seconds(rec: dict) -> Optional[float]:
     return float(t) if isinstance(t, (int, float)) and t > 0 else None
 
 
-def rebuild(records: List[dict], log=print):
-    """(schedules, seconds, workload names) of the records whose trace replays."""
+def rebuild(records: List[dict], log=print, kept: Optional[List[dict]] = None):
+    """(schedules, seconds, workload names) of the records whose trace replays; the records
+    used are appended to ``kept`` when given (for their repeats and timestamps)."""
     import probsched as ps
 
     funcs: Dict[str, Tuple[str, object]] = {}
@@ -183,10 +195,58 @@ def rebuild(records: List[dict], log=print):
         schs.append(sch)
         secs.append(sec)
         names.append(name)
+        if kept is not None:
+            kept.append(rec)
     if skipped or unknown:
         log(f"left out {unknown} records of unknown speed (compile failure or timeout, crash, wrong result) and "
             f"{skipped} of an unknown workload or whose trace does not replay")
     return schs, secs, names
+
+
+def sessions(records: List[dict], gap_s: float = 1800.0) -> List[int]:
+    """Measurement session of each record: records sorted by ``timestamp`` start a new
+    session after a pause of more than ``gap_s`` seconds (a collection run never pauses that
+    long: compile and run timeouts are seconds). Records without a timestamp share session -1.
+
+    Times from different sessions need not be comparable: code generation, the measurement
+    pipeline or the machine's load may have changed in between.
+
+    >>> sessions([{"timestamp": 0}, {"timestamp": 7200}, {}, {"timestamp": 60}])
+    [0, 1, -1, 0]
+    """
+    stamps = [r.get("timestamp") for r in records]
+    order = sorted((t, i) for i, t in enumerate(stamps) if isinstance(t, (int, float)))
+    out = [-1] * len(records)
+    session, last = 0, None
+    for t, i in order:
+        if last is not None and t - last > gap_s:
+            session += 1
+        out[i], last = session, t
+    return out
+
+
+def repeat_ceiling(records: List[dict], names: List[str], min_gap: float = 0.0) -> float:
+    """Pairwise accuracy of one repeat's times against the median of the other repeats
+    (mean over which repeat is held out): how well the labels agree with themselves, which
+    bounds any model. Run timeouts count as slowest in both; records with fewer than two
+    timed repeats are left out."""
+    from probsched import cost_model as cm
+
+    reps, keep = [], []
+    for rec, name in zip(records, names):
+        sec = _median_seconds(rec)
+        t = rec.get("run_seconds") if sec is not None and np.isfinite(sec) else None
+        t = [float(x) for x in t if isinstance(x, (int, float)) and x > 0] if isinstance(t, (list, tuple)) else []
+        if len(t) >= 2 or (sec is not None and not np.isfinite(sec)):
+            reps.append(t)
+            keep.append(name)
+    k_max = max((len(t) for t in reps), default=0)
+    accs = []
+    for k in range(k_max):
+        one = [-t[k % len(t)] if t else -np.inf for t in reps]
+        rest = [float(np.median(t[: k % len(t)] + t[k % len(t) + 1 :])) if t else np.inf for t in reps]
+        accs.append(cm.pairwise_accuracy(np.array(one), rest, keep, min_gap=min_gap))
+    return float(np.mean(accs)) if accs else float("nan")
 
 
 # ----------------------------------------------------------------------------- speed
@@ -257,38 +317,73 @@ def _models(seed: int):
     return {"MLP": cm.MLPModel(seed=seed), "Ridge": cm.RidgeModel(alpha=1.0), "Random": cm.RandomModel(seed)}
 
 
-def _evaluate(train, test, seed: int) -> Dict[str, Tuple[float, float]]:
-    """{model: (pairwise accuracy, top-10-in-50 recall)} on ``test`` after training on ``train``."""
+#: Pairs closer than this fraction are reported apart: within the repeats' noise.
+CLEAR_GAP = 0.1
+METRICS = ("all pairs", f"pairs >{CLEAR_GAP:.0%} apart", "within session", "top-10 recall")
+
+
+def _evaluate(train, test, seed: int, across_sessions: bool = False) -> Dict[str, Tuple[float, ...]]:
+    """{model: metrics of :data:`METRICS`} on ``test`` after training on ``train``.
+
+    Each part is (features, seconds, workload names, sessions). Models train on pairs of
+    the same workload *and* session (times of different sessions need not be comparable),
+    or of the same workload with ``across_sessions``; accuracy is over all same-workload pairs
+    of the test part, and also over the pairs of one session."""
     from probsched import cost_model as cm
 
-    (xtr, ttr, gtr), (xte, tte, gte) = train, test
+    (xtr, ttr, gtr, str_), (xte, tte, gte, ste) = train, test
+    train_groups = list(gtr) if across_sessions else [f"{g}@{k}" for g, k in zip(gtr, str_)]
+    test_sessions = [f"{g}@{k}" for g, k in zip(gte, ste)]
     out = {}
     for name, model in _models(seed).items():
-        model.fit_features(xtr, ttr, gtr)
+        model.fit_features(xtr, ttr, train_groups)
         s = model.predict_features(xte)
-        out[name] = (cm.pairwise_accuracy(s, tte, gte), cm.top_k_recall(s, tte, 10, 50, gte))
+        out[name] = (
+            cm.pairwise_accuracy(s, tte, gte),
+            cm.pairwise_accuracy(s, tte, gte, min_gap=CLEAR_GAP),
+            cm.pairwise_accuracy(s, tte, test_sessions),
+            cm.top_k_recall(s, tte, 10, 50, gte),
+        )
     return out
 
 
-def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits: int = 5, log=print) -> dict:
+def _row(res: Tuple[float, ...], sessions: bool) -> str:
+    acc, clear, within, rec = res
+    out = f"pairwise accuracy {acc:.3f}   ({METRICS[1]}: {clear:.3f}"
+    out += f"; {METRICS[2]}: {within:.3f})" if sessions else ")"
+    return out + f"   top-10 recall in top-50 {rec:.2f}"
+
+
+def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits: int = 5, across_sessions: bool = False, log=print) -> dict:
     """Ranking quality of MLP / Ridge / Random on the records of ``paths`` (see module doc)."""
     from probsched import cost_model as cm
 
     records, bad = load_records(*paths)
     if bad:
         log(f"skipped {bad} unreadable lines")
-    schs, secs, names = rebuild(records, log)
+    kept: List[dict] = []
+    schs, secs, names = rebuild(records, log, kept)
+    sess = sessions(kept)
     feats = cm.extract_batch(schs)
     workloads = sorted(set(names))
     ok = sum(np.isfinite(secs))
-    log(f"{len(schs)} records ({ok} timed, {len(schs) - ok} run timeouts counted as slowest) of {', '.join(f'{w}: {names.count(w)}' for w in workloads)}")
+    n_sessions = len(set(sess))
+    log(f"{len(schs)} records ({ok} timed, {len(schs) - ok} run timeouts counted as slowest) of {', '.join(f'{w}: {names.count(w)}' for w in workloads)}; "
+        f"{n_sessions} measurement session(s) (pauses > 30 min)")
+    results = {"noise ceiling": (repeat_ceiling(kept, names), repeat_ceiling(kept, names, CLEAR_GAP))}
+    log(f"noise ceiling (one repeat's order against the median of the other repeats, same-workload pairs): "
+        f"{results['noise ceiling'][0]:.3f}   ({METRICS[1]}: {results['noise ceiling'][1]:.3f})")
+    if n_sessions > 1:
+        for w in workloads:
+            per = [float(np.median([t for t, n, k in zip(secs, names, sess) if n == w and k == j and np.isfinite(t)] or [np.nan]))
+                   for j in sorted(set(sess))]
+            log(f"    {w}: median seconds per session " + ", ".join(f"{x * 1e3:.2f} ms" for x in per))
     arr = np.array(names)
 
     def part(mask):
         ix = np.flatnonzero(mask)
-        return [feats[i] for i in ix], [secs[i] for i in ix], [names[i] for i in ix]
+        return [feats[i] for i in ix], [secs[i] for i in ix], [names[i] for i in ix], [sess[i] for i in ix]
 
-    results = {}
     runs = []
     for k in range(splits):  # several random splits: with tens of records per workload one is noise
         rng = np.random.default_rng(seed + k)
@@ -296,8 +391,8 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
         for w in workloads:
             idx = np.flatnonzero(arr == w)
             is_test[rng.permutation(idx)[: int(round(test_fraction * len(idx)))]] = True
-        runs.append(_evaluate(part(~is_test), part(is_test), seed))
-    res = {m: tuple(float(np.mean([r[m][i] for r in runs])) for i in range(2)) for m in runs[0]}
+        runs.append(_evaluate(part(~is_test), part(is_test), seed, across_sessions))
+    res = {m: tuple(float(np.mean([r[m][i] for r in runs])) for i in range(len(METRICS))) for m in runs[0]}
     results["same-workload split"] = res
     log(
         f"(i) held-out {test_fraction:.0%} of every workload (n_test={int(is_test.sum())}), trained on the rest; "
@@ -305,17 +400,17 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
     )
     if is_test.sum() <= 50 * len(workloads):
         log("    (recall of the top-10 within the predicted top-50 is trivially 1 for test sets of <= 50 records)")
-    for m, (acc, rec) in res.items():
-        spread = np.std([r[m][0] for r in runs])
-        log(f"    {m:7s} pairwise accuracy {acc:.3f} (std {spread:.3f})   top-10 recall in top-50 {rec:.3f}")
+    for m, r in res.items():
+        spread = np.std([x[m][0] for x in runs])
+        log(f"    {m:7s} {_row(r, n_sessions > 1)}  [std of all-pairs accuracy {spread:.3f}]")
     if len(workloads) > 1:
         log("(ii) held-out workload, trained on the others")
         for w in workloads:
             held = arr == w
-            res = _evaluate(part(~held), part(held), seed)
+            res = _evaluate(part(~held), part(held), seed, across_sessions)
             results[f"held-out {w}"] = res
-            row = "   ".join(f"{m} {acc:.3f}/{rec:.2f}" for m, (acc, rec) in res.items())
-            log(f"    {w:6s} (n={int(held.sum())})  accuracy/recall: {row}")
+            row = "   ".join(f"{m} {r[0]:.3f}/{r[2]:.3f}/{r[3]:.2f}" for m, r in res.items())
+            log(f"    {w:6s} (n={int(held.sum())})  accuracy all pairs/within session/top-10 recall: {row}")
     return results
 
 
@@ -336,11 +431,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     q.add_argument("paths", nargs="+")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--splits", type=int, default=5, help="random same-workload splits to average")
+    q.add_argument("--across-sessions", action="store_true", help="train on same-workload pairs of different sessions too")
     args = p.parse_args(argv)
     if args.cmd == "speed":
         speed(args.n, args.rounds)
     if args.cmd == "quality":
-        quality(args.paths, args.seed, splits=args.splits)
+        quality(args.paths, args.seed, splits=args.splits, across_sessions=args.across_sessions)
     if args.cmd == "collect":
         collect(args.workloads.split(","), args.n, args.out, args.seed0, batch=args.batch, compile_timeout=args.compile_timeout, log=lambda s: print(s, flush=True))
 

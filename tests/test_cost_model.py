@@ -173,3 +173,33 @@ def test_benchmark_record_loader_is_tolerant(tmp_path):
     schs, secs, names = bench.rebuild(records, log=lambda s: None)
     assert secs == [0.2, float("inf")] and names == ["GMM:2", "GMM:2"]
     assert schs[0].mod == sch.mod
+
+
+def _bench_module():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "bench_cost_model.py"
+    spec = importlib.util.spec_from_file_location("bench_cost_model", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_pairwise_accuracy_min_gap():
+    t = [1.0, 1.05, 2.0, 4.0]
+    s = np.array([0.0, 1.0, -1.0, -2.0])  # swaps only the pair 5% apart
+    assert cm.pairwise_accuracy(s, t) == pytest.approx(5 / 6)
+    assert cm.pairwise_accuracy(s, t, min_gap=0.1) == 1.0
+
+
+def test_benchmark_sessions_and_noise_ceiling():
+    bench = _bench_module()
+    assert bench.sessions([{"timestamp": 10.0}, {"timestamp": 5000.0}, {"timestamp": 20.0}, {}]) == [0, 1, 0, -1]
+    # repeats that always agree: the ceiling is 1; one record whose repeats straddle
+    # another's median makes one of its three held-out orders wrong
+    recs = [{"run_seconds": [1.0, 1.0, 1.0]}, {"run_seconds": [2.0, 2.0, 2.0]}, {"error_kind": "timeout", "error_message": "run timed out"}]
+    assert bench.repeat_ceiling(recs, ["a"] * 3) == 1.0
+    recs[0]["run_seconds"] = [1.0, 3.0, 1.0]
+    acc = bench.repeat_ceiling(recs, ["a"] * 3)
+    assert acc == pytest.approx((2 / 3 + 1 + 1) / 3)

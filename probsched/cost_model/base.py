@@ -65,9 +65,18 @@ def group_of(sch) -> str:
     return func.structural_hash()
 
 
-def pairwise_accuracy(scores: np.ndarray, run_seconds: Sequence[float], groups: Optional[Sequence] = None) -> float:
+def pairwise_accuracy(
+    scores: np.ndarray, run_seconds: Sequence[float], groups: Optional[Sequence] = None, min_gap: float = 0.0
+) -> float:
     """Fraction of same-group pairs with different times that ``scores`` order correctly
-    (higher score = faster); ties in score count half. Failed runs count as slowest."""
+    (higher score = faster); ties in score count half. Failed runs count as slowest.
+
+    ``min_gap`` > 0 keeps only pairs whose slower time exceeds the faster by more than that
+    fraction: pairs closer than the measurement noise are coin flips for any model.
+
+    >>> pairwise_accuracy(np.array([2.0, 3.0, 1.0]), [1.0, 1.05, 2.0], min_gap=0.1)  # (1, 1.05) left out
+    1.0
+    """
     times = np.array([_time(t) for t in run_seconds])
     scores = np.asarray(scores, dtype=np.float64)
     groups = np.zeros(len(times)) if groups is None else np.asarray([hash(g) for g in groups])
@@ -75,7 +84,7 @@ def pairwise_accuracy(scores: np.ndarray, run_seconds: Sequence[float], groups: 
     for g in np.unique(groups):
         idx = np.flatnonzero(groups == g)
         t, s = times[idx], scores[idx]
-        faster = t[:, None] < t[None, :]  # i faster than j
+        faster = t[:, None] * (1.0 + min_gap) < t[None, :]  # i faster than j (by min_gap)
         total += faster.sum()
         right += ((s[:, None] > s[None, :]) & faster).sum() + 0.5 * ((s[:, None] == s[None, :]) & faster).sum()
     return float(right / total) if total else float("nan")
