@@ -32,12 +32,12 @@ The headline is accuracy over all same-workload pairs. Beside it: the *noise cei
 repeat's order against the median of the other repeats: the labels' agreement with
 themselves, which bounds any model), accuracy on pairs more than 10% apart (closer pairs are
 within the repeats' noise), and accuracy within one measurement *session* (records more than
-30 min apart in ``timestamp`` start a new one). Models train on pairs of one workload and
-session only: the shipped records' first session (seeds 0-103) was measured before code
-generation and measurement changes (bounded unroll copies, paused compiles while timing, the
-parallel decision); its times are much slower (median GMM:2 16 ms against 5.5 ms), more
-than the programs' features explain (a session flag alone, as a diagnostic feature, lifts the
-MLP's all-pairs accuracy from 0.75 to 0.86).
+30 min apart in ``timestamp`` start a new one; ``--per-session`` trains on pairs of one
+workload and session only). The shipped records' first session (seeds 0-103) was measured
+before code generation and measurement changes (bounded unroll copies, paused compiles while
+timing, the parallel decision); its times are much slower (median GMM:2 16 ms against 5.5
+ms), more than the programs' features explain (a session flag alone, as a diagnostic
+feature, lifts the MLP's all-pairs accuracy from 0.75 to 0.86).
 """
 
 from __future__ import annotations
@@ -322,17 +322,17 @@ CLEAR_GAP = 0.1
 METRICS = ("all pairs", f"pairs >{CLEAR_GAP:.0%} apart", "within session", "top-10 recall")
 
 
-def _evaluate(train, test, seed: int, across_sessions: bool = False) -> Dict[str, Tuple[float, ...]]:
+def _evaluate(train, test, seed: int, per_session: bool = False) -> Dict[str, Tuple[float, ...]]:
     """{model: metrics of :data:`METRICS`} on ``test`` after training on ``train``.
 
     Each part is (features, seconds, workload names, sessions). Models train on pairs of
-    the same workload *and* session (times of different sessions need not be comparable),
-    or of the same workload with ``across_sessions``; accuracy is over all same-workload pairs
-    of the test part, and also over the pairs of one session."""
+    the same workload, or with ``per_session`` of the same workload *and* session (times of
+    different sessions need not be comparable); accuracy is over all same-workload pairs of
+    the test part, and also over the pairs of one session."""
     from probsched import cost_model as cm
 
     (xtr, ttr, gtr, str_), (xte, tte, gte, ste) = train, test
-    train_groups = list(gtr) if across_sessions else [f"{g}@{k}" for g, k in zip(gtr, str_)]
+    train_groups = [f"{g}@{k}" for g, k in zip(gtr, str_)] if per_session else list(gtr)
     test_sessions = [f"{g}@{k}" for g, k in zip(gte, ste)]
     out = {}
     for name, model in _models(seed).items():
@@ -354,7 +354,7 @@ def _row(res: Tuple[float, ...], sessions: bool) -> str:
     return out + f"   top-10 recall in top-50 {rec:.2f}"
 
 
-def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits: int = 5, across_sessions: bool = False, log=print) -> dict:
+def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits: int = 5, per_session: bool = False, log=print) -> dict:
     """Ranking quality of MLP / Ridge / Random on the records of ``paths`` (see module doc)."""
     from probsched import cost_model as cm
 
@@ -391,7 +391,7 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
         for w in workloads:
             idx = np.flatnonzero(arr == w)
             is_test[rng.permutation(idx)[: int(round(test_fraction * len(idx)))]] = True
-        runs.append(_evaluate(part(~is_test), part(is_test), seed, across_sessions))
+        runs.append(_evaluate(part(~is_test), part(is_test), seed, per_session))
     res = {m: tuple(float(np.mean([r[m][i] for r in runs])) for i in range(len(METRICS))) for m in runs[0]}
     results["same-workload split"] = res
     log(
@@ -407,7 +407,7 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
         log("(ii) held-out workload, trained on the others")
         for w in workloads:
             held = arr == w
-            res = _evaluate(part(~held), part(held), seed, across_sessions)
+            res = _evaluate(part(~held), part(held), seed, per_session)
             results[f"held-out {w}"] = res
             row = "   ".join(f"{m} {r[0]:.3f}/{r[2]:.3f}/{r[3]:.2f}" for m, r in res.items())
             log(f"    {w:6s} (n={int(held.sum())})  accuracy all pairs/within session/top-10 recall: {row}")
@@ -431,12 +431,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     q.add_argument("paths", nargs="+")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--splits", type=int, default=5, help="random same-workload splits to average")
-    q.add_argument("--across-sessions", action="store_true", help="train on same-workload pairs of different sessions too")
+    q.add_argument("--per-session", action="store_true", help="train only on pairs of the same workload and measurement session")
     args = p.parse_args(argv)
     if args.cmd == "speed":
         speed(args.n, args.rounds)
     if args.cmd == "quality":
-        quality(args.paths, args.seed, splits=args.splits, across_sessions=args.across_sessions)
+        quality(args.paths, args.seed, splits=args.splits, per_session=args.per_session)
     if args.cmd == "collect":
         collect(args.workloads.split(","), args.n, args.out, args.seed0, batch=args.batch, compile_timeout=args.compile_timeout, log=lambda s: print(s, flush=True))
 
