@@ -136,3 +136,55 @@ def test_user_rule_composes_with_the_default_space():
         ps.build(sch)(*x, *out)
         w.check(out, w.reference(*x))
     assert packed >= 1
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def _reduction_space(lanes=8):
+    # thresholds for one core and one job per core, so that small shapes take the rules
+    rules = [
+        ps.space.AutoInline(),
+        ps.space.AddRFactor(max_jobs_per_core=1, cores=1),
+        ps.space.RFactorLanes(lanes=lanes, max_jobs_per_core=1, cores=1),
+        ps.space.RandomComputeLocation(),
+    ]
+    return ps.space.compose(*rules, postprocs=ps.space.default_postprocs(), name="reductions")
+
+
+def test_softmax_rows_reduce_in_vector_lanes():
+    w = wl.softmax(8, 64)
+    x = w.random_inputs(np.random.default_rng(0))
+    prog = condition(_reduction_space(), {"T_softmax_maxelem/lanes": 16, "T_softmax_expsum/lanes": 8})
+    for s in range(3):
+        sch = ps.Schedule(w.func)
+        trace(seed(prog, s)).get_trace(sch)
+        names = [b.name for b in sch.mod.blocks()]
+        assert "T_softmax_maxelem_rf" in names and "T_softmax_expsum_rf" in names, names
+        w.check(evaluate(sch.mod, *x), w.reference(*x))
+
+
+def test_norm_rfactors_rows_then_lanes_across_several_reduction_loops():
+    w = wl.norm(1, 16, 64)
+    x = w.random_inputs(np.random.default_rng(0))
+    prog = condition(_reduction_space(), {"sum_sq/rfactor": "outer", "sum_sq_rf/lanes": 16})
+    sch = ps.Schedule(w.func)
+    tr = trace(seed(prog, 0)).get_trace(sch)
+    names = [b.name for b in sch.mod.blocks() if not b.name.endswith("_init")]
+    assert names[:3] == ["sum_sq_rf_rf", "sum_sq_rf", "sum_sq"], tr
+    w.check(evaluate(sch.mod, *x), w.reference(*x))
+    inner = condition(_reduction_space(), {"sum_sq/rfactor": "inner"})
+    sch = ps.Schedule(w.func)
+    trace(seed(inner, 0)).get_trace(sch)
+    assert "sum_sq_rf" in [b.name for b in sch.mod.blocks()]
+    w.check(evaluate(sch.mod, *x), w.reference(*x))
+
+
+def test_compute_locations_skip_loops_that_would_repeat_the_same_work():
+    # the row max is read once per row: computing it inside the column loop of the
+    # normalisation would redo the whole row's reduction for every element
+    sch = ps.Schedule(wl.softmax(4, 8).func)
+    sch.compute_inline(sch.get_block("T_softmax_exp"))
+    row, col = sch.get_loops(sch.get_block("T_softmax_norm"))
+    where = sch.compute_locations(sch.get_block("T_softmax_expsum"))
+    assert row.name in where and col.name not in where, where

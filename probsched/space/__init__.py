@@ -11,7 +11,7 @@ True
 
 from .postprocs import ParallelVectorizeUnroll, RewriteReductionBlock
 from .intrin_tiling import MultiLevelTilingWithIntrin
-from .rules import AddRFactor, AutoInline, MultiLevelTiling, RandomComputeLocation
+from .rules import AddRFactor, AutoInline, MultiLevelTiling, RandomComputeLocation, RFactorLanes
 from .space import Space, compose
 
 
@@ -20,6 +20,7 @@ def default_rules() -> list:
     return [
         AutoInline(),
         AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
+        RFactorLanes(max_jobs_per_core=16),
         MultiLevelTilingWithIntrin(max_panel=512),
         MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64),
         RandomComputeLocation(),
@@ -47,6 +48,7 @@ __all__ = [
     "default_postprocs",
     "AutoInline",
     "AddRFactor",
+    "RFactorLanes",
     "MultiLevelTiling",
     "MultiLevelTilingWithIntrin",
     "RandomComputeLocation",

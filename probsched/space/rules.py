@@ -97,14 +97,22 @@ class MultiLevelTiling:
 
 
 class AddRFactor:
-    """For reductions with little spatial parallelism (a norm, a sum to a scalar): fuse the
-    reduction loops, split them in two and, by a sampled choice, rfactor one of the halves so
-    the partial results can be computed in parallel."""
+    """For reductions with little spatial parallelism (a norm, a sum to a scalar): rfactor
+    the reduction, by a sampled choice, over its outer part (partial results over the
+    outermost reduction loop, or over the outer half of a single one: those parallelize) or
+    its inner part (the inner half of the innermost loop). After an outer rfactor the
+    partials block has spatial work to spare, and :class:`RFactorLanes` may give it vector
+    lanes too (NRM: rows in parallel, each row summed in vector lanes).
+
+    (rfactor takes a loop that drives one reduction iterator, so several reduction loops are
+    not fused first as in TVM.)
+    """
 
     def __init__(self, max_jobs_per_core: int = 16, max_innermost_factor: int = 64, cores: int = 0) -> None:
         self.max_jobs_per_core = max_jobs_per_core
         self.max_innermost_factor = max_innermost_factor
         self.cores = cores
+        self.lanes = RFactorLanes(max_jobs_per_core=max_jobs_per_core, cores=cores)
 
     def __call__(self, sch: Schedule, block: BlockRV) -> None:
         name = block.name
@@ -128,11 +136,68 @@ class AddRFactor:
         if choice == "none":
             return
         try:
-            fused = sch.fuse(*r_loops) if len(r_loops) > 1 else r_loops[0]
-            outer, inner = sch.split(
-                fused, sch.sample_perfect_tile(fused, n=2, max_innermost_factor=self.max_innermost_factor)
-            )
-            sch.rfactor(outer if choice == "outer" else inner, factor_axis=0)
+            if choice == "outer" and len(r_loops) > 1:
+                rf = sch.rfactor(r_loops[0], factor_axis=0)
+            else:
+                loop = r_loops[0 if choice == "outer" else -1]
+                outer, inner = sch.split(
+                    loop, sch.sample_perfect_tile(loop, n=2, max_innermost_factor=self.max_innermost_factor)
+                )
+                rf = sch.rfactor(outer if choice == "outer" else inner, factor_axis=0)
+        except ScheduleError:
+            return
+        if choice == "outer":
+            self.lanes(sch, rf)
+
+
+class RFactorLanes:
+    """For reductions with plenty of spatial parallelism (softmax's row max and sum): split
+    the innermost reduction loop by a sampled multiple of the vector width and rfactor the
+    inner part, so a row's partial results live in vector lanes. Without it the reduction is
+    one serial chain per row (numba may not reassociate float adds or max), 3-4 cycles per
+    element; with it the rf block's lane loop is spatial and vectorizes. The complement of
+    :class:`AddRFactor`, which takes the reductions with little spatial parallelism.
+
+    >>> import probsched as ps
+    >>> from handlers import condition, seed, trace
+    >>> sch = ps.Schedule(ps.workloads.softmax(4, 64).func)
+    >>> rule = RFactorLanes(lanes=8, max_jobs_per_core=1, cores=1)
+    >>> run = condition(lambda s: rule(s, s.get_block("T_softmax_expsum")), {"T_softmax_expsum/lanes": 16})
+    >>> run(sch)
+    >>> [b.name for b in sch.mod.blocks() if b.name.startswith("T_softmax_expsum")]
+    ['T_softmax_expsum_rf', 'T_softmax_expsum']
+    """
+
+    def __init__(self, lanes: int = 0, max_jobs_per_core: int = 16, cores: int = 0) -> None:
+        self.lanes = lanes
+        self.max_jobs_per_core = max_jobs_per_core
+        self.cores = cores
+
+    def __call__(self, sch: Schedule, block: BlockRV) -> None:
+        name = block.name
+        blk = an.block(sch, name)
+        if not blk.is_reduction or blk.init is None or an.needs_multi_level_tiling(sch, name):
+            return
+        spatial = 1
+        for it in blk.iters:
+            if it.kind == "S":
+                spatial *= it.extent
+        if spatial <= self.max_jobs_per_core * (self.cores or _cores()):
+            return
+        loops = sch.get_loops(block)
+        if not loops or an.loop_kind(sch, name, loops[-1]) != "R":
+            return
+        lanes = self.lanes or _lanes()
+        extent = sch.get(loops[-1]).extent
+        choices = [f for f in (0, lanes, 2 * lanes) if f == 0 or (extent % f == 0 and extent >= 2 * f)]
+        if len(choices) == 1:
+            return
+        factor = sch.sample_categorical(choices, name=f"{name}/lanes")
+        if not factor:
+            return
+        try:
+            _, inner = sch.split(loops[-1], [None, factor])
+            sch.rfactor(inner, factor_axis=-1)  # lanes last: a row's partials are contiguous
         except ScheduleError:
             pass
 
@@ -162,3 +227,9 @@ def _cores() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _lanes() -> int:
+    from ..target import Target
+
+    return Target.host().vector_lanes("float32")
