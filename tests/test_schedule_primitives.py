@@ -258,6 +258,33 @@ def test_cache_read_write_with_compaction():
     assert compact.buffer("B_local").shape == (1, 3)
 
 
+def test_compaction_sees_through_fused_outer_loops():
+    # a write cache under a fused (parallel-style) loop: the tile start is f // 4 and
+    # f % 4 * 16, non-affine in the fused loop but fixed per iteration of it
+    from probsched.lowering.compact import compact_local_buffers
+
+    sch = ps.Schedule(matmul_relu())
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 3])
+    sch.reorder(i0, j0, k, i1, j1)
+    cw = sch.cache_write(c, 0, "local")
+    f = sch.fuse(i0, j0)
+    sch.reverse_compute_at(cw, f)
+    assert_same(sch)
+    # the write-back copies one tile per iteration, not the whole buffer
+    copy_loops = [sch.get(l).extent for l in sch.get_loops(cw)]
+    assert copy_loops == [9, 4, 3], copy_loops
+    compact = compact_local_buffers(sch.mod)
+    assert compact.buffer("C_local").shape == (4, 3)
+    inputs, expected = reference_of(sch.func)
+    out = [np.empty_like(e) for e in expected]
+    ps.build(compact)(*inputs, *out)
+    for g, e in zip(out, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
 def test_cache_preconditions():
     sch = ps.Schedule(matmul_relu())
     c = sch.get_block("C")

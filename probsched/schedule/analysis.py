@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Set, Tuple
 
-from ..ir.expr import INT_DTYPES, BinOp, Cast, Const, Expr, Select, Var, as_expr, free_vars
+from ..ir.expr import INT_DTYPES, BinOp, Cast, Const, Expr, Select, Var, as_expr, binary, children, free_vars, rebuild, substitute
 
 Affine = Tuple[Dict[str, int], int]
 Interval = Tuple[int, int]
@@ -151,8 +151,6 @@ def simplify(e: Expr) -> Expr:
                 if e.op == "floordiv":
                     return from_affine(({v: c // b.value for v, c in fa[0].items()}, fa[1] // b.value))
                 return Const(0, "int64")
-        from ..ir.expr import binary
-
         return binary(e.op, a, b)
     return e
 
@@ -225,6 +223,12 @@ def region(e: Expr, fixed: Set[str], ranges: Dict[str, Interval]) -> Optional[Tu
         b = bound(e, ranges)
         return None if b is None else (Const(b[0], "int64"), b[1] - b[0] + 1)
     form = affine(e)
+    if form is None:
+        table: Dict[Expr, Var] = {}
+        hidden = _opaque(e, table, fixed)
+        if table:
+            r = region(hidden, fixed | {v.name for v in table.values()}, ranges)
+            return None if r is None else (substitute(r[0], {v.name: x for x, v in table.items()}), r[1])
     if form is not None:
         coefs, c = form
         fixed_part = ({v: k for v, k in coefs.items() if v in fixed}, c)
@@ -251,9 +255,34 @@ def region(e: Expr, fixed: Set[str], ranges: Dict[str, Interval]) -> Optional[Tu
     return None
 
 
+def _opaque(e: Expr, table: Dict[Expr, Var], keep: Optional[Set[str]] = None) -> Expr:
+    """``e`` with its maximal non-affine integer parts (``f // 3 * 4``'s ``f // 3``, a load)
+    replaced by placeholder variables, equal parts by the same one; with ``keep``, only
+    parts whose variables are all in ``keep``. A tile start under a fused loop is such a
+    part: held fixed, it is one more variable of an affine index.
+
+    >>> f, i = Var("f"), Var("i")
+    >>> t = {}
+    >>> print(_opaque(f // 3 * 4 + i, t), list(t.values()))
+    _ps_opaque0 * 4 + i [<Var _ps_opaque0>]
+    """
+    if e.dtype not in INT_DTYPES or affine(e) is not None:
+        return e
+    if isinstance(e, BinOp) and e.op in ("add", "sub", "mul"):
+        return binary(e.op, _opaque(e.a, table, keep), _opaque(e.b, table, keep))
+    names = free_vars(e)
+    if keep is not None and not (names and names <= keep):
+        kids = children(e)
+        return rebuild(e, [_opaque(k, table, keep) for k in kids]) if kids else e
+    if e not in table:
+        table[e] = Var(f"_ps_opaque{len(table)}", e.dtype)
+    return table[e]
+
+
 def union(r1: Tuple[Expr, int], r2: Tuple[Expr, int]) -> Optional[Tuple[Expr, int]]:
     """Smallest region covering both when their starts differ by a constant, else None."""
-    f1, f2 = affine(r1[0]), affine(r2[0])
+    table: Dict[Expr, Var] = {}
+    f1, f2 = affine(_opaque(r1[0], table)), affine(_opaque(r2[0], table))
     if f1 is None or f2 is None or f1[0] != f2[0]:
         return None
     d = f2[1] - f1[1]

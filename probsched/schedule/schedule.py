@@ -409,6 +409,8 @@ class Schedule:
                 if l.name in seen:
                     continue
                 seen.add(l.name)
+                if l.extent > 1 and not _reads_vary_with(self._idx(), b, l):
+                    continue
                 try:
                     compute_location.compute_at(self._mod, b, l.name, check_only=True, idx=self._idx())
                     out.append(l.name)
@@ -422,6 +424,31 @@ class Schedule:
         dist = ComputeLocation(self.compute_locations(b))
         name = name or f"{b}/compute_at"
         return self._decide("sample_compute_location", name, dist, decision, [BlockRV(b)], {})
+
+
+def _reads_vary_with(idx, producer: str, loop: Loop) -> bool:
+    """Whether what the blocks under ``loop`` read of ``producer``'s outputs depends on the
+    loop's variable. When it does not, computing the producer inside ``loop`` repeats the
+    same work each iteration (softmax's row max recomputed for every element of the row), so
+    :meth:`Schedule.compute_locations` does not offer it. Conservative: a read through a
+    variable it cannot trace to loops (a nested block's iterator) counts as varying.
+    """
+    from ..ir.expr import Load, free_vars, substitute, walk
+
+    written = {st.buffer.name for st in idx.at(idx.block_path(producer)).stores()}
+    loop_vars = set(idx.loops)
+    for blk in idx.blocks_under(idx.loops[loop.name]):
+        binding = {it.var.name: bd for it, bd in zip(blk.iters, blk.bindings)}
+        for st in blk.stores():
+            for ld in walk(st.value):
+                if not isinstance(ld, Load) or ld.buffer.name not in written:
+                    continue
+                used = set()
+                for ix in ld.indices:
+                    used |= free_vars(substitute(ix, binding))
+                if loop.name in used or not used <= loop_vars:
+                    return True
+    return False
 
 
 def _as_int(x) -> int:
