@@ -239,9 +239,9 @@ def test_reverse_compute_inline_and_preconditions():
 # ----------------------------------------------------------------------------- caches
 
 
-def test_cache_read_write_with_compaction():
-    from probsched.lowering.compact import compact_local_buffers
-
+def _tiled_matmul_with_write_cache(fuse_tile_loops: bool):
+    """matmul_relu with C in 4x3 tiles computed into a local write cache under the tile loop
+    (the two tile loops fused into one when asked); returns (sch, C's block, cache, k loop)."""
     sch = ps.Schedule(matmul_relu())
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
@@ -249,7 +249,14 @@ def test_cache_read_write_with_compaction():
     j0, j1 = sch.split(j, [None, 3])
     sch.reorder(i0, j0, k, i1, j1)
     cw = sch.cache_write(c, 0, "local")
-    sch.reverse_compute_at(cw, j0)
+    sch.reverse_compute_at(cw, sch.fuse(i0, j0) if fuse_tile_loops else j0)
+    return sch, c, cw, k
+
+
+def test_cache_read_write_with_compaction():
+    from probsched.lowering.compact import compact_local_buffers
+
+    sch, c, _, k = _tiled_matmul_with_write_cache(fuse_tile_loops=False)
     cr = sch.cache_read(c, 1, "local")
     sch.compute_at(cr, k)
     assert_same(sch)
@@ -259,19 +266,11 @@ def test_cache_read_write_with_compaction():
 
 
 def test_compaction_sees_through_fused_outer_loops():
-    # a write cache under a fused (parallel-style) loop: the tile start is f // 4 and
-    # f % 4 * 16, non-affine in the fused loop but fixed per iteration of it
+    # under the fused tile loop f the tile starts are f // 3 * 4 and f % 3 * 3: not affine
+    # in f, but fixed per iteration of it
     from probsched.lowering.compact import compact_local_buffers
 
-    sch = ps.Schedule(matmul_relu())
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    i0, i1 = sch.split(i, [None, 4])
-    j0, j1 = sch.split(j, [None, 3])
-    sch.reorder(i0, j0, k, i1, j1)
-    cw = sch.cache_write(c, 0, "local")
-    f = sch.fuse(i0, j0)
-    sch.reverse_compute_at(cw, f)
+    sch, _, cw, _ = _tiled_matmul_with_write_cache(fuse_tile_loops=True)
     assert_same(sch)
     # the write-back copies one tile per iteration, not the whole buffer
     copy_loops = [sch.get(l).extent for l in sch.get_loops(cw)]
