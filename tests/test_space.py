@@ -188,3 +188,5 @@ def test_compute_locations_skip_loops_that_would_repeat_the_same_work():
     row, col = sch.get_loops(sch.get_block("T_softmax_norm"))
     where = sch.compute_locations(sch.get_block("T_softmax_expsum"))
     assert row.name in where and col.name not in where, where
+    # a decision stored before (a measured record) at the skipped loop still replays
+    assert sch.sample_compute_location(sch.get_block("T_softmax_expsum"), decision=col.name) == col.name

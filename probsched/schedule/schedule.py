@@ -421,7 +421,16 @@ class Schedule:
     def sample_compute_location(self, block: BlockLike, name: Optional[str] = None, decision=None) -> str:
         """Where to compute ``block`` (site ``<block>/compute_at``): a loop name, "root" or "inline"."""
         b = _name(block, BlockRV, "sample_compute_location")
-        dist = ComputeLocation(self.compute_locations(b))
+        support = self.compute_locations(b)
+        if isinstance(decision, str) and decision not in support and decision in self._idx().loops:
+            # a stored decision at a loop that is legal but no longer offered (one that repeats
+            # work): replaying a measured schedule must still rebuild it
+            try:
+                compute_location.compute_at(self._mod, b, decision, check_only=True, idx=self._idx())
+                support = support + [decision]
+            except ScheduleError:
+                pass
+        dist = ComputeLocation(support)
         name = name or f"{b}/compute_at"
         return self._decide("sample_compute_location", name, dist, decision, [BlockRV(b)], {})
 
