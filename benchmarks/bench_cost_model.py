@@ -377,7 +377,7 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
         for w in workloads:
             per = [float(np.median([t for t, n, k in zip(secs, names, sess) if n == w and k == j and np.isfinite(t)] or [np.nan]))
                    for j in sorted(set(sess))]
-            log(f"    {w}: median seconds per session " + ", ".join(f"{x * 1e3:.2f} ms" for x in per))
+            log(f"    {w}: median run time per session " + ", ".join(f"{x * 1e3:.2f} ms" for x in per))
     arr = np.array(names)
 
     def part(mask):
