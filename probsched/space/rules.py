@@ -119,12 +119,7 @@ class AddRFactor:
         blk = an.block(sch, name)
         if not blk.is_reduction or blk.init is None or an.needs_multi_level_tiling(sch, name):
             return
-        spatial = reduce = 1
-        for it in blk.iters:
-            if it.kind == "S":
-                spatial *= it.extent
-            else:
-                reduce *= it.extent
+        spatial, reduce = _work(blk)
         cores = self.cores or _cores()
         if spatial >= reduce or spatial > self.max_jobs_per_core * cores:
             return
@@ -178,10 +173,7 @@ class RFactorLanes:
         blk = an.block(sch, name)
         if not blk.is_reduction or blk.init is None or an.needs_multi_level_tiling(sch, name):
             return
-        spatial = 1
-        for it in blk.iters:
-            if it.kind == "S":
-                spatial *= it.extent
+        spatial, _ = _work(blk)
         if spatial <= self.max_jobs_per_core * (self.cores or _cores()):
             return
         loops = sch.get_loops(block)
@@ -227,6 +219,17 @@ def _cores() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _work(blk) -> tuple:
+    """(spatial, reduction) iteration counts of a block."""
+    spatial = reduce = 1
+    for it in blk.iters:
+        if it.kind == "S":
+            spatial *= it.extent
+        else:
+            reduce *= it.extent
+    return spatial, reduce
 
 
 def _lanes() -> int:
