@@ -9,7 +9,7 @@ does not apply to a block leaves it alone; a primitive a rule tries that the pro
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
@@ -116,12 +116,11 @@ class AddRFactor:
 
     def __call__(self, sch: Schedule, block: BlockRV) -> None:
         name = block.name
-        blk = an.block(sch, name)
-        if not blk.is_reduction or blk.init is None or an.needs_multi_level_tiling(sch, name):
+        work = _untiled_reduction_work(sch, name)
+        if work is None:
             return
-        spatial, reduce = _work(blk)
-        cores = self.cores or _cores()
-        if spatial >= reduce or spatial > self.max_jobs_per_core * cores:
+        spatial, reduce = work
+        if spatial >= reduce or spatial > self.max_jobs_per_core * (self.cores or _cores()):
             return
         loops = sch.get_loops(block)
         r_loops = [l for l in loops if an.loop_kind(sch, name, l) == "R"]
@@ -170,11 +169,8 @@ class RFactorLanes:
 
     def __call__(self, sch: Schedule, block: BlockRV) -> None:
         name = block.name
-        blk = an.block(sch, name)
-        if not blk.is_reduction or blk.init is None or an.needs_multi_level_tiling(sch, name):
-            return
-        spatial, _ = _work(blk)
-        if spatial <= self.max_jobs_per_core * (self.cores or _cores()):
+        work = _untiled_reduction_work(sch, name)
+        if work is None or work[0] <= self.max_jobs_per_core * (self.cores or _cores()):
             return
         loops = sch.get_loops(block)
         if not loops or an.loop_kind(sch, name, loops[-1]) != "R":
@@ -221,8 +217,12 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _work(blk) -> tuple:
-    """(spatial, reduction) iteration counts of a block."""
+def _untiled_reduction_work(sch: Schedule, name: str) -> Optional[Tuple[int, int]]:
+    """(spatial, reduction) iteration counts of a reduction block that multi-level tiling
+    does not take (the rfactor rules' blocks), else None."""
+    blk = an.block(sch, name)
+    if not blk.is_reduction or blk.init is None or an.needs_multi_level_tiling(sch, name):
+        return None
     spatial = reduce = 1
     for it in blk.iters:
         if it.kind == "S":
