@@ -207,6 +207,25 @@ def test_reverse_compute_at_and_preconditions():
     refuses(sch2, lambda: sch2.reverse_compute_at(c, d_loop), "comes before loop")
 
 
+def test_reverse_compute_at_refuses_a_strided_tile():
+    """A tile whose inner split part runs outside (i = 2 * i0 + i1, i1 outer) writes every
+    other row of its write cache: a copy-out over the box would store rows no iteration of
+    the loop computed (compiled, with the cache compacted per tile: garbage)."""
+    sch = ps.Schedule(matmul_relu(n=8))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [4, 2])
+    sch.reorder(i1, i0)
+    cache = sch.cache_write(c, 0, "local")
+    refuses(sch, lambda: sch.reverse_compute_at(cache, i1), "reverse_compute_at", "strided tile", "holes")
+    sch.reverse_compute_at(cache, i0)  # one row per iteration: dense
+    assert_same(sch)
+    inputs, expected = reference_of(sch.func)
+    out = np.full(expected[0].shape, np.nan, np.float32)
+    ps.build(sch)(*inputs, out)
+    np.testing.assert_allclose(out, expected[0], rtol=1e-5, atol=1e-5)
+
+
 def test_compute_inline_and_preconditions():
     sch = ps.Schedule(pad_conv1d())
     sch.compute_inline(sch.get_block("P"))

@@ -13,7 +13,7 @@ i_0 * 16 18
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, Optional, Sequence, Set, Tuple
 
 from ..ir.expr import INT_DTYPES, BinOp, Cast, Const, Expr, Select, Var, as_expr, binary, children, free_vars, rebuild, substitute
 
@@ -134,6 +134,34 @@ def from_affine(form: Affine, order: Optional[list] = None) -> Expr:
         term = Var(n) if k == 1 else Var(n) * k
         out = out + term
     return out + c
+
+
+def dense_box(indices: Sequence[Expr], ranges: Dict[str, Interval]) -> bool:
+    """True when the points ``indices`` take as the variables of ``ranges`` vary fill their
+    bounding box (no holes), which a consumer moved over that box relies on; other
+    variables are held fixed. Sufficient test: each dimension affine in the varying
+    variables with coefficients that leave no gap (sorted by size, each at most one more than
+    the span of the smaller ones), and no variable shared by two dimensions (a diagonal).
+
+    >>> from probsched.ir.expr import Var
+    >>> i, j, f = Var("i", "int64"), Var("j", "int64"), Var("f", "int64")
+    >>> r = {"i": (0, 3), "j": (0, 1)}
+    >>> dense_box([f * 8 + i * 2 + j], r), dense_box([i * 2], r), dense_box([i, i], r)
+    (True, False, False)
+    """
+    varying = {v for v, (lo, hi) in ranges.items() if hi > lo}
+    seen: set = set()
+    for e in indices:
+        coefs = affine_in(e, varying)
+        if coefs is None or seen & set(coefs):
+            return False
+        seen |= set(coefs)
+        span = 0
+        for c, (lo, hi) in sorted((abs(c), ranges[v]) for v, c in coefs.items()):
+            if c > span + 1:
+                return False
+            span += c * (hi - lo)
+    return True
 
 
 def simplify(e: Expr) -> Expr:

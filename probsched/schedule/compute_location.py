@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir.expr import BinOp, Const, Expr, Load, Var, all_of, free_vars, substitute
 from ..ir.stmt import Block, IterVar, Loop, PrimFunc, Store
-from .analysis import always_true, bound, region, simplify, union
+from .analysis import always_true, bound, dense_box, region, simplify, union
 from .dataflow import (
     binding_map,
     consumers,
@@ -64,6 +64,16 @@ def _access_region(
         r = region(e, fixed, ranges)
         out.append(r)
     return out
+
+
+def _writes_fill_box(idx: TreeIndex, blk: Block, indices: tuple, loop_path: tuple) -> bool:
+    """Whether one iteration of the loop at ``loop_path`` writes every point of the box
+    :func:`_access_region` gives for this store (a strided tile leaves holes)."""
+    bpath = idx.block_path(blk.name)
+    fixed = {s.name for s in idx.ancestors(loop_path) if isinstance(s, Loop)} | {idx.at(loop_path).name}
+    ranges = {s.name: (0, s.extent - 1) for s in idx.ancestors(bpath) if isinstance(s, Loop) and s.name not in fixed}
+    bmap = binding_map(blk)
+    return dense_box([simplify(substitute(ix, bmap)) for ix in indices], ranges)
 
 
 def _merge(regions: List[List[Optional[Region]]], shape: tuple) -> List[Region]:
@@ -264,11 +274,17 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
             if not loads:
                 continue
             buf = func.buffer(bname)
-            wregions = [
-                _access_region(idx, p, s_idx, lpath, buf.shape)
-                for b_, s_idx in p.writes()
-                if b_.name == bname
-            ]
+            stores = [s_idx for b_, s_idx in p.writes() if b_.name == bname]
+            for s_idx in stores:
+                # the consumer is rebuilt over the box: a point of it the producer does not
+                # write in this iteration would be read before it is computed (or never)
+                require(
+                    _writes_fill_box(idx, p, s_idx, lpath),
+                    prim,
+                    f"producer {p.name} writes a strided tile of {bname} in one iteration of loop "
+                    f"{loop} ({bname}[{', '.join(map(str, s_idx))}]): the region has holes",
+                )
+            wregions = [_access_region(idx, p, s_idx, lpath, buf.shape) for s_idx in stores]
             merged = _merge(wregions, buf.shape)
             for ix in loads:
                 names = _plain_iter_indices(ix, blk)
