@@ -163,6 +163,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, user_file, request):
         [*CLI, "tune", f"{user_file}:small_matmul", "--trials", "500", "--strategy", "replay",
          "--cost-model", "random", "--workers", "1", "--batch-size", "1", "--db", str(db)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         deadline = time.monotonic() + 150
@@ -170,7 +171,15 @@ def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, user_file, request):
             time.sleep(0.2)
         assert records_in(db) >= 2, "the tune never committed two records"
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            # say where it hangs: the process group, and every thread's stack (faulthandler on SIGABRT)
+            group = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,args", "-g", str(proc.pid)],
+                                   capture_output=True, text=True).stdout
+            os.kill(proc.pid, signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+            pytest.fail(f"no exit 60 s after SIGINT; process group:\n{group}\nstderr:\n{err}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
