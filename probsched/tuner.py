@@ -110,10 +110,11 @@ class TuneResult:
     def name(self) -> str:
         return getattr(self.workload, "name", None) or self.func.name
 
-    def compare(self, repeat: int = 5, min_repeat_ms: float = 50.0) -> List[tuple]:
+    def compare(self, rounds: int = 7, min_repeat_ms: float = 30.0) -> List[tuple]:
         """(implementation, median seconds) for the best kernel, and numpy and jax.jit for a
-        workload of the suite, timed here in one run with the same inputs."""
-        from .measure.timer import time_callable
+        workload of the suite, timed here in one run with the same inputs, interleaved
+        (:func:`~probsched.measure.timer.time_interleaved`: ``rounds`` repeats of each)."""
+        from .measure.timer import time_interleaved
 
         if self.best is None:
             return []
@@ -125,17 +126,16 @@ class TuneResult:
             inputs = [np.random.default_rng(0).uniform(0.5, 1.0, b.shape).astype(b.dtype) for b in self.kernel.inputs]
             outputs = [np.empty(b.shape, b.dtype) for b in self.kernel.outputs]
         kernel = self.kernel
-        rows = [("probsched", time_callable(lambda: kernel(*inputs, *outputs), repeat=repeat, min_repeat_ms=min_repeat_ms).median)]
+        fns = {"probsched": lambda: kernel(*inputs, *outputs)}
         if isinstance(self.workload, Workload):
             from .baselines import baselines
 
             try:
-                fns = baselines(self.workload, inputs)
+                fns.update(baselines(self.workload, inputs))
             except ValueError:  # not a workload of the suite: no baseline to compare with
-                fns = {}
-            for name, fn in fns.items():
-                rows.append((name, time_callable(fn, repeat=repeat, min_repeat_ms=min_repeat_ms).median))
-        return rows
+                pass
+        timings = time_interleaved(fns, rounds=rounds, min_repeat_ms=min_repeat_ms)
+        return [(name, t.median) for name, t in timings.items()]
 
     def summary(self, compare: bool = True, rows: Optional[List[tuple]] = None) -> str:
         """A Markdown table: the best kernel beside numpy and jax.jit (``rows`` from

@@ -193,3 +193,17 @@ def test_sigkill_of_a_real_tuner_then_resume(tmp_path):
         total = len(db.candidate_hashes(W))
         assert len(db.records(W)) == total  # nothing measured twice
     assert int(out.stdout.split()[-1]) == total - first
+
+
+def test_interleaved_timing_rotates_and_keeps_one_mean_per_round():
+    from probsched.measure.timer import time_interleaved
+
+    order = []
+    fns = {"a": lambda: order.append("a"), "b": lambda: order.append("b"), "c": lambda: order.append("c")}
+    t = time_interleaved(fns, rounds=3, min_repeat_ms=0.0, settle_s=0.0)
+    assert [len(t[n].means) for n in "abc"] == [3, 3, 3] and all(t[n].number == 1 for n in "abc")
+    # after the warm-ups and calibrations (2 calls each), each round warms then times each
+    # implementation (2 calls), starting with a different one every round
+    rounds = order[6:]
+    firsts = [rounds[i * 6] for i in range(3)]
+    assert firsts == ["a", "b", "c"], order

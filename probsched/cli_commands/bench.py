@@ -2,7 +2,8 @@
 
 For each workload (default: the nine of the issue's TVM comparison) it tunes ``--trials``
 new candidates into ``--db`` (``--trials 0`` reuses the database's best), then times the
-best kernel, numpy and jax.jit one after the other in this process on the same inputs.
+best kernel, numpy and jax.jit in this process on the same inputs, interleaved in rounds
+(:func:`probsched.measure.timer.time_interleaved`).
 The Markdown table and the JSON are rewritten after each workload, so an interrupted
 bench keeps what it finished.
 """

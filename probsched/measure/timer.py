@@ -9,6 +9,12 @@ repeat so that every repeat starts cold.
 >>> t = time_callable(lambda: np.ones(1000).sum(), repeat=3, min_repeat_ms=1)
 >>> len(t.means) == 3 and t.median > 0
 True
+
+Implementations compared with each other are timed *interleaved*
+(:func:`time_interleaved`): on this 2-vCPU virtual machine the speed of a two-thread
+kernel drifts by up to 2x over seconds (measured: the same C2D-2 kernel's 50 ms means
+went 1.9 -> 3.5 -> 1.9 ms within 10 s, nothing else running in the guest), so timing one
+implementation after the other compares the drift, not the implementations.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, List
+from typing import Callable, Dict, List
 
 import numpy as np
 
@@ -53,22 +59,59 @@ def time_callable(
 ) -> Timing:
     """Time ``fn()`` per the protocol above (``number=0``: chosen from ``min_repeat_ms``)."""
     fn()  # warm-up: first-call costs (page faults, thread start) never count
-    if number <= 0:
-        number = 1
-        while True:
-            t = time.perf_counter()
-            for _ in range(number):
-                fn()
-            dt = time.perf_counter() - t
-            if dt * 1000.0 >= min_repeat_ms or number >= 1 << 20:
-                break
-            number = max(number * 2, int(number * min_repeat_ms / max(dt * 1000.0, 1e-3) * 1.1))
-    means = []
-    for _ in range(repeat):
-        if flush_cache:
-            _flush_caches()
+    number = number if number > 0 else _calls_per_repeat(fn, min_repeat_ms)
+    return Timing([_repeat_mean(fn, number, flush_cache) for _ in range(repeat)], number)
+
+
+def time_interleaved(
+    fns: Dict[str, Callable[[], object]], *, rounds: int = 7, min_repeat_ms: float = 30.0, settle_s: float = 0.2
+) -> Dict[str, Timing]:
+    """Time several implementations of one computation in ``rounds`` rounds, each round
+    one repeat of every implementation (the order rotating, so none always runs first);
+    each implementation's median is then taken over the same stretch of time as the others'.
+
+    Before each repeat: ``settle_s`` of sleep, then one untimed repeat. Measured on GMM-2
+    (our best kernel, numpy, jax.jit in one process): right after numpy's calls our
+    two-thread kernel ran 2x slower for ~0.1 s (OpenBLAS's threads keep spinning for work),
+    and a repeat started cold after a pause ran ~2x slower too (threads asleep); without
+    both, the interleaved median of our kernel was 3.5-4.6 ms against 1.9-2.4 ms alone.
+
+    >>> t = time_interleaved({"sum": lambda: np.ones(1000).sum(), "max": lambda: np.ones(1000).max()},
+    ...                      rounds=3, min_repeat_ms=1)
+    >>> sorted(t), len(t["sum"].means)
+    (['max', 'sum'], 3)
+    """
+    names = list(fns)
+    numbers = {}
+    for n in names:
+        fns[n]()  # warm-up
+        numbers[n] = _calls_per_repeat(fns[n], min_repeat_ms)
+    means: Dict[str, List[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[: r % len(names)]:
+            time.sleep(settle_s)
+            _repeat_mean(fns[n], numbers[n], False)  # untimed: threads awake, caches warm
+            means[n].append(_repeat_mean(fns[n], numbers[n], False))
+    return {n: Timing(means[n], numbers[n]) for n in names}
+
+
+def _calls_per_repeat(fn: Callable[[], object], min_repeat_ms: float) -> int:
+    """Calls per repeat so that one repeat lasts at least ``min_repeat_ms``."""
+    number = 1
+    while True:
         t = time.perf_counter()
         for _ in range(number):
             fn()
-        means.append((time.perf_counter() - t) / number)
-    return Timing(means, number)
+        dt = time.perf_counter() - t
+        if dt * 1000.0 >= min_repeat_ms or number >= 1 << 20:
+            return number
+        number = max(number * 2, int(number * min_repeat_ms / max(dt * 1000.0, 1e-3) * 1.1))
+
+
+def _repeat_mean(fn: Callable[[], object], number: int, flush_cache: bool) -> float:
+    if flush_cache:
+        _flush_caches()
+    t = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t) / number
