@@ -44,7 +44,7 @@ def tiled(func, vectorize=False, tensorize=False):
 
 def test_names_and_docs():
     docs = F.feature_docs()
-    assert len(NAMES) == F.N_FEATURES == len(docs) and 150 <= F.N_FEATURES <= 180
+    assert len(NAMES) == F.N_FEATURES == len(docs) and 150 <= F.N_FEATURES <= 190
     assert len(set(NAMES)) == len(NAMES)
     assert all(doc and "\n" not in doc for _, doc in docs)
 
@@ -103,6 +103,41 @@ def test_compacted_local_buffer_matches_lowered():
     x = F.extract(sch)
     np.testing.assert_array_equal(x, F.extract(lower(sch.mod)))
     assert value(x, 0, "alloc.is_local") == 1 and value(x, 0, "alloc.bytes") == 8 * 4
+
+
+def copy_rows(transposed: bool):
+    """B[i, j] = A[i, j] over 64 rows of 4 KiB (one page each), row by row or column by column."""
+    A = ps.placeholder((64, 1024), name="A")
+    B = ps.compute((64, 1024), lambda i, j: A[i, j] * 2.0, name="B")
+    sch = ps.Schedule(ps.create_func([A, B]))
+    if transposed:
+        i, j = sch.get_loops(sch.get_block("B"))
+        sch.reorder(j, i)
+    return F.extract(sch)
+
+
+def test_traffic_hand_computed():
+    # (float32 logs: large values compare to a relative 1e-6)
+    x = copy_rows(transposed=False)
+    # registers (512 B): the whole copy (512 KiB) does not fit, one row pair (8 KiB) does
+    # not either: only the body (4 + 4 bytes) does, once per execution
+    assert value(x, 0, "traffic.reg") == pytest.approx(8 * 64 * 1024, rel=1e-6)
+    # L1 (32 KiB): a row of A and of B (2 x 64 lines) fits, 64 times
+    assert value(x, 0, "traffic.l1") == pytest.approx(64 * 2 * 64 * 64, rel=1e-6)
+    # L2 (1 MiB): the whole 512 KiB fits, brought in once
+    assert value(x, 0, "traffic.l2") == pytest.approx(2 * 64 * 1024 * 4, rel=1e-6)
+    # TLB (64 pages): the whole copy spans 128 pages; a row pair 2 pages, 64 times
+    assert value(x, 0, "traffic.tlb") == pytest.approx(2 * 64, rel=1e-6)
+
+
+def test_traffic_tlb_sees_a_column_walk():
+    row, col = copy_rows(transposed=False), copy_rows(transposed=True)
+    # column by column: the inner loop touches 64 pages of A and 64 of B (> 64 entries),
+    # so only the body fits: 2 pages per execution
+    assert value(col, 0, "traffic.tlb") == pytest.approx(2 * 64 * 1024, rel=1e-6)
+    assert value(col, 0, "traffic.tlb") > 100 * value(row, 0, "traffic.tlb")
+    # a column of A and B (64 lines each) fits L1: 2 x 64 lines per column, 1024 columns
+    assert value(col, 0, "traffic.l1") == pytest.approx(1024 * 2 * 64 * 64, rel=1e-6)
 
 
 def test_unroll_pragma_is_applied():

@@ -25,6 +25,8 @@ from ..ir.stmt import PrimFunc
 from .nest import Access, StoreContext
 
 CACHE_LINE = 64
+#: Bytes of a virtual-memory page: TLB reach is counted in these.
+PAGE = 4096
 MAX_BUFFERS = 5
 BUFFER_FIELDS = (
     ("acc_read", "accessed only by loads"),
@@ -57,7 +59,7 @@ def elem_bytes(dtype: str) -> int:
 class Buf:
     """The accesses of one buffer by one store, with footprints per loop level."""
 
-    __slots__ = ("name", "buffer", "shape", "accesses", "reads", "writes", "elem", "ranges", "fp", "fp_lines", "slopes", "moving")
+    __slots__ = ("name", "buffer", "shape", "accesses", "reads", "writes", "elem", "ranges", "fp", "fp_lines", "fp_pages", "slopes", "moving")
 
     def __init__(self, buffer, shape, accesses: List[Access]) -> None:
         self.name = buffer.name
@@ -93,17 +95,32 @@ def footprints(b: Buf, pos: Dict[str, int], extents: Sequence[int]) -> None:
                 acc += contrib[j]
                 if acc > row[j]:
                     row[j] = acc
-    fp, fpl = [], []
+    fp, fpl, fpp = [], [], []
     line_elems = max(1, CACHE_LINE // b.elem)
     shape = b.shape
+    dim_strides = [1] * ndim  # row-major element strides
+    for d in range(ndim - 2, -1, -1):
+        dim_strides[d] = dim_strides[d + 1] * shape[d + 1]
     for j in range(n + 1):
+        box = [min(shape[d], spans[d][j] + 1) for d in range(ndim)]
         prod = 1.0
         for d in range(ndim - 1):
-            prod *= min(shape[d], spans[d][j] + 1)
-        last = min(shape[-1], spans[-1][j] + 1) if ndim else 1
+            prod *= box[d]
+        last = box[-1] if ndim else 1
         fp.append(prod * last)
         fpl.append(prod * math.ceil(last / line_elems))
-    b.fp, b.fp_lines, b.moving = fp, fpl, moving
+        # pages: contiguous runs (trailing dims the box covers whole merge into one run),
+        # at most the pages of the box's flat extent (runs closer than a page share pages)
+        k, run = ndim - 1, float(last)
+        while k > 0 and box[k] == shape[k]:
+            k -= 1
+            run *= box[k]
+        runs = 1.0
+        for d in range(k):
+            runs *= box[d]
+        flat = b.elem * (1.0 + sum((box[d] - 1) * dim_strides[d] for d in range(ndim)))
+        fpp.append(max(1.0, min(runs * math.ceil(run * b.elem / PAGE), math.ceil(flat / PAGE))))
+    b.fp, b.fp_lines, b.fp_pages, b.moving = fp, fpl, fpp, moving
     # flat slope (elements) of the representative access per loop: the write, else the first
     rep = next((a for a in b.accesses if a.is_write), b.accesses[0])
     slopes = [0.0] * n

@@ -40,6 +40,9 @@ loop nest (6)               product of all extents, number of loops, spatial and
                             products, innermost extent, store is an init
 tensorize (7)               tensorized flag, intrinsic M, N, panel K, calls, flops and bytes
                             per call
+traffic (4)                 data brought into registers, L1, L2 (bytes) and the L1 data TLB
+                            (pages): footprint of the outermost loop level that fits times
+                            that level's executions (:data:`TRAFFIC_LEVELS`)
 ==========================  ===================================================================
 
 >>> import probsched as ps
@@ -61,13 +64,24 @@ import numpy as np
 
 from ..codegen.build import as_func
 from ..ir.stmt import PrimFunc
-from .access import BUFFER_FIELDS, MAX_BUFFERS, Access, Buf, buffer_row, elem_bytes, footprints, local_shapes, relative
+from .access import BUFFER_FIELDS, CACHE_LINE, MAX_BUFFERS, Access, Buf, buffer_row, elem_bytes, footprints, local_shapes, relative
 from .nest import StoreContext, store_contexts
 from .ops import OP_DOCS, OP_KINDS, count_ops, flops
 
 AI_POINTS = 10
 LOOP_KINDS = ("vectorized", "unrolled", "parallel")
 POSITIONS = ("none", "inner_spatial", "middle_spatial", "outer_spatial", "inner_reduce", "middle_reduce", "outer_reduce", "mixed")
+#: (name, capacity, unit, doc) of the storage levels whose incoming traffic
+#: :func:`_traffic_row` estimates (this machine's: 16 AVX2 registers, L1d and L2 of one core,
+#: the L1 data TLB); unit False: bytes of elements, True: bytes of cache lines, "pages": pages.
+TRAFFIC_LEVELS = (
+    ("reg", 16 * 32, False, "bytes loaded into a 512 B register file (16 AVX2 registers): footprint of the outermost level that fits x its executions"),
+    ("l1", 32 * 1024, True, "bytes of cache lines brought into a 32 KiB L1: line footprint of the outermost level that fits x its executions"),
+    ("l2", 1024 * 1024, True, "bytes of cache lines brought into a 1 MiB L2: line footprint of the outermost level that fits x its executions"),
+    ("tlb", 64, "pages", "pages loaded into a 64-entry L1 data TLB: page footprint of the outermost level that fits x its executions"),
+)
+
+
 def _build_registry() -> List[Tuple[str, str]]:
     reg = [(f"ops.{k}", f"{OP_DOCS[k]}, times the store's executions") for k in OP_KINDS]
     reg += [("ops.flops_per_exec", "floating-point operations of one execution (FMA = 2)")]
@@ -102,6 +116,7 @@ def _build_registry() -> List[Tuple[str, str]]:
         ("tensorize.flops_per_call", "floating-point operations per call"),
         ("tensorize.bytes_per_call", "footprint bytes of the operands per call"),
     ]
+    reg += [(f"traffic.{name}", doc) for name, _, _, doc in TRAFFIC_LEVELS]
     return reg
 
 
@@ -218,7 +233,32 @@ def _row(ctx: StoreContext, func_info: dict) -> List[float]:
             sp *= l.extent
     row += [total, float(n), sp, rd, float(extents[-1]) if n else 0.0, float(ctx.is_init)]
     row += _tensorize_row(ctx, bufs, inner, fpe)
+    row += _traffic_row(bufs, inner)
     return row
+
+
+def _traffic_row(bufs: List[Buf], inner: List[float]) -> List[float]:
+    """Data moved into each level of :data:`TRAFFIC_LEVELS` by this store (a capacity
+    model): the outermost loop level whose footprint (all the store's buffers) fits the
+    capacity is where the data stays resident, so each execution of that level brings its
+    footprint in once. Footprints and reuse distances (``buf*.*``) do not say *how often* a
+    tile is reloaded; this does: a depthwise convolution whose rows are 14 KiB apart touches
+    a new page per iteration of its innermost spatial loop (``tlb``), a tap-outer loop order
+    re-streams an accumulator tile that outgrew L1 once per tap (``l1``)."""
+    n = len(inner) - 1
+    out = []
+    for _, cap, unit, _ in TRAFFIC_LEVELS:
+        for j in range(n + 1):
+            if unit == "pages":
+                size = sum(b.fp_pages[j] for b in bufs)
+            elif unit:
+                size = sum(b.fp_lines[j] * CACHE_LINE for b in bufs)
+            else:
+                size = sum(b.fp[j] * b.elem for b in bufs)
+            if size <= cap or j == n:
+                out.append(size * inner[0] / inner[j])
+                break
+    return out
 
 
 def _tensorize_row(ctx: StoreContext, bufs: List[Buf], inner: List[float], fpe: float) -> List[float]:
