@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_cost_model.py speed                 # (a) speed on GMM:2 candidates
     python benchmarks/bench_cost_model.py collect --n 40 --out benchmarks/data/records.jsonl
-    python benchmarks/bench_cost_model.py quality benchmarks/data/records.jsonl [more.jsonl ...]
+    python benchmarks/bench_cost_model.py quality benchmarks/data/records.jsonl [more.jsonl ...] [--skip-sessions 0]
 
 ``collect`` draws candidates per workload (GMM:2, C2D:2, DEP:0, SFM:2 by default) from
 ``ps.space.default()``, builds each with ``ps.build``, checks it against the numpy reference
@@ -38,6 +38,14 @@ before code generation and measurement changes (bounded unroll copies, paused co
 timing, the parallel decision); its times are much slower (median GMM:2 16 ms against 5.5
 ms), more than the programs' features explain (a session flag alone, as a diagnostic
 feature, lifts the MLP's all-pairs accuracy from 0.75 to 0.86).
+
+The report also gives each model's accuracy per workload, and how well a session agrees
+with itself: programs timed more than once in one session (same ``candidate_hash``) and the
+median slowest/fastest ratio of their times. ``--skip-sessions 0`` leaves the first session
+out of training and testing (the shipped records' first session: the same program timed
+again in it differs by 1.55x at the median, against 1.06x in the second session; and
+training on it, even on within-session pairs only, lowers the accuracy on the later
+sessions). Report the figures with and without it.
 """
 
 from __future__ import annotations
@@ -322,8 +330,9 @@ CLEAR_GAP = 0.1
 METRICS = ("all pairs", f"pairs >{CLEAR_GAP:.0%} apart", "within session", "top-10 recall")
 
 
-def _evaluate(train, test, seed: int, per_session: bool = False) -> Dict[str, Tuple[float, ...]]:
-    """{model: metrics of :data:`METRICS`} on ``test`` after training on ``train``.
+def _evaluate(train, test, seed: int, per_session: bool = False, per_workload: Optional[dict] = None) -> Dict[str, Tuple[float, ...]]:
+    """{model: metrics of :data:`METRICS`} on ``test`` after training on ``train``; with a
+    ``per_workload`` dict, also fills it with {(model, workload): all-pairs accuracy}.
 
     Each part is (features, seconds, workload names, sessions). Models train on pairs of
     the same workload, or with ``per_session`` of the same workload *and* session (times of
@@ -334,7 +343,8 @@ def _evaluate(train, test, seed: int, per_session: bool = False) -> Dict[str, Tu
     (xtr, ttr, gtr, str_), (xte, tte, gte, ste) = train, test
     train_groups = [f"{g}@{k}" for g, k in zip(gtr, str_)] if per_session else list(gtr)
     test_sessions = [f"{g}@{k}" for g, k in zip(gte, ste)]
-    out = {}
+    out, per = {}, {}
+    gte_arr = np.asarray(gte)
     for name, model in _models(seed).items():
         model.fit_features(xtr, ttr, train_groups)
         s = model.predict_features(xte)
@@ -344,6 +354,12 @@ def _evaluate(train, test, seed: int, per_session: bool = False) -> Dict[str, Tu
             cm.pairwise_accuracy(s, tte, test_sessions),
             cm.top_k_recall(s, tte, 10, 50, gte),
         )
+        if per_workload is not None:
+            for w in sorted(set(gte)):
+                ix = np.flatnonzero(gte_arr == w)
+                per[(name, w)] = cm.pairwise_accuracy(s[ix], [tte[i] for i in ix])
+    if per_workload is not None:
+        per_workload.update(per)
     return out
 
 
@@ -354,8 +370,32 @@ def _row(res: Tuple[float, ...], sessions: bool) -> str:
     return out + f"   top-10 recall in top-50 {rec:.2f}"
 
 
-def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits: int = 5, per_session: bool = False, log=print) -> dict:
-    """Ranking quality of MLP / Ridge / Random on the records of ``paths`` (see module doc)."""
+def duplicate_spread(records: List[dict], secs: List[float], sess: List[int]) -> Dict[int, Tuple[int, float]]:
+    """{session: (programs measured more than once in it, median of their slowest / fastest
+    time)}: the same program (``candidate_hash``) timed again in one session should agree
+    within the noise; a large spread means the session's labels say little about programs.
+
+    >>> duplicate_spread([{"candidate_hash": "a"}] * 2 + [{"candidate_hash": "b"}], [1.0, 2.0, 1.0], [0, 0, 0])
+    {0: (1, 2.0)}
+    """
+    by: Dict[Tuple[int, str], List[float]] = defaultdict(list)
+    for rec, t, k in zip(records, secs, sess):
+        if rec.get("candidate_hash") and np.isfinite(t):
+            by[(k, rec["candidate_hash"])].append(t)
+    out = {}
+    for k in sorted(set(sess)):
+        spread = [max(v) / min(v) for (kk, _), v in by.items() if kk == k and len(v) > 1]
+        if spread:
+            out[k] = (len(spread), float(np.median(spread)))
+    return out
+
+
+def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits: int = 5, per_session: bool = False,
+            skip_sessions: Tuple[int, ...] = (), log=print) -> dict:
+    """Ranking quality of MLP / Ridge / Random on the records of ``paths`` (see module doc).
+
+    ``skip_sessions``: measurement sessions (numbered as printed, 0 = oldest) left out of
+    training *and* testing, e.g. sessions measured on older code than the features see."""
     from probsched import cost_model as cm
 
     records, bad = load_records(*paths)
@@ -364,6 +404,15 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
     kept: List[dict] = []
     schs, secs, names = rebuild(records, log, kept)
     sess = sessions(kept)
+    dup = duplicate_spread(kept, secs, sess)
+    if dup:
+        log("same program timed more than once in a session (median slowest/fastest): "
+            + ", ".join(f"session {k}: {r:.2f}x over {n} programs" for k, (n, r) in dup.items()))
+    if skip_sessions:
+        keep = [i for i, k in enumerate(sess) if k not in set(skip_sessions)]
+        log(f"left out sessions {', '.join(map(str, skip_sessions))} (--skip-sessions): {len(sess) - len(keep)} records")
+        schs, secs, names = [schs[i] for i in keep], [secs[i] for i in keep], [names[i] for i in keep]
+        kept, sess = [kept[i] for i in keep], [sess[i] for i in keep]
     feats = cm.extract_batch(schs)
     workloads = sorted(set(names))
     ok = sum(np.isfinite(secs))
@@ -384,16 +433,20 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
         ix = np.flatnonzero(mask)
         return [feats[i] for i in ix], [secs[i] for i in ix], [names[i] for i in ix], [sess[i] for i in ix]
 
-    runs = []
+    runs, per_workload = [], []
     for k in range(splits):  # several random splits: with tens of records per workload one is noise
         rng = np.random.default_rng(seed + k)
         is_test = np.zeros(len(schs), bool)
         for w in workloads:
             idx = np.flatnonzero(arr == w)
             is_test[rng.permutation(idx)[: int(round(test_fraction * len(idx)))]] = True
-        runs.append(_evaluate(part(~is_test), part(is_test), seed, per_session))
+        per_workload.append({})
+        runs.append(_evaluate(part(~is_test), part(is_test), seed, per_session, per_workload[-1]))
     res = {m: tuple(float(np.mean([r[m][i] for r in runs])) for i in range(len(METRICS))) for m in runs[0]}
     results["same-workload split"] = res
+    results["same-workload split, per workload"] = {
+        key: float(np.mean([p[key] for p in per_workload])) for key in per_workload[0]
+    }
     log(
         f"(i) held-out {test_fraction:.0%} of every workload (n_test={int(is_test.sum())}), trained on the rest; "
         f"mean of {splits} random splits"
@@ -403,6 +456,9 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
     for m, r in res.items():
         spread = np.std([x[m][0] for x in runs])
         log(f"    {m:7s} {_row(r, n_sessions > 1)}  [std of all-pairs accuracy {spread:.3f}]")
+    log("    per workload (all pairs): " + "   ".join(
+        f"{w} " + "/".join(f"{results['same-workload split, per workload'][(m, w)]:.3f}" for m in res) for w in workloads
+    ) + f"  ({'/'.join(res)})")
     if len(workloads) > 1:
         log("(ii) held-out workload, trained on the others")
         for w in workloads:
@@ -432,11 +488,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--splits", type=int, default=5, help="random same-workload splits to average")
     q.add_argument("--per-session", action="store_true", help="train only on pairs of the same workload and measurement session")
+    q.add_argument("--skip-sessions", default="", help="comma-separated measurement sessions (0 = oldest, as printed) to leave out of training and testing")
     args = p.parse_args(argv)
     if args.cmd == "speed":
         speed(args.n, args.rounds)
     if args.cmd == "quality":
-        quality(args.paths, args.seed, splits=args.splits, per_session=args.per_session)
+        skip = tuple(int(x) for x in args.skip_sessions.split(",") if x.strip())
+        quality(args.paths, args.seed, splits=args.splits, per_session=args.per_session, skip_sessions=skip)
     if args.cmd == "collect":
         collect(args.workloads.split(","), args.n, args.out, args.seed0, batch=args.batch, compile_timeout=args.compile_timeout, log=lambda s: print(s, flush=True))
 

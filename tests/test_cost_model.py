@@ -203,3 +203,35 @@ def test_benchmark_sessions_and_noise_ceiling():
     recs[0]["run_seconds"] = [1.0, 3.0, 1.0]
     acc = bench.repeat_ceiling(recs, ["a"] * 3)
     assert acc == pytest.approx((2 / 3 + 1 + 1) / 3)
+
+
+def test_benchmark_duplicate_spread():
+    bench = _bench_module()
+    recs = [{"candidate_hash": h} for h in ("a", "a", "b", "a", "a", "c")]
+    # session 0: program a timed at 1 and 3 (3x); session 1: a at 2 and 2.2, c once
+    spread = bench.duplicate_spread(recs, [1.0, 3.0, 5.0, 2.0, 2.2, 1.0], [0, 0, 0, 1, 1, 1])
+    assert spread[0] == (1, 3.0) and spread[1][0] == 1 and spread[1][1] == pytest.approx(1.1)
+
+
+def test_benchmark_quality_skips_sessions_and_reports_per_workload(tmp_path):
+    import json
+
+    bench = _bench_module()
+    w = ps.workloads.get("GMM:2")
+    lines = []
+    for k, f in enumerate((2, 4, 8, 16, 32, 64, 2, 4, 8, 16, 32, 64)):
+        sch = ps.Schedule(w.func)
+        sch.split(sch.get_loops(sch.get_block("Z"))[1], [None, f])
+        stamp = k * 60.0 + (0.0 if k < 6 else 1e5)  # two sessions, 6 records each
+        t = 1.0 / f if k >= 6 else 1.0  # the first session's times say nothing
+        lines.append(json.dumps({"workload_hash": w.func.structural_hash(), "instructions": sch.trace.to_json(),
+                                 "run_seconds": [t], "timestamp": stamp, "candidate_hash": str(k)}))
+    p = tmp_path / "records.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    logs = []
+    res = bench.quality([str(p)], splits=1, skip_sessions=(0,), log=logs.append)
+    assert any("left out sessions 0 (--skip-sessions): 6 records" in s for s in logs)
+    assert any(s.startswith("6 records") for s in logs)
+    per = res["same-workload split, per workload"]
+    assert set(per) == {("MLP", "GMM:2"), ("Ridge", "GMM:2"), ("Random", "GMM:2")}
+    assert per[("Ridge", "GMM:2")] == res["same-workload split"]["Ridge"][0]  # one workload: the same pairs
