@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from ..errors import ScheduleError
 from ..ir.expr import BinOp, Const, Expr, Load, Var, all_of, free_vars, substitute
 from ..ir.stmt import Block, IterVar, Loop, PrimFunc, Store
 from .analysis import always_true, bound, dense_box, region, simplify, union
@@ -166,12 +167,9 @@ def _require_domain_only_predicate(blk: Block, prim: str) -> None:
         )
 
 
-def _movable(func: PrimFunc, block: str, loop: str, prim: str, idx: Optional[TreeIndex] = None):
-    """Checks shared by compute_at and reverse_compute_at; returns the index, paths and nodes."""
-    idx = idx if idx is not None and idx.func is func else TreeIndex(func)
+def _movable_block(idx: TreeIndex, block: str, prim: str) -> Tuple[tuple, Block]:
+    """The block-level checks shared by compute_at and reverse_compute_at."""
     bpath, blk = lookup_block(idx, block, prim)
-    lpath, lnode = lookup_loop(idx, loop, prim)
-    require(not idx.is_ancestor(lpath, bpath), prim, f"block {block} is already under loop {loop}")
     require(
         not any(isinstance(s, Block) for s in idx.ancestors(bpath)),
         prim,
@@ -179,7 +177,78 @@ def _movable(func: PrimFunc, block: str, loop: str, prim: str, idx: Optional[Tre
     )
     _require_idempotent(blk, prim)
     _require_domain_only_predicate(blk, prim)
+    return bpath, blk
+
+
+def _movable(func: PrimFunc, block: str, loop: str, prim: str, idx: Optional[TreeIndex] = None):
+    """Checks shared by compute_at and reverse_compute_at; returns the index, paths and nodes."""
+    idx = idx if idx is not None and idx.func is func else TreeIndex(func)
+    bpath, blk = _movable_block(idx, block, prim)
+    lpath, lnode = _movable_to(idx, block, bpath, loop, prim)
     return idx, bpath, blk, lpath, lnode
+
+
+def _movable_to(idx: TreeIndex, block: str, bpath: tuple, loop: str, prim: str) -> Tuple[tuple, Loop]:
+    lpath, lnode = lookup_loop(idx, loop, prim)
+    require(not idx.is_ancestor(lpath, bpath), prim, f"block {block} is already under loop {loop}")
+    return lpath, lnode
+
+
+def _producer_checks(func: PrimFunc, idx: TreeIndex, block: str, prim: str):
+    """compute_at's checks that do not depend on the loop: (path, block, consumers, store, dims)."""
+    bpath, blk = _movable_block(idx, block, prim)
+    cons = consumers(func, block)
+    require(cons, prim, f"block {block} has no consumer to compute it at")
+    for b in written_buffers(blk):
+        others = [w.name for w in writers_of(func, b) if w.name != block]
+        require(not others, prim, f"buffer {b} of block {block} is also written by {others}")
+    st = single_store(blk)
+    require(st is not None, prim, f"block {block} is not a single store (blockized?)")
+    dims = _plain_iter_indices(st.indices, blk)
+    require(
+        dims is not None,
+        prim,
+        f"block {block} stores {st.buffer.name}[{', '.join(map(str, st.indices))}]: each index must be a "
+        "distinct spatial iterator",
+    )
+    return bpath, blk, cons, st, dims
+
+
+def _loop_checks(idx: TreeIndex, block: str, bpath: tuple, cons: List[Block], loop: str, prim: str):
+    """compute_at's checks of one loop: every consumer under it, the producer before it."""
+    lpath, lnode = _movable_to(idx, block, bpath, loop, prim)
+    for c in cons:
+        require(
+            idx.is_ancestor(lpath, idx.block_path(c.name)),
+            prim,
+            f"consumer {c.name} of block {block} is not under loop {loop}; every consumer must be",
+        )
+    require(
+        idx.block_order(block) < idx.order["loop:" + loop],
+        prim,
+        f"block {block} comes after loop {loop}; a producer must precede its consumers",
+    )
+    return lpath, lnode
+
+
+def legal_compute_at_loops(func: PrimFunc, block: str, loops: List[str], idx: Optional[TreeIndex] = None) -> List[str]:
+    """The loops of ``loops`` where ``compute_at(func, block, loop)`` would succeed (in order),
+    checking what does not depend on the loop once (a design space asks this of every loop
+    of the consumers, for every candidate)."""
+    idx = idx if idx is not None and idx.func is func else TreeIndex(func)
+    prim = "compute_at"
+    try:
+        bpath, _, cons, _, _ = _producer_checks(func, idx, block, prim)
+    except ScheduleError:
+        return []
+    out = []
+    for loop in loops:
+        try:
+            _loop_checks(idx, block, bpath, cons, loop, prim)
+            out.append(loop)
+        except ScheduleError:
+            pass
+    return out
 
 
 def compute_at(
@@ -191,41 +260,17 @@ def compute_at(
     returns None without building the moved program; ``idx`` reuses an index of ``func``.
     """
     prim = "compute_at"
-    idx, bpath, blk, lpath, lnode = _movable(func, block, loop, prim, idx)
-    written = written_buffers(blk)
-    cons = consumers(func, block)
-    require(cons, prim, f"block {block} has no consumer to compute it at")
-    for c in cons:
-        require(
-            idx.is_ancestor(lpath, idx.block_path(c.name)),
-            prim,
-            f"consumer {c.name} of block {block} is not under loop {loop}; every consumer must be",
-        )
-    for b in written:
-        others = [w.name for w in writers_of(func, b) if w.name != block]
-        require(not others, prim, f"buffer {b} of block {block} is also written by {others}")
-    require(
-        idx.block_order(block) < idx.order["loop:" + loop],
-        prim,
-        f"block {block} comes after loop {loop}; a producer must precede its consumers",
-    )
-    st = single_store(blk)
-    require(st is not None, prim, f"block {block} is not a single store (blockized?)")
-    dims = _plain_iter_indices(st.indices, blk)
-    require(
-        dims is not None,
-        prim,
-        f"block {block} stores {st.buffer.name}[{', '.join(map(str, st.indices))}]: each index must be a "
-        "distinct spatial iterator",
-    )
+    idx = idx if idx is not None and idx.func is func else TreeIndex(func)
+    bpath, blk, cons, st, dims = _producer_checks(func, idx, block, prim)
+    lpath, lnode = _loop_checks(idx, block, bpath, cons, loop, prim)
+    if check_only:  # the region below never refuses: it is what the move computes
+        return None
     buf = st.buffer
     regions = []
     for c in cons:
         for ix in load_indices(c, buf.name):
             regions.append(_access_region(idx, c, ix, lpath, buf.shape))
     merged = _merge(regions, buf.shape)
-    if check_only:
-        return None
     iter_regions = {dims[d]: merged[d] for d in range(len(dims))}
     outer = _loop_ranges(idx, lpath)
     outer[lnode.name] = (0, lnode.extent - 1)

@@ -404,6 +404,7 @@ class Schedule:
             pass
         cons = dataflow.consumers(self._mod, b)
         seen = set()
+        candidates = []
         for c in cons:
             for l in self._idx().loops_above(c.name):
                 if l.name in seen:
@@ -411,12 +412,8 @@ class Schedule:
                 seen.add(l.name)
                 if l.extent > 1 and not _reads_vary_with(self._idx(), b, l):
                     continue
-                try:
-                    compute_location.compute_at(self._mod, b, l.name, check_only=True, idx=self._idx())
-                    out.append(l.name)
-                except ScheduleError:
-                    pass
-        return out
+                candidates.append(l.name)
+        return out + compute_location.legal_compute_at_loops(self._mod, b, candidates, idx=self._idx())
 
     def sample_compute_location(self, block: BlockLike, name: Optional[str] = None, decision=None) -> str:
         """Where to compute ``block`` (site ``<block>/compute_at``): a loop name, "root" or "inline"."""
