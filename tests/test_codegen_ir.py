@@ -264,13 +264,18 @@ def test_local_buffer_with_constant_indices_becomes_scalars(rng):
     assert re.search(r"vfmadd\w*ps", asm) and not re.search(r"vfmadd\w*ss", asm)
 
 
-def test_local_buffer_with_variable_indices_is_an_array(rng):
+def test_local_buffer_with_variable_indices_is_an_array(rng, monkeypatch):
     kern = ps.build(tiled_local_matmul(unroll_j=False))
     src = kern.source
-    # allocated once, at the top of the function, not inside the tile loops
-    assert re.search(r"def tiled\(A, B, C\):\n    C_local = np.empty\(16, dtype=np.float32\)", src)
+    # allocated once, at the top of the function, not inside the tile loops; small: on the stack
+    assert re.search(r"def tiled\(A, B, C\):\n    C_local = _ps_stack_empty\(16, np.float32\)", src)
     a, b = rand(rng, 16, 8), rand(rng, 8, 16)
     close(kern.run(a, b)[0], a @ b, 8)
+    # past the stack limit: a heap array
+    monkeypatch.setattr(ps.codegen.stackalloc, "MAX_STACK_BYTES", 32)
+    big = ps.build(tiled_local_matmul(unroll_j=False), cache=False)
+    assert re.search(r"def tiled\(A, B, C\):\n    C_local = np.empty\(16, dtype=np.float32\)", big.source)
+    close(big.run(a, b)[0], a @ b, 8)
 
 
 @pytest.mark.parametrize("form", ["threads", "prange"])
@@ -278,9 +283,9 @@ def test_local_buffer_under_parallel_loop_is_per_thread(form, rng):
     kern = ps.build(tiled_local_matmul(unroll_j=False, parallel_i0=True), "cpu -threads=2", parallel=form)
     src = kern.source
     if form == "prange":
-        assert re.search(r"def _ps_tiled_i0_body\(i0, A, B, C\):.*\n    C_local = np.empty", src)
+        assert re.search(r"def _ps_tiled_i0_body\(i0, A, B, C\):.*\n    C_local = _ps_stack_empty", src)
     else:
-        assert re.search(r"if _ps_seg == 0:\n        C_local = np.empty\(16, dtype=np.float32\).*\n        for i0 in range\(_ps_lo, _ps_hi\)", src)
+        assert re.search(r"if _ps_seg == 0:\n        C_local = _ps_stack_empty\(16, np.float32\).*\n        for i0 in range\(_ps_lo, _ps_hi\)", src)
     a, b = rand(rng, 16, 8), rand(rng, 8, 16)
     close(kern.run(a, b)[0], a @ b, 8)
 

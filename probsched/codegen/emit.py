@@ -60,6 +60,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ..errors import BuildError
 from ..ir.expr import BOOL, INT_DTYPES, Const, Expr, Var, all_of, as_expr, binary, eq, free_vars, substitute
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
@@ -572,6 +574,10 @@ class Emitter:
                 raise BuildError(
                     f"{self._where()}: index {c} is out of range [0, {extent}) of buffer {buf.name} {buf.shape}"
                 )
+            if extent == 1:
+                # the only index an executed access can have: writing 0 keeps a compacted
+                # local's indices constant (n1_0_h1_0_fused // 2 would hide that from LLVM)
+                continue
             flat = binary("add", flat, binary("mul", ix, st))
         return flat
 
@@ -626,7 +632,14 @@ class Emitter:
             buf = self.buffers[name]
             arr = self.array_names[name]
             np_dtype = "np.bool_" if buf.dtype == BOOL else f"np.{buf.dtype}"
-            self.line(f"{arr} = np.empty({buf.size}, dtype={np_dtype})  # local {buf}")
+            # imported here: stackalloc compiles with numba, which .compile must configure first
+            from .stackalloc import MAX_STACK_BYTES, stack_empty
+
+            if buf.size * np.dtype(np_dtype[3:]).itemsize <= MAX_STACK_BYTES:
+                alloc = self.add_global("stack_empty", stack_empty)
+                self.line(f"{arr} = {alloc}({buf.size}, {np_dtype})  # local {buf}, on the stack")
+            else:
+                self.line(f"{arr} = np.empty({buf.size}, dtype={np_dtype})  # local {buf}")
             self.visible_arrays.append(arr)
         for name in self.scalar_scopes.get(key, ()):
             buf = self.buffers[name]
