@@ -339,6 +339,35 @@ def test_rfactor_slot_without_iterations_is_skipped():
     assert_same(sch)
 
 
+def test_reduction_loops_of_extent_one_do_not_count_as_driving():
+    """A reduction tile of extent 1 outside the spatial tile runs once: the init may go below
+    it and a write cache of the spatial tile is final there (a register tile of a 3x3 kernel
+    tiled (1, 3))."""
+    sch = ps.Schedule(matmul_relu(n=8, m=8, k=12))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    k0, k1 = sch.split(k, [1, 12])
+    i0, i1 = sch.split(i, [2, 4])
+    sch.reorder(i0, j, k0, i1, k1)
+    cache = sch.cache_write(c, 0, "local")
+    sch.reverse_compute_at(cache, j)  # k0 (extent 1) encloses j's body: still final
+    init = sch.decompose_reduction(c, k1)  # below k0
+    assert [l.name for l in sch.get_loops(init)][:3] == ["i_0", "j", "k_0"]
+    assert_same(sch)
+    inputs, expected = reference_of(sch.func)
+    out = np.full(expected[0].shape, np.nan, np.float32)
+    ps.build(sch)(*inputs, out)
+    np.testing.assert_allclose(out, expected[0], rtol=1e-5, atol=1e-5)
+    sch2 = ps.Schedule(matmul_relu(n=8, m=8, k=12))
+    c2 = sch2.get_block("C")
+    i, j, k = sch2.get_loops(c2)
+    k0, k1 = sch2.split(k, [3, 4])
+    sch2.reorder(i, k0, j, k1)
+    refuses(sch2, lambda: sch2.decompose_reduction(c2, k1), "loop k_0 above k_1 drives a reduction iterator")
+    cache2 = sch2.cache_write(c2, 0, "local")
+    refuses(sch2, lambda: sch2.reverse_compute_at(cache2, j), "drives reduction iterator")
+
+
 def test_decompose_reduction_and_preconditions():
     sch = ps.Schedule(matmul_relu())
     c = sch.get_block("C")

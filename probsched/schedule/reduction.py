@@ -173,7 +173,7 @@ def decompose_reduction(func: PrimFunc, block: str, loop: str) -> Tuple[PrimFunc
     above = [s for s in idx.ancestors(lpath) if isinstance(s, Loop)]
     for s in above:
         require(
-            s.name not in reduce_vars,
+            s.name not in reduce_vars or s.extent == 1,  # a loop of extent 1 runs the init once
             prim,
             f"loop {s.name} above {loop} drives a reduction iterator of block {block}; the init would "
             "run more than once",
