@@ -190,3 +190,25 @@ def test_compute_locations_skip_loops_that_would_repeat_the_same_work():
     assert row.name in where and col.name not in where, where
     # a decision stored before (a measured record) at the skipped loop still replays
     assert sch.sample_compute_location(sch.get_block("T_softmax_expsum"), decision=col.name) == col.name
+
+
+def test_register_tile_write_cache_only_where_the_tile_is_final():
+    # write level 3 caches the innermost spatial tile alone (a register tile on the stack);
+    # it is offered only when the outer reduction tiles have extent 1
+    from handlers.errors import SupportError
+
+    w, x, expected = data("DEP")
+    site = "depthwise_conv2d/write_cache"
+    taps = {"depthwise_conv2d/rh/tile": (1, 3), "depthwise_conv2d/rw/tile": (1, 3)}
+    sch = ps.Schedule(w.func)
+    trace(seed(condition(ps.space.default(), {**taps, site: 3}), 0)).get_trace(sch)
+    local = next(b for b in sch.mod.allocs if b.name == "depthwise_conv2d_local")
+    inner = [l for l in sch.get_loops(sch.get_block("depthwise_conv2d"))][-4:]  # n1_3 h1_3 w1_3 c1_3
+    assert local.size == int(np.prod([sch.get(l).extent for l in inner])), (local, inner)
+    out = [np.full(b.shape, np.nan, b.dtype) for b in w.func.output_buffers()]
+    kernel = ps.build(sch)
+    assert "_ps_stack_empty(" in kernel.source
+    kernel(*x, *out)
+    w.check(out, expected)
+    with pytest.raises(SupportError):
+        trace(seed(condition(ps.space.default(), {"depthwise_conv2d/rh/tile": (3, 1), site: 3}), 0)).get_trace(ps.Schedule(w.func))

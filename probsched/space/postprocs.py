@@ -24,9 +24,13 @@ class RewriteReductionBlock:
             if blk.init is None or not blk.is_reduction or isinstance(blk.body, tuple):
                 continue
             loops = sch.get_loops(BlockRV(name))
-            first_r = next((l for l in loops if an.loop_kind(sch, name, l) == "R"), None)
-            if first_r is None:
+            r_loops = [l for l in loops if an.loop_kind(sch, name, l) == "R"]
+            if not r_loops:
                 continue
+            # outer reduction tiles of extent 1 (a 3x3 kernel tiled (1, 3)) run once: the init
+            # goes below them, inside the spatial tiles between, where a write cache of one
+            # register tile can hold it (else the cache must span those tiles too)
+            first_r = next((l for l in r_loops if sch.get(l).extent > 1), r_loops[0])
             try:
                 sch.decompose_reduction(BlockRV(name), first_r)
             except ScheduleError:
