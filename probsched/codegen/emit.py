@@ -19,8 +19,9 @@ argument types, and the plan the kernel wrapper follows. The generated code:
   reduction iterators (hoisted), else under ``if <reduction iterators> == 0:``;
 - allocates ``global`` intermediates in the kernel wrapper (once per kernel) and passes
   them after the parameters; ``local`` scratch buffers become scalar variables when every
-  access has a constant index (after unrolling), else an ``np.empty`` array allocated once
-  per thread: at the start of the function, of the parallel body, or of the thread's
+  access has a constant index (after unrolling), else an array allocated once per thread
+  (on the stack up to :data:`~.stackalloc.MAX_STACK_BYTES`, where LLVM can keep a register
+  tile in registers; ``np.empty`` beyond): at the start of the function, of the parallel body, or of the thread's
   chunk, whichever innermost one encloses all uses (hoisted out of serial loops so that no
   loop iteration pays for an allocation);
 - names: every IR name is mangled to a unique identifier (:class:`~.names.Namer`), block
