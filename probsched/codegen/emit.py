@@ -636,7 +636,7 @@ class Emitter:
             # imported here: stackalloc compiles with numba, which .compile must configure first
             from .stackalloc import MAX_STACK_BYTES, stack_empty
 
-            if buf.size * np.dtype(np_dtype[3:]).itemsize <= MAX_STACK_BYTES:
+            if buf.size * np.dtype(buf.dtype).itemsize <= MAX_STACK_BYTES:
                 alloc = self.add_global("stack_empty", stack_empty)
                 self.line(f"{arr} = {alloc}({buf.size}, {np_dtype})  # local {buf}, on the stack")
             else:

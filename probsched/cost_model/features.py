@@ -73,11 +73,11 @@ LOOP_KINDS = ("vectorized", "unrolled", "parallel")
 POSITIONS = ("none", "inner_spatial", "middle_spatial", "outer_spatial", "inner_reduce", "middle_reduce", "outer_reduce", "mixed")
 #: (name, capacity, unit, doc) of the storage levels whose incoming traffic
 #: :func:`_traffic_row` estimates (this machine's: 16 AVX2 registers, L1d and L2 of one core,
-#: the L1 data TLB); unit False: bytes of elements, True: bytes of cache lines, "pages": pages.
+#: the L1 data TLB); unit: "bytes" of elements, "line_bytes" of whole cache lines, "pages".
 TRAFFIC_LEVELS = (
-    ("reg", 16 * 32, False, "bytes loaded into a 512 B register file (16 AVX2 registers): footprint of the outermost level that fits x its executions"),
-    ("l1", 32 * 1024, True, "bytes of cache lines brought into a 32 KiB L1: line footprint of the outermost level that fits x its executions"),
-    ("l2", 1024 * 1024, True, "bytes of cache lines brought into a 1 MiB L2: line footprint of the outermost level that fits x its executions"),
+    ("reg", 16 * 32, "bytes", "bytes loaded into a 512 B register file (16 AVX2 registers): footprint of the outermost level that fits x its executions"),
+    ("l1", 32 * 1024, "line_bytes", "bytes of cache lines brought into a 32 KiB L1: line footprint of the outermost level that fits x its executions"),
+    ("l2", 1024 * 1024, "line_bytes", "bytes of cache lines brought into a 1 MiB L2: line footprint of the outermost level that fits x its executions"),
     ("tlb", 64, "pages", "pages loaded into a 64-entry L1 data TLB: page footprint of the outermost level that fits x its executions"),
 )
 
@@ -251,7 +251,7 @@ def _traffic_row(bufs: List[Buf], inner: List[float]) -> List[float]:
         for j in range(n + 1):
             if unit == "pages":
                 size = sum(b.fp_pages[j] for b in bufs)
-            elif unit:
+            elif unit == "line_bytes":
                 size = sum(b.fp_lines[j] * CACHE_LINE for b in bufs)
             else:
                 size = sum(b.fp[j] * b.elem for b in bufs)

@@ -49,32 +49,27 @@ def _loop_ranges(idx: TreeIndex, path: tuple) -> Dict[str, Tuple[int, int]]:
     return {s.name: (0, s.extent - 1) for s in idx.ancestors(path) if isinstance(s, Loop)}
 
 
-def _access_region(
-    idx: TreeIndex, blk: Block, indices: tuple, loop_path: tuple, shape: tuple
-) -> List[Optional[Region]]:
-    """Region per dimension of an access of ``blk`` when the loops down to ``loop_path`` are fixed."""
+def _indices_in_loop(idx: TreeIndex, blk: Block, indices: tuple, loop_path: tuple):
+    """An access of ``blk`` seen from one iteration of the loop at ``loop_path``: its indices
+    in loop variables (simplified), the loops held fixed, and the ranges of the others."""
     bpath = idx.block_path(blk.name)
-    anc = [s for s in idx.ancestors(bpath) if isinstance(s, Loop)]
-    fixed_loops = [s for s in idx.ancestors(loop_path) if isinstance(s, Loop)] + [idx.at(loop_path)]
-    fixed = {s.name for s in fixed_loops}
-    ranges = {s.name: (0, s.extent - 1) for s in anc if s.name not in fixed}
+    fixed = {s.name for s in idx.ancestors(loop_path) if isinstance(s, Loop)} | {idx.at(loop_path).name}
+    ranges = {s.name: (0, s.extent - 1) for s in idx.ancestors(bpath) if isinstance(s, Loop) and s.name not in fixed}
     bmap = binding_map(blk)
-    out = []
-    for ix, dim in zip(indices, shape):
-        e = simplify(substitute(ix, bmap))
-        r = region(e, fixed, ranges)
-        out.append(r)
-    return out
+    return [simplify(substitute(ix, bmap)) for ix in indices], fixed, ranges
+
+
+def _access_region(idx: TreeIndex, blk: Block, indices: tuple, loop_path: tuple) -> List[Optional[Region]]:
+    """Region per dimension of an access of ``blk`` when the loops down to ``loop_path`` are fixed."""
+    exprs, fixed, ranges = _indices_in_loop(idx, blk, indices, loop_path)
+    return [region(e, fixed, ranges) for e in exprs]
 
 
 def _writes_fill_box(idx: TreeIndex, blk: Block, indices: tuple, loop_path: tuple) -> bool:
     """Whether one iteration of the loop at ``loop_path`` writes every point of the box
     :func:`_access_region` gives for this store (a strided tile leaves holes)."""
-    bpath = idx.block_path(blk.name)
-    fixed = {s.name for s in idx.ancestors(loop_path) if isinstance(s, Loop)} | {idx.at(loop_path).name}
-    ranges = {s.name: (0, s.extent - 1) for s in idx.ancestors(bpath) if isinstance(s, Loop) and s.name not in fixed}
-    bmap = binding_map(blk)
-    return dense_box([simplify(substitute(ix, bmap)) for ix in indices], ranges)
+    exprs, _, ranges = _indices_in_loop(idx, blk, indices, loop_path)
+    return dense_box(exprs, ranges)
 
 
 def _merge(regions: List[List[Optional[Region]]], shape: tuple) -> List[Region]:
@@ -269,7 +264,7 @@ def compute_at(
     regions = []
     for c in cons:
         for ix in load_indices(c, buf.name):
-            regions.append(_access_region(idx, c, ix, lpath, buf.shape))
+            regions.append(_access_region(idx, c, ix, lpath))
     merged = _merge(regions, buf.shape)
     iter_regions = {dims[d]: merged[d] for d in range(len(dims))}
     outer = _loop_ranges(idx, lpath)
@@ -331,7 +326,7 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
                     f"producer {p.name} writes a strided tile of {bname} in one iteration of loop "
                     f"{loop} ({bname}[{', '.join(map(str, s_idx))}]): the region has holes",
                 )
-            wregions = [_access_region(idx, p, s_idx, lpath, buf.shape) for s_idx in stores]
+            wregions = [_access_region(idx, p, s_idx, lpath) for s_idx in stores]
             merged = _merge(wregions, buf.shape)
             for ix in loads:
                 names = _plain_iter_indices(ix, blk)
