@@ -193,17 +193,19 @@ def test_compute_locations_skip_loops_that_would_repeat_the_same_work():
     assert sch.sample_compute_location(sch.get_block("T_softmax_expsum"), decision=col.name) == col.name
 
 
-def test_register_tile_write_cache_only_where_the_tile_is_final():
+def test_register_tile_write_level_fixes_the_outer_reduction_tiles():
     # write level 3 caches the innermost spatial tile alone (a register tile on the stack);
-    # it is offered only when the outer reduction tiles have extent 1
-    from handlers.errors import SupportError
-
+    # it is sampled before the tiles and sets the outer reduction tiles to 1, so the tile is
+    # final there and the taps are not sampled at all
     w, x, expected = data("DEP")
     site = "depthwise_conv2d/write_cache"
-    taps = {"depthwise_conv2d/rh/tile": (1, 3), "depthwise_conv2d/rw/tile": (1, 3)}
     sch = ps.Schedule(w.func)
-    trace(seed(condition(ps.space.default(), {**taps, site: 3}), 0)).get_trace(sch)
-    inner = sch.get_loops(sch.get_block("depthwise_conv2d"))[-4:]  # n1_3 h1_3 w1_3 c1_3
+    tr = trace(seed(condition(ps.space.default(), {site: 3}), 0)).get_trace(sch)
+    assert not [n for n in tr if n.startswith("depthwise_conv2d/r")], list(tr)
+    loops = sch.get_loops(sch.get_block("depthwise_conv2d"))
+    rh0, rw0 = [l for l in loops if l.name.startswith(("rh", "rw"))][:2]
+    assert sch.get(rh0).extent == sch.get(rw0).extent == 1
+    inner = loops[-4:]  # n1_3 h1_3 w1_3 c1_3
     tile = int(np.prod([sch.get(l).extent for l in inner]))
     out = [np.full(b.shape, np.nan, b.dtype) for b in w.func.output_buffers()]
     kernel = ps.build(sch)
@@ -211,5 +213,17 @@ def test_register_tile_write_cache_only_where_the_tile_is_final():
     assert re.search(rf"depthwise_conv2d_local = _ps_stack_empty\({tile}, np.float32\)", kernel.source), kernel.source
     kernel(*x, *out)
     w.check(out, expected)
-    with pytest.raises(SupportError):
-        trace(seed(condition(ps.space.default(), {"depthwise_conv2d/rh/tile": (3, 1), site: 3}), 0)).get_trace(ps.Schedule(w.func))
+    # below level 3 the taps are sampled as before
+    tr2 = trace(seed(condition(ps.space.default(), {site: 2}), 0)).get_trace(ps.Schedule(w.func))
+    assert "depthwise_conv2d/rh/tile" in tr2 and "depthwise_conv2d/rw/tile" in tr2
+
+
+def test_register_tile_level_needs_reduction_loops_that_fit_one_tile():
+    # a 64-long K fits max_innermost_factor=64, a 128-long one does not: level 3 is not offered
+    from probsched.space.rules import MultiLevelTiling
+
+    for k, offered in ((64, True), (128, False)):
+        w = ps.workloads.matmul(8, 8, k)
+        sch = ps.Schedule(w.func)
+        tr = trace(seed(lambda s: MultiLevelTiling()(s, s.get_block("Z")), 0)).get_trace(sch)
+        assert (3 in tr["Z/write_cache"].dist.support()) == offered
