@@ -65,7 +65,7 @@ def _divisors(n: int) -> List[int]:
 
 
 def _one_step(sch: Schedule, choose: Chooser) -> str:
-    idx = TreeIndex(sch.mod)
+    idx = TreeIndex.of(sch.mod)
     blocks = list(idx.blocks)
     loops = list(idx.loops)
     prim = choose(PRIMITIVES)

@@ -571,19 +571,28 @@ def abs(x: ExprLike) -> Expr:  # noqa: A001 - the front end's name for it
 
 def children(e: Expr) -> tuple:
     """The sub-expressions of ``e`` in evaluation order."""
-    if isinstance(e, BinOp):
-        return (e.a, e.b)
-    if isinstance(e, Not):
-        return (e.a,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Cast):
-        return (e.value,)
-    if isinstance(e, Select):
-        return (e.cond, e.t, e.f)
-    if isinstance(e, Load):
-        return e.indices
+    get = _CHILDREN.get(type(e))
+    if get is not None:
+        return get(e)
+    # subclasses (a ReduceAxis is a Var): the slow path
+    for cls, get in _CHILDREN.items():
+        if isinstance(e, cls):
+            return get(e)
     return ()
+
+
+# by exact type: the traversals below run millions of times per search round, and one dict
+# lookup is several times cheaper than a chain of isinstance tests
+_CHILDREN = {
+    BinOp: lambda e: (e.a, e.b),
+    Not: lambda e: (e.a,),
+    Call: lambda e: e.args,
+    Cast: lambda e: (e.value,),
+    Select: lambda e: (e.cond, e.t, e.f),
+    Load: lambda e: e.indices,
+    Var: lambda e: (),
+    Const: lambda e: (),
+}
 
 
 def rebuild(e: Expr, new_children: Sequence[Expr]) -> Expr:
@@ -644,7 +653,15 @@ def free_vars(e: Expr) -> set:
     >>> sorted(free_vars(Var("i") * 3 + Var("k")))
     ['i', 'k']
     """
-    return {x.name for x in walk(e) if isinstance(x, Var)}
+    out = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Var):
+            out.add(x.name)
+        else:
+            stack.extend(children(x))
+    return out
 
 
 def loads(e: Expr) -> list:

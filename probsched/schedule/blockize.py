@@ -21,7 +21,7 @@ from .tree import TreeIndex, all_names, fresh_name, iter_blocks, replace_at, req
 def blockize(func: PrimFunc, loop: str) -> Tuple[PrimFunc, str]:
     """Turn the subtree rooted at ``loop`` into a block; returns the new block's name."""
     prim = "blockize"
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     lpath, lnode = lookup_loop(idx, loop, prim)
     blocks = list(iter_blocks(lnode))
     require(len(blocks) == 1, prim, f"loop {loop} must contain exactly one block, has {[b.name for b in blocks]}")

@@ -39,7 +39,7 @@ def cache_read(func: PrimFunc, block: str, read_index: int, scope: str) -> Tuple
     """Make ``block`` read its ``read_index``-th input from a copy in ``scope``; returns the copy block."""
     prim = "cache_read"
     require(scope in SCOPES, prim, f"scope {scope!r} is not one of {SCOPES}")
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     bpath, blk = lookup_block(idx, block, prim)
     own = set(written_buffers(blk))
     reads = [b for b in read_buffers(blk) if b not in own]
@@ -76,7 +76,7 @@ def cache_write(func: PrimFunc, block: str, write_index: int, scope: str) -> Tup
     """Make ``block`` write into a copy in ``scope`` and copy it back after; returns the copy-back block."""
     prim = "cache_write"
     require(scope in SCOPES, prim, f"scope {scope!r} is not one of {SCOPES}")
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     bpath, blk = lookup_block(idx, block, prim)
     writes = written_buffers(blk)
     require(

@@ -177,7 +177,7 @@ def _movable_block(idx: TreeIndex, block: str, prim: str) -> Tuple[tuple, Block]
 
 def _movable(func: PrimFunc, block: str, loop: str, prim: str, idx: Optional[TreeIndex] = None):
     """Checks shared by compute_at and reverse_compute_at; returns the index, paths and nodes."""
-    idx = idx if idx is not None and idx.func is func else TreeIndex(func)
+    idx = idx if idx is not None and idx.func is func else TreeIndex.of(func)
     bpath, blk = _movable_block(idx, block, prim)
     lpath, lnode = _movable_to(idx, block, bpath, loop, prim)
     return idx, bpath, blk, lpath, lnode
@@ -230,7 +230,7 @@ def legal_compute_at_loops(func: PrimFunc, block: str, loops: List[str], idx: Op
     """The loops of ``loops`` where ``compute_at(func, block, loop)`` would succeed (in order),
     checking what does not depend on the loop once (a design space asks this of every loop
     of the consumers, for every candidate)."""
-    idx = idx if idx is not None and idx.func is func else TreeIndex(func)
+    idx = idx if idx is not None and idx.func is func else TreeIndex.of(func)
     prim = "compute_at"
     try:
         bpath, _, cons, _, _ = _producer_checks(func, idx, block, prim)
@@ -255,7 +255,7 @@ def compute_at(
     returns None without building the moved program; ``idx`` reuses an index of ``func``.
     """
     prim = "compute_at"
-    idx = idx if idx is not None and idx.func is func else TreeIndex(func)
+    idx = idx if idx is not None and idx.func is func else TreeIndex.of(func)
     bpath, blk, cons, st, dims = _producer_checks(func, idx, block, prim)
     lpath, lnode = _loop_checks(idx, block, bpath, cons, loop, prim)
     if check_only:  # the region below never refuses: it is what the move computes
@@ -271,7 +271,7 @@ def compute_at(
     outer[lnode.name] = (0, lnode.extent - 1)
     new_func = remove_at(func, bpath)
     nest, _ = _rebuild_block_nest(new_func, blk, iter_regions, outer)
-    lpath2 = TreeIndex(new_func).loop_path(loop)
+    lpath2 = TreeIndex.of(new_func).loop_path(loop)
     return insert_at(new_func, lpath2, 0, (nest,))
 
 
@@ -348,7 +348,7 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
     outer[lnode.name] = (0, lnode.extent - 1)
     new_func = remove_at(func, bpath)
     nest, _ = _rebuild_block_nest(new_func, blk, iter_regions, outer)
-    idx2 = TreeIndex(new_func)
+    idx2 = TreeIndex.of(new_func)
     lpath2 = idx2.loop_path(loop)
     return insert_at(new_func, lpath2, len(idx2.at(lpath2).body), (nest,))
 
@@ -388,7 +388,7 @@ def _loads_of(e: Expr) -> List[Load]:
 def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
     """Inline an elementwise producer into every consumer and remove it."""
     prim = "compute_inline"
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     bpath, blk = lookup_block(idx, block, prim)
     st, dims = _check_inlinable(func, blk, prim)
     bname = st.buffer.name
@@ -407,7 +407,7 @@ def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
         func.body, lambda b: map_block_exprs(b, lambda e: map_loads(e, inline)) if b.name in readers else b
     )
     new_func = func.replace(body=body)
-    new_func = remove_at(new_func, TreeIndex(new_func).block_path(block))
+    new_func = remove_at(new_func, TreeIndex.of(new_func).block_path(block))
     allocs = tuple(b for b in new_func.allocs if b.name != bname)
     return new_func.replace(allocs=allocs)
 
@@ -415,7 +415,7 @@ def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
 def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
     """Inline an elementwise consumer into its (elementwise) producer and remove it."""
     prim = "reverse_compute_inline"
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     bpath, blk = lookup_block(idx, block, prim)
     cst = single_store(blk)
     require(cst is not None, prim, f"block {block} is not a single store")
@@ -449,6 +449,6 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
     new_prod = prod.replace(body=Store(cst.buffer, indices, value))
     from .tree import replace_at
 
-    new_func = replace_at(func, TreeIndex(func).block_path(prod.name), (new_prod,))
-    new_func = remove_at(new_func, TreeIndex(new_func).block_path(block))
+    new_func = replace_at(func, TreeIndex.of(func).block_path(prod.name), (new_prod,))
+    new_func = remove_at(new_func, TreeIndex.of(new_func).block_path(block))
     return new_func.replace(allocs=tuple(b for b in new_func.allocs if b.name != bname))

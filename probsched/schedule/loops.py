@@ -51,7 +51,7 @@ def split(func: PrimFunc, loop: str, factors: Sequence[Optional[int]]) -> Tuple[
     extent, every block under the loop gets the guard ``fused index < extent``.
     """
     prim = "split"
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     path, node = lookup_loop(idx, loop, prim)
     factors = list(factors)
     require(len(factors) >= 2, prim, f"loop {loop}: needs at least two factors, got {factors}")
@@ -100,7 +100,7 @@ def fuse(func: PrimFunc, loops: Sequence[str]) -> Tuple[PrimFunc, str]:
     """Fuse directly nested loops (each the only child of the previous) into one."""
     prim = "fuse"
     require(len(loops) >= 2, prim, f"needs at least two loops, got {list(loops)}")
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     nodes = [lookup_loop(idx, n, prim) for n in loops]
     for (p_out, outer), (p_in, inner) in zip(nodes, nodes[1:]):
         require(
@@ -140,11 +140,11 @@ def reorder(func: PrimFunc, loops: Sequence[str]) -> PrimFunc:
     prim = "reorder"
     require(len(set(loops)) == len(loops), prim, f"a loop is listed twice in {list(loops)}")
     if len(loops) < 2:
-        idx = TreeIndex(func)
+        idx = TreeIndex.of(func)
         for n in loops:
             lookup_loop(idx, n, prim)
         return func
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     found = {n: lookup_loop(idx, n, prim) for n in loops}
     by_depth = sorted(loops, key=lambda n: len(found[n][0]))
     for a, b in zip(by_depth, by_depth[1:]):
@@ -204,7 +204,7 @@ def _check_data_parallel(idx: TreeIndex, path: tuple, node: Loop, prim: str) -> 
 def set_kind(func: PrimFunc, loop: str, kind: str) -> PrimFunc:
     """Mark a loop parallel, vectorized, unrolled or serial (with the checks each needs)."""
     prim = {"parallel": "parallel", "vectorized": "vectorize", "unrolled": "unroll", "serial": "serial"}[kind]
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     path, node = lookup_loop(idx, loop, prim)
     if kind in ("parallel", "vectorized"):
         _check_data_parallel(idx, path, node, prim)
@@ -221,7 +221,7 @@ def set_kind(func: PrimFunc, loop: str, kind: str) -> PrimFunc:
 def _set_annotation(func: PrimFunc, kind: str, name: str, key: str, value, remove: bool) -> PrimFunc:
     """Set (or, with ``remove``, delete) annotation ``key`` of the loop or block ``name``."""
     prim = "unannotate" if remove else "annotate"
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     lookup = lookup_loop if kind == "loop" else lookup_block
     path, node = lookup(idx, name, prim)
     ann = dict(node.annotations)

@@ -41,7 +41,7 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
     original reduces them into ``W``.
     """
     prim = "rfactor"
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     lpath, lnode = lookup_loop(idx, loop, prim)
     blocks = [b for b in idx.blocks_under(lpath)]
     require(len(blocks) == 1, prim, f"loop {loop} must contain exactly one block, has {[b.name for b in blocks]}")
@@ -161,7 +161,7 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
 def decompose_reduction(func: PrimFunc, block: str, loop: str) -> Tuple[PrimFunc, str]:
     """Move a reduction's init into its own block placed just before ``loop``; returns it."""
     prim = "decompose_reduction"
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     bpath, blk = lookup_block(idx, block, prim)
     lpath, lnode = lookup_loop(idx, loop, prim)
     require(blk.init is not None, prim, f"block {block} has no init to decompose")

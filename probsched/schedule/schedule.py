@@ -96,7 +96,7 @@ class Schedule:
 
     def _idx(self) -> TreeIndex:
         if self._index is None or self._index.func is not self._mod:
-            self._index = TreeIndex(self._mod)
+            self._index = TreeIndex.of(self._mod)
         return self._index
 
     def _record(self, kind: str, inputs: Sequence, attrs: dict, outputs: Sequence, decision: Any = None) -> None:

@@ -192,7 +192,7 @@ def match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
 def tensorize(func: PrimFunc, block: str, intrin) -> PrimFunc:
     """Mark a blockized block as computed by ``intrin`` after checking it matches."""
     prim = "tensorize"
-    idx = TreeIndex(func)
+    idx = TreeIndex.of(func)
     bpath, blk = lookup_block(idx, block, prim)
     require(blk.annotation(TENSORIZE_KEY) is None, prim, f"block {block} is already tensorized")
     axes, _ = match_intrinsic(blk, intrin)
@@ -209,10 +209,10 @@ def check_tensorized(old: PrimFunc, new: PrimFunc) -> None:
     Blocks the change did not rebuild (the same node object as before) are not re-checked.
     """
     from .. import intrinsics
-    from .tree import iter_blocks
 
-    before = {id(b) for b in iter_blocks(old.body) if b.annotation(TENSORIZE_KEY) is not None}
-    for blk in iter_blocks(new.body):
+    # the indexes are shared (TreeIndex.of): the schedule asks for the new one next anyway
+    before = {id(b) for b in TreeIndex.of(old).block_nodes if b.annotation(TENSORIZE_KEY) is not None}
+    for blk in TreeIndex.of(new).block_nodes:
         name = blk.annotation(TENSORIZE_KEY)
         if name is None or id(blk) in before:
             continue

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ..ir.expr import Load, Select, free_vars, walk
 from ..ir.stmt import Block, Store
@@ -24,16 +24,27 @@ def block(sch: Schedule, name: str) -> Block:
     return sch._idx().block(name)
 
 
+def loop_kinds(sch: Schedule, block_name: str) -> Dict[str, Optional[str]]:
+    """:func:`loop_kind` of every loop the block's bindings use, in one pass over them
+    (rules ask for all the loops of a block at once, thousands of times per search round).
+
+    >>> import probsched as ps
+    >>> sch = ps.Schedule(ps.workloads.small("GMM").func)
+    >>> loop_kinds(sch, "Z")
+    {'b': 'S', 'i': 'S', 'j': 'S', 'k': 'R'}
+    """
+    blk = block(sch, block_name)
+    seen: Dict[str, set] = {}
+    for it, b in zip(blk.iters, blk.bindings):
+        for v in free_vars(b):
+            seen.setdefault(v, set()).add(it.kind)
+    return {v: (next(iter(k)) if len(k) == 1 else None) for v, k in seen.items()}
+
+
 def loop_kind(sch: Schedule, block_name: str, loop: LoopRV) -> Optional[str]:
     """``"S"``/``"R"`` when ``loop`` drives only spatial/reduction iterators of the block,
     ``"O"`` when it drives none, None when both."""
-    blk = block(sch, block_name)
-    kinds = {it.kind for it, b in zip(blk.iters, blk.bindings) if loop.name in free_vars(b)}
-    if not kinds:
-        return "O"
-    if len(kinds) == 2:
-        return None
-    return kinds.pop()
+    return loop_kinds(sch, block_name).get(loop.name, "O")
 
 
 def is_elementwise(sch: Schedule, name: str) -> bool:

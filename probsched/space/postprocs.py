@@ -24,7 +24,8 @@ class RewriteReductionBlock:
             if blk.init is None or not blk.is_reduction or isinstance(blk.body, tuple):
                 continue
             loops = sch.get_loops(BlockRV(name))
-            r_loops = [l for l in loops if an.loop_kind(sch, name, l) == "R"]
+            kinds = an.loop_kinds(sch, name)
+            r_loops = [l for l in loops if kinds.get(l.name) == "R"]
             if not r_loops:
                 continue
             # outer reduction tiles of extent 1 (a 3x3 kernel tiled (1, 3)) run once: the init

@@ -80,7 +80,8 @@ class MultiLevelTiling:
         if blk.annotation("meta_schedule.tiling_structure") is not None:
             return  # tiled already (by MultiLevelTilingWithIntrin)
         loops = sch.get_loops(block)
-        kinds = [an.loop_kind(sch, name, l) for l in loops]
+        by_loop = an.loop_kinds(sch, name)
+        kinds = [by_loop.get(l.name, "O") for l in loops]
         if any(k not in ("S", "R") for k in kinds):
             return
         r_extents = [sch.get(l).extent for l, k in zip(loops, kinds) if k == "R"]
@@ -179,7 +180,8 @@ class AddRFactor:
         if spatial >= reduce or spatial > self.max_jobs_per_core * (self.cores or _cores()):
             return
         loops = sch.get_loops(block)
-        r_loops = [l for l in loops if an.loop_kind(sch, name, l) == "R"]
+        kinds = an.loop_kinds(sch, name)
+        r_loops = [l for l in loops if kinds.get(l.name) == "R"]
         if not r_loops or loops[-len(r_loops):] != r_loops:
             return
         choice = sch.sample_categorical(["none", "outer", "inner"], name=f"{name}/rfactor")
