@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 import probsched as ps
 from probsched.errors import IRError, KernelArgumentError
-from probsched.ir.expr import Var
+from probsched.ir.expr import Var, eq
 from probsched.ir.interpreter import evaluate, interpret, register_stmt_interpreter
-from probsched.ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Stmt, Store
+from probsched.ir.stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, IterVar, Loop, PrimFunc, Stmt, Store
+from probsched.lowering import lower
 
 
 def _matmul_func(n: int, m: int, k: int) -> PrimFunc:
@@ -151,6 +152,66 @@ def test_intermediates_start_as_nan():
     )
     (b,) = evaluate(f, np.ones(4, np.float32))
     assert np.isnan(b).all()
+
+
+# ------------------------------------------------------------------ lowered functions
+def _carried_tile(dtype: str = "float32"):
+    """Y[i] = T[0] * 2 under loop i, where T[0] is written only when i == 0: right while T
+    lives the whole call, a read of another iteration's leftover when it lives one iteration."""
+    X, Y, T = Buffer("X", (2,), dtype), Buffer("Y", (2,), dtype), Buffer("T", (1,), dtype, scope="local")
+    i = Var("i")
+    once = Block("once", (), (), Store(T, (0,), X[0]), predicate=eq(i, 0))
+    use = Block("use", (), (), Store(Y, (i,), T[0] * 2))
+    return PrimFunc("f", (X, Y), (Loop(i, 2, body=(once, use)),), allocs=(T,))
+
+
+def test_lowered_block_bodies_see_loop_variables():
+    i, vi = Var("i"), Var("v_i")
+    blk = Block("S", (IterVar(vi, 2),), (i,), Store(S2, (i,), 1.0))  # compaction writes indices like this
+    s = np.zeros(2, np.float32)
+    interpret(PrimFunc("f", (S2,), (Loop(i, 2, body=(blk,)),)), s, lowered=True)
+    np.testing.assert_array_equal(s, [1.0, 1.0])
+
+
+@pytest.mark.parametrize("dtype, unwritten", [("float32", np.nan), ("int64", 0)])
+def test_a_compacted_local_lives_one_iteration_of_its_loop(dtype, unwritten):
+    f = _carried_tile(dtype)
+    x = np.array([3, 5], dtype)
+    np.testing.assert_array_equal(evaluate(f, x, lowered=True)[0], [6, 6])
+    per_call = f.replace(attrs={LOCAL_ALLOC_LOOPS: (("T", None),)})  # allocated at the root
+    np.testing.assert_array_equal(evaluate(per_call, x, lowered=True)[0], [6, 6])
+    per_iteration = f.replace(attrs={LOCAL_ALLOC_LOOPS: (("T", "i"),)})
+    np.testing.assert_array_equal(evaluate(per_iteration, x, lowered=True)[0], [6, unwritten * 2])
+
+
+def test_lowered_functions_need_the_flag_and_a_consistent_attribute():
+    f = _carried_tile()
+    x = np.ones(2, np.float32)
+    with pytest.raises(IRError, match="is a lowered function .* lowered=True"):
+        evaluate(f.replace(attrs={LOCAL_ALLOC_LOOPS: (("T", "i"),)}), x)
+    for bad in (("T", "j"), ("X", "i"), ("U", None)):
+        with pytest.raises(IRError, match=f"names local buffer {bad[0]} under loop {bad[1]}"):
+            evaluate(f.replace(attrs={LOCAL_ALLOC_LOOPS: (bad,)}), x, lowered=True)
+
+
+def test_lowered_schedule_with_compacted_caches():
+    # matmul in 2 x 3 tiles of C computed in a local write cache, B's row read through a
+    # local cache per k: lowering shrinks both and records the loop each one lives in
+    sch = ps.Schedule(_matmul_func(4, 6, 5))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 2])
+    j0, j1 = sch.split(j, [None, 3])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.reverse_compute_at(sch.cache_write(c, 0, "local"), j0)
+    sch.compute_at(sch.cache_read(c, 1, "local"), k)
+    lowered = lower(sch.mod)
+    assert lowered.attr(LOCAL_ALLOC_LOOPS) == (("B_local", "k"), ("C_local", "j_0"))
+    assert PrimFunc.from_json(lowered.to_json()) == lowered
+    rng = np.random.default_rng(1)
+    a, b = _rand(rng, 4, 5), _rand(rng, 5, 6)
+    (c_out,) = evaluate(lowered, a, b, lowered=True)
+    np.testing.assert_allclose(c_out, a @ b, rtol=1e-5, atol=1e-6)
 
 
 # ------------------------------------------------------------------ expressions

@@ -5,6 +5,7 @@ import pytest
 
 import probsched as ps
 from probsched.ir.interpreter import evaluate
+from probsched.lowering import lower
 
 
 def matmul_relu(n=10, m=9, k=12):
@@ -35,10 +36,14 @@ def reference_of(func, rng_seed=0):
 
 
 def assert_same(sch):
+    """The schedule computes what the unscheduled function does, as written and as compiled:
+    lowered, with each compacted local buffer living one iteration of its loop."""
     inputs, expected = reference_of(sch.func)
-    got = evaluate(sch.mod, *inputs)
-    for g, e in zip(got, expected):
-        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+    as_written = evaluate(sch.mod, *inputs)
+    as_compiled = evaluate(lower(sch.mod), *inputs, lowered=True)
+    for what, got in (("scheduled", as_written), ("lowered", as_compiled)):
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5, err_msg=what)
 
 
 def refuses(sch, fn, *fragments):
@@ -207,16 +212,22 @@ def test_reverse_compute_at_and_preconditions():
     refuses(sch2, lambda: sch2.reverse_compute_at(c, d_loop), "comes before loop")
 
 
-def test_reverse_compute_at_refuses_a_strided_tile():
-    """A tile whose inner split part runs outside (i = 2 * i0 + i1, i1 outer) writes every
-    other row of its write cache: a copy-out over the box would store rows no iteration of
-    the loop computed (compiled, with the cache compacted per tile: garbage)."""
+def _strided_write_cache():
+    """matmul_relu (8 rows) with i = 2 * i0 + i1, i1 outer, and C's local write cache:
+    one iteration of i1 computes every other row. Returns (sch, cache, i0, i1)."""
     sch = ps.Schedule(matmul_relu(n=8))
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
     i0, i1 = sch.split(i, [4, 2])
     sch.reorder(i1, i0)
-    cache = sch.cache_write(c, 0, "local")
+    return sch, sch.cache_write(c, 0, "local"), i0, i1
+
+
+def test_reverse_compute_at_refuses_a_strided_tile():
+    """A tile whose inner split part runs outside (i = 2 * i0 + i1, i1 outer) writes every
+    other row of its write cache: a copy-out over the box would store rows no iteration of
+    the loop computed (compiled, with the cache compacted per tile: garbage)."""
+    sch, cache, i0, i1 = _strided_write_cache()
     refuses(sch, lambda: sch.reverse_compute_at(cache, i1), "reverse_compute_at", "strided tile", "holes")
     sch.reverse_compute_at(cache, i0)  # one row per iteration: dense
     assert_same(sch)
@@ -224,6 +235,41 @@ def test_reverse_compute_at_refuses_a_strided_tile():
     out = np.full(expected[0].shape, np.nan, np.float32)
     ps.build(sch)(*inputs, out)
     np.testing.assert_allclose(out, expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_strided_tile_copy_out_interpreted_with_local_lifetimes():
+    """The interpreted twin of the test above. Over the strided tile's box, an iteration of
+    i1 copies out rows it did not compute: with a full-size write cache a later iteration
+    copies them again, computed (the final output is right); lowered, the cache holds this
+    iteration's tile only and those rows of it are NaN. reverse_compute_at must refuse, or
+    produce a program that is right lowered."""
+    sch, cache, i0, i1 = _strided_write_cache()
+    try:
+        sch.reverse_compute_at(cache, i1)
+    except ps.ScheduleError:  # refused: the tile has holes (dense_box)
+        sch.reverse_compute_at(cache, i0)
+    assert_same(sch)
+
+
+def test_a_copy_out_under_a_predicated_split_copies_what_was_computed():
+    """Splitting an extent-1 loop (n = 3 * n_0 + n_1, where(n < 1)) leaves iterations n_1 = 1, 2
+    that compute nothing. The copy-out moved under h used to be bound to row 0 in each (the
+    region's start dropped because its extent equals the dimension): with a full-size cache
+    that is row h again, right; lowered, the cache holds one row and the copy stored the
+    previous iteration's row (compiled, every row of B became the last). Now it keeps the
+    start, n_0 * 3 + n_1, under the guard n < 1."""
+    A = ps.placeholder((1, 4, 3), name="A")
+    B = ps.compute((1, 4, 3), lambda n, h, c: A[n, h, c] * 2.0, name="B")
+    sch = ps.Schedule(ps.create_func([A, B]))
+    blk = sch.get_block("B")
+    n, h, c = sch.get_loops(blk)
+    sch.split(n, [None, 3])
+    sch.reverse_compute_at(sch.cache_write(blk, 0, "local"), h)
+    assert_same(sch)
+    a = np.random.default_rng(0).uniform(-1, 1, (1, 4, 3)).astype("float32")
+    out = np.full((1, 4, 3), np.nan, np.float32)
+    ps.build(sch)(a, out)
+    np.testing.assert_allclose(out, a * 2, rtol=1e-6)
 
 
 def test_compute_inline_and_preconditions():

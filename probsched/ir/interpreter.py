@@ -29,6 +29,41 @@ Each expression is compiled once into a Python closure over a flat list of varia
 array([ 5., 50.], dtype=float32)
 >>> evaluate(func, a)[0]
 array([ 5., 50.], dtype=float32)
+
+Lowered functions (``lowered=True``). Code generation compiles
+:func:`probsched.lowering.lower`'s result, in which each compacted ``local`` buffer holds
+only the tile one iteration of its allocation loop touches, indexed relative to the tile
+start (written with the loop variables, so a lowered block body sees the enclosing loop
+variables too). The loop is recorded in the function's
+:data:`~probsched.ir.stmt.LOCAL_ALLOC_LOOPS` attribute, and the interpreter refills such a
+buffer with NaN (0 for integers) at the start of every iteration of that loop: an element
+read before this iteration wrote it is NaN, as a read before any write is in a full-size
+buffer. Generated code (:mod:`probsched.codegen.emit`) keeps such a buffer either as
+scalars, reset to 0 at the start of each iteration of the innermost loop around its
+accesses (before that loop when it is unrolled), or as an array allocated once, outside
+every serial loop (at the start of the function, a parallel body or a thread's chunk),
+never initialised: at the start of an iteration its elements hold garbage or what an
+earlier iteration left, another tile's values. The refill is the strictest of these, so a
+program it passes is right whichever form codegen picks. It is stricter than the compiled
+array where a leftover happens to be right (a copy-out that rewrites a whole row in every
+iteration is right once the last iteration has run): such a program copies points that
+this iteration did not compute, which ``reverse_compute_at`` is meant to refuse (see
+:func:`~probsched.schedule.analysis.dense_box`). Other buffers keep one fill per call.
+
+>>> from probsched.ir.expr import Var, eq
+>>> from probsched.ir.stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, Loop, PrimFunc, Store
+>>> X, Y, T = Buffer("X", (2,)), Buffer("Y", (2,)), Buffer("T", (1,), scope="local")
+>>> i = Var("i")
+>>> once = Block("once", (), (), Store(T, (0,), X[0]), predicate=eq(i, 0))  # only when i == 0
+>>> use = Block("use", (), (), Store(Y, (i,), T[0] * 2.0))
+>>> f = PrimFunc("f", (X, Y), (Loop(i, 2, body=(once, use)),), allocs=(T,))
+>>> evaluate(f, np.ones(2, "float32"), lowered=True)[0]  # T lives the whole call
+array([2., 2.], dtype=float32)
+>>> g = f.replace(attrs={LOCAL_ALLOC_LOOPS: (("T", "i"),)})  # T lives one iteration of i
+>>> evaluate(g, np.ones(2, "float32"), lowered=True)[0]
+array([ 2., nan], dtype=float32)
+
+Checking a schedule the way it is compiled: ``evaluate(lower(sch.mod), *inputs, lowered=True)``.
 """
 
 from __future__ import annotations
@@ -40,7 +75,7 @@ import numpy as np
 
 from ..errors import IRError, KernelArgumentError
 from .expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var
-from .stmt import Block, Buffer, Loop, PrimFunc, Store
+from .stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, Loop, PrimFunc, Store
 
 __all__ = ["interpret", "evaluate", "register_stmt_interpreter", "Compiler"]
 
@@ -148,10 +183,21 @@ class Compiler:
 
     ``scope`` maps the variable names visible at a point to their slot in the environment
     list; each binding site gets a fresh slot, so shadowing and reuse of names are safe.
+
+    ``lowered``: block bodies also see the enclosing loop variables (lowered form, see
+    :func:`interpret`); ``refills`` maps a loop name to the buffers whose array is reset to
+    its fresh fill at the start of every iteration of that loop.
     """
 
-    def __init__(self, arrays: Dict[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        arrays: Dict[str, np.ndarray],
+        lowered: bool = False,
+        refills: Optional[Dict[str, Sequence[Buffer]]] = None,
+    ) -> None:
         self.arrays = arrays
+        self.lowered = lowered
+        self.refills = refills or {}
         self.n_slots = 0
         self.loop_extent: Dict[int, int] = {}  # slot of a loop variable -> its extent
 
@@ -271,6 +317,17 @@ class Compiler:
         self.loop_extent[slot] = s.extent
         body = self.stmt(s.body, {**scope, s.var.name: slot})
         extent = s.extent
+        refills = [(self._array(b), _fill_value(b)) for b in self.refills.get(s.name, ())]
+        if refills:
+
+            def loop_with_refills(env):  # a compacted local's tile lives one iteration
+                for v in range(extent):
+                    env[slot] = v
+                    for arr, fill in refills:
+                        arr.fill(fill)
+                    body(env)
+
+            return loop_with_refills
 
         def loop(env):  # parallel/vectorized/unrolled loops run serially: same result
             for v in range(extent):
@@ -305,9 +362,12 @@ class Compiler:
         pred = None if (isinstance(b.predicate, Const) and b.predicate.value is True) else self.expr(
             b.predicate, {**scope, **inner}
         )
-        # A block body sees its iterators only (TensorIR), which catches stale loop variables.
-        body = self.stmt(b.body, inner)
-        init = None if b.init is None else self.stmt(b.init, inner)
+        # A block body sees its iterators only (TensorIR), which catches stale loop variables;
+        # lowering rewrites compacted locals' indices with the loop variables (codegen keeps
+        # them in scope), so a lowered body sees both, its iterators shadowing.
+        body_scope = {**scope, **inner} if self.lowered else inner
+        body = self.stmt(b.body, body_scope)
+        init = None if b.init is None else self.stmt(b.init, body_scope)
         r_slots = [s for it, s in zip(b.iters, slots) if it.kind == "R"]
         r_values = _tuple_fn([], r_slots)
         r_zero = (0,) * len(r_slots)
@@ -335,13 +395,44 @@ class Compiler:
         return block
 
 
+def _fill_value(buf: Buffer):
+    """What an unwritten element of ``buf`` holds: NaN, or 0 (False) for integers (booleans)."""
+    return np.nan if buf.dtype.startswith("float") else 0
+
+
 def _fresh(buf: Buffer) -> np.ndarray:
-    fill = np.nan if buf.dtype.startswith("float") else 0
-    return np.full(buf.shape, fill, dtype=buf.dtype)
+    return np.full(buf.shape, _fill_value(buf), dtype=buf.dtype)
 
 
-def interpret(func: PrimFunc, *arrays: np.ndarray) -> None:
-    """Run ``func`` on ``arrays`` (one per parameter, in order); outputs are written in place."""
+def _refills(func: PrimFunc, lowered: bool) -> Dict[str, List[Buffer]]:
+    """Loop name -> the compacted local buffers that live one iteration of it."""
+    recorded = func.attr(LOCAL_ALLOC_LOOPS, ())
+    if recorded and not lowered:
+        # its indices are relative to a tile: run without lifetimes, a stale tile would pass
+        raise IRError(
+            f"interpreter: {func.name} is a lowered function (attribute {LOCAL_ALLOC_LOOPS}); "
+            "interpret it with lowered=True"
+        )
+    locals_ = {b.name: b for b in func.allocs if b.scope == "local"}
+    loops = {lp.name for lp in func.loops()}
+    out: Dict[str, List[Buffer]] = {}
+    for name, loop in recorded:
+        if name not in locals_ or (loop is not None and loop not in loops):
+            raise IRError(
+                f"interpreter: {func.name}: attribute {LOCAL_ALLOC_LOOPS} names local buffer {name} "
+                f"under loop {loop}, which the function does not have"
+            )
+        if loop is not None:  # at the root: filled once per call, like every allocation
+            out.setdefault(loop, []).append(locals_[name])
+    return out
+
+
+def interpret(func: PrimFunc, *arrays: np.ndarray, lowered: bool = False) -> None:
+    """Run ``func`` on ``arrays`` (one per parameter, in order); outputs are written in place.
+
+    ``lowered=True`` runs a function in lowered form (:func:`probsched.lowering.lower`'s
+    result) with the lifetimes of its compacted local buffers: see the module doc.
+    """
     if len(arrays) != len(func.params):
         raise KernelArgumentError(
             f"{func.name} takes {len(func.params)} arrays ({', '.join(b.name for b in func.params)}), "
@@ -353,22 +444,24 @@ def interpret(func: PrimFunc, *arrays: np.ndarray) -> None:
             got = f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
             raise KernelArgumentError(f"{func.name}: parameter {buf} got {got}")
         mem[buf.name] = a
+    refills = _refills(func, lowered)
     for buf in func.allocs:
         mem[buf.name] = _fresh(buf)
-    compiler = Compiler(mem)
+    compiler = Compiler(mem, lowered=lowered, refills=refills)
     run = compiler.stmt(func.body, {})
     env: Env = [None] * compiler.n_slots
     with np.errstate(all="ignore"):
         run(env)
 
 
-def evaluate(func: PrimFunc, *inputs: np.ndarray) -> Tuple[np.ndarray, ...]:
-    """Run ``func`` on its input arrays and return fresh output arrays (NaN-filled before)."""
+def evaluate(func: PrimFunc, *inputs: np.ndarray, lowered: bool = False) -> Tuple[np.ndarray, ...]:
+    """Run ``func`` on its input arrays and return fresh output arrays (NaN-filled before);
+    ``lowered`` as for :func:`interpret`."""
     outs = {b.name for b in func.output_buffers()}
     n_in = sum(1 for b in func.params if b.name not in outs)
     if len(inputs) != n_in:
         raise KernelArgumentError(f"{func.name} takes {n_in} input arrays, got {len(inputs)}")
     it = iter(inputs)
     args = [_fresh(b) if b.name in outs else next(it) for b in func.params]
-    interpret(func, *args)
+    interpret(func, *args, lowered=lowered)
     return tuple(a for b, a in zip(func.params, args) if b.name in outs)

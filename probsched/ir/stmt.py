@@ -28,6 +28,13 @@ from .expr import BOOL, DTYPES, INT_DTYPES, Const, Expr, Load, Var, as_expr, fre
 from .node import Node
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+
+LOCAL_ALLOC_LOOPS = "local_alloc_loops"
+"""Attribute of a lowered :class:`PrimFunc`: ``((buffer, loop or None), ...)``, the allocation
+point of each ``local`` buffer that :func:`~probsched.lowering.compact_local_buffers` shrank
+to one iteration's tile (``None``: the function root). Such a buffer holds a different tile
+in each iteration of its loop, so its contents do not outlive an iteration; the interpreter
+models that (``lowered=True``), code generation does not read it."""
 ITER_KINDS = ("S", "R")
 SCOPES = ("global", "local")
 
@@ -266,8 +273,9 @@ class PrimFunc(Node):
     """A function: parameters (inputs then outputs), body, and allocated buffers.
 
     ``allocs`` are the intermediate (``global``) and scratch (``local``) buffers that the
-    function owns. ``==`` is structural equality; :meth:`structural_hash` is stable across
-    processes and runs (it keys the tuning database).
+    function owns; ``attrs`` are hashable key/value facts about the whole function (e.g.
+    :data:`LOCAL_ALLOC_LOOPS`). ``==`` is structural equality; :meth:`structural_hash` is
+    stable across processes and runs (it keys the tuning database).
     """
 
     __slots__ = ("name", "params", "body", "allocs", "attrs")
@@ -290,6 +298,13 @@ class PrimFunc(Node):
         from .printer import func_to_str
 
         return func_to_str(self)
+
+    def attr(self, key: str, default=None):
+        """The value of attribute ``key``."""
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
 
     def buffer(self, name: str) -> Buffer:
         """The parameter or allocated buffer named ``name``."""

@@ -1,7 +1,9 @@
 """Lowering: passes between a scheduled program and code generation.
 
 :func:`lower` runs them in order: unroll pragmas become unrolled loops, then local buffers
-shrink to the tile they hold. Both preserve what the program computes.
+shrink to the tile they hold (recording the loop each one lives in, see
+:data:`~probsched.ir.stmt.LOCAL_ALLOC_LOOPS`). Both preserve what the program computes, which
+``evaluate(lower(func), *inputs, lowered=True)`` (:mod:`probsched.ir.interpreter`) checks.
 
 >>> import probsched as ps
 >>> w = ps.workloads.small("GMM")

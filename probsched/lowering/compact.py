@@ -8,6 +8,12 @@ shape with indices relative to its start. The rewritten indices are expressed wi
 enclosing loop variables, which code generation keeps in scope: this is a post-scheduling
 form, not one that schedule primitives accept.
 
+The same element of a compacted buffer stands for another element of the full buffer in
+each iteration of that loop, so nothing written in one iteration may be read in the next.
+The pass records each compacted buffer's loop in the function attribute
+:data:`~probsched.ir.stmt.LOCAL_ALLOC_LOOPS`, from which the interpreter
+(``lowered=True``) gives the buffer that one-iteration lifetime; code generation ignores it.
+
 >>> import probsched as ps
 >>> A = ps.placeholder((64,), name="A")
 >>> B = ps.compute((64,), lambda i: A[i] * 2.0, name="B")
@@ -15,8 +21,11 @@ form, not one that schedule primitives accept.
 >>> i0, i1 = sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 8])
 >>> cr = sch.cache_read(sch.get_block("B"), 0, "local")
 >>> sch.compute_at(cr, i0)
->>> print(compact_local_buffers(sch.mod).buffer("A_local"))
+>>> lowered = compact_local_buffers(sch.mod)
+>>> print(lowered.buffer("A_local"))
 A_local: float32[8]
+>>> lowered.attr(LOCAL_ALLOC_LOOPS)
+(('A_local', 'i_0'),)
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ..ir.expr import Const, Expr, Load, substitute
-from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
+from ..ir.stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, Loop, PrimFunc, Store
 from ..schedule.analysis import region, simplify, union
 from ..schedule.dataflow import binding_map, map_loads
 from ..schedule.tree import TreeIndex, map_blocks
@@ -48,7 +57,9 @@ def loop_bindings(idx: TreeIndex, blk: Block) -> dict:
     return env
 
 
-def _plan(func: PrimFunc, idx: TreeIndex, buf: Buffer) -> Optional[Tuple[Buffer, List[Expr]]]:
+def _plan(func: PrimFunc, idx: TreeIndex, buf: Buffer) -> Optional[Tuple[Buffer, List[Expr], Optional[str]]]:
+    """The compacted buffer, the tile start per dimension, and the allocation loop's name
+    (None: the function root); None when the buffer cannot shrink."""
     users = [b for b in func.blocks() if _accesses(b, buf.name)]
     if not users:
         return None
@@ -87,7 +98,7 @@ def _plan(func: PrimFunc, idx: TreeIndex, buf: Buffer) -> Optional[Tuple[Buffer,
             shape.append(acc[1])
     if tuple(shape) == buf.shape:
         return None
-    return Buffer(buf.name, shape, buf.dtype, buf.scope), starts
+    return Buffer(buf.name, shape, buf.dtype, buf.scope), starts, (idx.at(common).name if common else None)
 
 
 def compact_local_buffers(func: PrimFunc) -> PrimFunc:
@@ -95,8 +106,8 @@ def compact_local_buffers(func: PrimFunc) -> PrimFunc:
     locals_ = [b for b in func.allocs if b.scope == "local"]
     if not locals_:
         return func
-    idx = TreeIndex(func)
-    plans: Dict[str, Tuple[Buffer, List[Expr]]] = {}
+    idx = TreeIndex.of(func)
+    plans: Dict[str, Tuple[Buffer, List[Expr], Optional[str]]] = {}
     for b in locals_:
         p = _plan(func, idx, b)
         if p is not None:
@@ -110,7 +121,7 @@ def compact_local_buffers(func: PrimFunc) -> PrimFunc:
         bmap = loop_bindings(idx, blk)
 
         def rel(indices: tuple, name: str) -> tuple:
-            new_buf, starts = plans[name]
+            _, starts, _ = plans[name]
             return tuple(simplify(substitute(e, bmap) - s) for e, s in zip(indices, starts))
 
         def fix_load(ld: Load) -> Expr:
@@ -135,4 +146,11 @@ def compact_local_buffers(func: PrimFunc) -> PrimFunc:
 
     body = map_blocks(func.body, fix_block)
     allocs = tuple(plans[b.name][0] if b.name in plans else b for b in func.allocs)
-    return func.replace(body=body, allocs=allocs)
+    # Where each compacted buffer lives: a tile's indices are relative to its start, so the
+    # same element holds another tile in the next iteration of the loop and nothing may be
+    # carried over. The interpreter reads this to model that (code generation does not).
+    alloc_loops = dict(func.attr(LOCAL_ALLOC_LOOPS, ()))  # kept from an earlier compaction
+    alloc_loops.update((name, p[2]) for name, p in plans.items())
+    attrs = dict(func.attrs)
+    attrs[LOCAL_ALLOC_LOOPS] = tuple(sorted(alloc_loops.items()))
+    return func.replace(body=body, allocs=allocs, attrs=attrs)

@@ -72,7 +72,15 @@ def _writes_fill_box(idx: TreeIndex, blk: Block, indices: tuple, loop_path: tupl
     return dense_box(exprs, ranges)
 
 
-def _merge(regions: List[List[Optional[Region]]], shape: tuple) -> List[Region]:
+def _merge(
+    regions: List[List[Optional[Region]]], shape: tuple, moving: Optional[Dict[str, Tuple[int, int]]] = None
+) -> List[Region]:
+    """The union of access regions per dimension; a region as long as the dimension becomes
+    all of it. With ``moving`` (reverse_compute_at: the ranges of the loops down to the
+    target), only when its start is 0 throughout them: a start that moves with them (n = 3 *
+    n0 + n1 of an extent-1 n, where only n0 = n1 = 0 computes anything) is kept, and the
+    rebuilt nest guards the bounds; a copy-out over the whole dimension would store what
+    this iteration did not compute."""
     merged: List[Region] = []
     for d, dim in enumerate(shape):
         acc: Optional[Region] = None
@@ -86,11 +94,15 @@ def _merge(regions: List[List[Optional[Region]]], shape: tuple) -> List[Region]:
             if acc is None:
                 full = True
                 break
-        if full or acc is None or acc[1] >= dim:
+        if full or acc is None or (acc[1] >= dim and (moving is None or _zero_on(acc[0], moving))):
             merged.append((Const(0, "int64"), dim))
         else:
             merged.append(acc)
     return merged
+
+
+def _zero_on(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> bool:
+    return bound(e, ranges) == (0, 0)
 
 
 def _rebuild_block_nest(
@@ -107,7 +119,7 @@ def _rebuild_block_nest(
     k = 0
     for it in blk.iters:
         start, extent = iter_regions.get(it.var.name, (Const(0, "int64"), it.extent))
-        if extent > it.extent:
+        if extent > it.extent and _zero_on(start, outer_ranges):
             start, extent = Const(0, "int64"), it.extent
         if extent == 1:
             value = start
@@ -310,6 +322,8 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
     st = single_store(blk)
     require(st is not None, prim, f"block {block} is not a single store (blockized?)")
     iter_regions: Dict[str, Region] = {}
+    moving = _loop_ranges(idx, lpath)
+    moving[lnode.name] = (0, lnode.extent - 1)
     for p in under:
         for bname in written_buffers(p):
             loads = load_indices(blk, bname)
@@ -327,7 +341,7 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
                     f"{loop} ({bname}[{', '.join(map(str, s_idx))}]): the region has holes",
                 )
             wregions = [_access_region(idx, p, s_idx, lpath) for s_idx in stores]
-            merged = _merge(wregions, buf.shape)
+            merged = _merge(wregions, buf.shape, moving)
             for ix in loads:
                 names = _plain_iter_indices(ix, blk)
                 require(
@@ -344,10 +358,8 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
                         u = union(prev, merged[d])
                         extent = blk.iter_of(n).extent
                         iter_regions[n] = u if u is not None else (Const(0, "int64"), extent)
-    outer = _loop_ranges(idx, lpath)
-    outer[lnode.name] = (0, lnode.extent - 1)
     new_func = remove_at(func, bpath)
-    nest, _ = _rebuild_block_nest(new_func, blk, iter_regions, outer)
+    nest, _ = _rebuild_block_nest(new_func, blk, iter_regions, moving)
     idx2 = TreeIndex.of(new_func)
     lpath2 = idx2.loop_path(loop)
     return insert_at(new_func, lpath2, len(idx2.at(lpath2).body), (nest,))
