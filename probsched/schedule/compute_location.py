@@ -187,9 +187,9 @@ def _movable_block(idx: TreeIndex, block: str, prim: str) -> Tuple[tuple, Block]
     return bpath, blk
 
 
-def _movable(func: PrimFunc, block: str, loop: str, prim: str, idx: Optional[TreeIndex] = None):
+def _movable(func: PrimFunc, block: str, loop: str, prim: str):
     """Checks shared by compute_at and reverse_compute_at; returns the index, paths and nodes."""
-    idx = idx if idx is not None and idx.func is func else TreeIndex.of(func)
+    idx = TreeIndex.of(func)
     bpath, blk = _movable_block(idx, block, prim)
     lpath, lnode = _movable_to(idx, block, bpath, loop, prim)
     return idx, bpath, blk, lpath, lnode
@@ -238,11 +238,11 @@ def _loop_checks(idx: TreeIndex, block: str, bpath: tuple, cons: List[Block], lo
     return lpath, lnode
 
 
-def legal_compute_at_loops(func: PrimFunc, block: str, loops: List[str], idx: Optional[TreeIndex] = None) -> List[str]:
+def legal_compute_at_loops(func: PrimFunc, block: str, loops: List[str]) -> List[str]:
     """The loops of ``loops`` where ``compute_at(func, block, loop)`` would succeed (in order),
     checking what does not depend on the loop once (a design space asks this of every loop
     of the consumers, for every candidate)."""
-    idx = idx if idx is not None and idx.func is func else TreeIndex.of(func)
+    idx = TreeIndex.of(func)
     prim = "compute_at"
     try:
         bpath, _, cons, _, _ = _producer_checks(func, idx, block, prim)
@@ -259,15 +259,15 @@ def legal_compute_at_loops(func: PrimFunc, block: str, loops: List[str], idx: Op
 
 
 def compute_at(
-    func: PrimFunc, block: str, loop: str, *, check_only: bool = False, idx: Optional[TreeIndex] = None
+    func: PrimFunc, block: str, loop: str, *, check_only: bool = False
 ) -> Optional[PrimFunc]:
     """Move producer ``block`` under ``loop``, computing only what the consumers there read.
 
     ``check_only=True`` runs every check (raising ScheduleError as the move would) and
-    returns None without building the moved program; ``idx`` reuses an index of ``func``.
+    returns None without building the moved program.
     """
     prim = "compute_at"
-    idx = idx if idx is not None and idx.func is func else TreeIndex.of(func)
+    idx = TreeIndex.of(func)
     bpath, blk, cons, st, dims = _producer_checks(func, idx, block, prim)
     lpath, lnode = _loop_checks(idx, block, bpath, cons, loop, prim)
     if check_only:  # the region below never refuses: it is what the move computes

@@ -67,7 +67,6 @@ class Schedule:
         self._func = func
         self._mod = func
         self._trace = ScheduleTrace()
-        self._index: Optional[TreeIndex] = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -91,13 +90,10 @@ class Schedule:
         other._func = self._func
         other._mod = self._mod
         other._trace = self._trace.copy()
-        other._index = self._index
         return other
 
     def _idx(self) -> TreeIndex:
-        if self._index is None or self._index.func is not self._mod:
-            self._index = TreeIndex.of(self._mod)
-        return self._index
+        return TreeIndex.of(self._mod)  # shared by the primitives that change it next
 
     def _record(self, kind: str, inputs: Sequence, attrs: dict, outputs: Sequence, decision: Any = None) -> None:
         self._trace.append(Instruction(kind, inputs, attrs, outputs, decision))
@@ -413,7 +409,7 @@ class Schedule:
                 if l.extent > 1 and not _reads_vary_with(self._idx(), b, l):
                     continue
                 candidates.append(l.name)
-        return out + compute_location.legal_compute_at_loops(self._mod, b, candidates, idx=self._idx())
+        return out + compute_location.legal_compute_at_loops(self._mod, b, candidates)
 
     def sample_compute_location(self, block: BlockLike, name: Optional[str] = None, decision=None) -> str:
         """Where to compute ``block`` (site ``<block>/compute_at``): a loop name, "root" or "inline"."""
@@ -423,7 +419,7 @@ class Schedule:
             # a stored decision at a loop that is legal but no longer offered (one that repeats
             # work): replaying a measured schedule must still rebuild it
             try:
-                compute_location.compute_at(self._mod, b, decision, check_only=True, idx=self._idx())
+                compute_location.compute_at(self._mod, b, decision, check_only=True)
                 support = support + [decision]
             except ScheduleError:
                 pass
