@@ -136,6 +136,32 @@ def test_bench_reuses_the_database_best(tuned, capsys):
     table = md.read_text()
     assert f"| GMM:small | {num(row['ours_us'])} | {num(row['numpy_us'])} |" in table and "| geomean |" in table
     assert table.strip() in capsys.readouterr().out
+    assert row["tvm_us"] is None  # issue #9's TVM numbers cover the nine benchmark workloads only
+
+
+def test_shipped_tvm_summary_covers_the_benchmark_workloads():
+    from pathlib import Path
+
+    from probsched.cli_commands.bench import DEFAULT_WORKLOADS, load_tvm_times
+
+    times = load_tvm_times(str(Path(__file__).parents[1] / "benchmarks" / "data" / "tvm_metaschedule.json"))
+    assert sorted(times) == sorted(DEFAULT_WORKLOADS.split(","))
+    assert all(0 < us < 1e6 for us in times.values())
+
+
+def test_bench_takes_tvm_times_measured_here(tuned, capsys):
+    d, _ = tuned
+    summary = d / "tvm_summary.json"  # as benchmarks/bench_tvm.py tune writes it
+    summary.write_text(json.dumps({"_about": "how it was measured", "GMM:small": {"tvm_worker_us": 5000.0, "records": 128},
+                                  "GMM:2": {"tvm_worker_us": None}}))
+    js = d / "bench_tvm.json"
+    code = main(["bench", "--workloads", "GMM:small", "--trials", "0", "--db", str(d / "t.db"), "--tvm", str(summary),
+                 "--out-md", str(d / "bench_tvm.md"), "--out-json", str(js), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    data = json.loads(js.read_text())
+    row = data["workloads"][0]
+    assert row["tvm_us"] == 5000.0 and row["vs_tvm"] == pytest.approx(5000.0 / row["ours_us"])
+    assert "MetaSchedule on this machine" in data["header"]
 
 
 def tuner_tracebacks(stderr):
@@ -250,6 +276,7 @@ def test_best_so_far_groups_in_commit_order(tmp_path):
         (["tune", "GMM:small", "--space", "no_such_module_xyz:space"], "no_such_module_xyz"),
         (["tune", "GMM:small", "--json", "/no/such/dir/out.json"], "--json"),
         (["bench", "--workloads", "GMM:small,BAD:0", "--trials", "0"], "BAD"),
+        (["bench", "--workloads", "GMM:small", "--trials", "0", "--tvm", "/no/such/summary.json"], "--tvm /no/such/summary.json"),
         (["plot", "GMM:small", "--db", "/no/such/t.db"], "no database at /no/such/t.db"),
     ],
 )

@@ -37,7 +37,8 @@ DEFAULT_WORKLOADS = "GMM:2,GMM:3,C1D:0,C2D:2,DEP:0,T2D:0,CBR:1,SFM:2,NRM:2"
 #: Median µs of TVM MetaSchedule's best kernel after 128 trials (apache-tvm 0.27, llvm
 #: -mcpu=znver4, evolutionary search with XGBoost), as issue #9 reports them. They were
 #: measured on a Zen 4 machine with AVX-512: on another CPU the column is a reference, not a
-#: same-run comparison (the table says so).
+#: same-run comparison (the table says so). ``--tvm`` replaces them with MetaSchedule's
+#: results on this machine (``benchmarks/bench_tvm.py tune``).
 TVM_US: Dict[str, float] = {
     "GMM:2": 2491.0, "GMM:3": 21080.0, "C1D:0": 65.6, "C2D:2": 2318.0, "DEP:0": 133.6,
     "T2D:0": 849.0, "CBR:1": 1066.0, "SFM:2": 4817.0, "NRM:2": 50.0,
@@ -54,6 +55,11 @@ def add_parser(sub) -> None:
     p.add_argument("--db", default="bench.db", help="SQLite database of tuning records (default bench.db)")
     p.add_argument("--out-md", default="bench.md", metavar="PATH", help="Markdown table (default bench.md)")
     p.add_argument("--out-json", default="bench.json", metavar="PATH", help="JSON results (default bench.json)")
+    p.add_argument(
+        "--tvm", metavar="SUMMARY.json",
+        help="TVM MetaSchedule's best medians on this machine, as `python benchmarks/bench_tvm.py tune --work W` "
+        "writes them to W/summary.json (default: issue #9's numbers, measured on a Zen 4 with AVX-512)",
+    )
     add_search_options(p, trials=128)
     p.set_defaults(run=run)
 
@@ -75,8 +81,8 @@ def _ratio(x: Optional[float]) -> str:
 def markdown(rows: List[Dict[str, Any]], header: str) -> str:
     """The bench table; ``vs numpy`` is numpy's time over ours (> 1: ours is faster).
 
-    ``TVM µs`` is :data:`TVM_US` (issue #9's measurement, another machine) and ``vs TVM``
-    TVM's time over ours.
+    ``TVM µs`` is :data:`TVM_US` (issue #9's measurement, another machine) or, with
+    ``--tvm``, MetaSchedule's best on this machine; ``vs TVM`` is TVM's time over ours.
 
     >>> print(markdown([{"workload": "GMM:small", "ours_us": 2.0, "numpy_us": 4.0, "jax_us": None,
     ...                  "gflops": 1.5, "vs_numpy": 2.0, "vs_jax": None, "tvm_us": 3.0, "vs_tvm": 1.5,
@@ -105,11 +111,32 @@ def markdown(rows: List[Dict[str, Any]], header: str) -> str:
     return "\n".join(lines)
 
 
-def bench_row(result: TuneResult, trials: int) -> Dict[str, Any]:
-    """Time ``result``'s best kernel, numpy and jax.jit now; one row of the table."""
+def load_tvm_times(path: Optional[str]) -> Dict[str, float]:
+    """Median µs of TVM's best kernel per workload: :data:`TVM_US` without ``path``, else
+    the ``tvm_worker_us`` entries of ``benchmarks/bench_tvm.py``'s summary at ``path``.
+
+    >>> load_tvm_times(None)["GMM:2"]
+    2491.0
+    """
+    if path is None:
+        return dict(TVM_US)
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+        return {  # other keys (a note such as "_about") are not workloads
+            spec: float(entry["tvm_worker_us"]) for spec, entry in data.items()
+            if isinstance(entry, dict) and entry.get("tvm_worker_us")
+        }
+    except (OSError, ValueError, AttributeError, TypeError, KeyError) as exc:
+        raise CLIError(f"--tvm {path}: not a bench_tvm.py summary ({exc})") from None
+
+
+def bench_row(result: TuneResult, trials: int, tvm_us: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+    """Time ``result``'s best kernel, numpy and jax.jit now; one row of the table
+    (``tvm_us``: TVM's times per workload, :data:`TVM_US` by default)."""
     times = {name: row for name, row in ((r["implementation"], r) for r in comparison(result.compare(), result.best.flops))}
     ours, np_row, jax_row = times["probsched"], times.get("numpy"), times.get("jax")
-    tvm = TVM_US.get(result.name)
+    tvm = (TVM_US if tvm_us is None else tvm_us).get(result.name)
     return {
         "workload": result.name,
         "ours_us": ours["median_us"],
@@ -154,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         if not is_suite_workload(w):
             raise CLIError(f"--workloads {spec}: bench compares with numpy and jax.jit, which exist for suite workloads only")
     space = resolve_space(args.space)
+    tvm_us = load_tvm_times(args.tvm)
     check_writable(args.out_md, "--out-md")
     check_writable(args.out_json, "--out-json")
     db = open_database(args.db)
@@ -162,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
             host_records(db, w, w.func.structural_hash())
     header = (
         f"probsched bench, {datetime.date.today()}: {Target.host()}; "
-        f"{args.strategy} search, {args.trials} new trials per workload; numpy and jax.jit timed in the same run"
+        f"{args.strategy} search, {args.trials} new trials per workload; numpy and jax.jit timed in the same run; "
+        + (f"TVM: MetaSchedule on this machine ({args.tvm})" if args.tvm else "TVM: issue #9's numbers (a Zen 4 with AVX-512)")
     )
     rows: List[Dict[str, Any]] = []
     measurer = LocalMeasurer(workers=args.workers) if args.trials else None
@@ -177,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
             if result.best is None:
                 print(f"{w.name}: no successful trial", file=sys.stderr)
                 continue
-            rows.append(bench_row(result, len(db.records(key))))
+            rows.append(bench_row(result, len(db.records(key)), tvm_us))
             _write(args, rows, header)
             if not args.quiet:
                 print(f"{w.name}: done ({rows[-1]['ours_us']:.1f} µs)", file=sys.stderr)
