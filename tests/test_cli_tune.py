@@ -290,6 +290,14 @@ def test_bad_input_exits_2(argv, needle, capsys):
     assert needle in err and "Traceback" not in err
 
 
+def test_tvm_summary_without_times_exits_2(tmp_path, capsys):
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"_about": "tuning never finished", "GMM:2": {"tvm_worker_us": None}}))
+    assert main(["bench", "--workloads", "GMM:small", "--trials", "0", "--tvm", str(summary)]) == 2
+    err = capsys.readouterr().err
+    assert f"--tvm {summary}: no workload with a tvm_worker_us" in err and "Traceback" not in err
+
+
 def test_bad_user_functions_exit_2(user_file, capsys):
     for attr, needle in [("missing", "has no attribute 'missing'"), ("not_a_func", "returned a int"),
                          ("broken", "calling broken() failed: ZeroDivisionError")]:

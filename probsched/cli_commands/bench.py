@@ -125,12 +125,15 @@ def load_tvm_times(path: Optional[str]) -> Dict[str, float]:
     try:
         with open(path) as fh:
             data = json.load(fh)
-        return {  # other keys (a note such as "_about") are not workloads
+        times = {  # other keys (a note such as "_about") are not workloads
             spec: float(entry["tvm_worker_us"]) for spec, entry in data.items()
             if isinstance(entry, dict) and entry.get("tvm_worker_us")
         }
     except (OSError, ValueError, AttributeError, TypeError, KeyError) as exc:
         raise CLIError(f"--tvm {path}: not a bench_tvm.py summary ({exc})") from None
+    if not times:
+        raise CLIError(f"--tvm {path}: no workload with a tvm_worker_us (is it a bench_tvm.py summary?)")
+    return times
 
 
 def bench_row(result: TuneResult, trials: int, tvm_us: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
