@@ -15,7 +15,7 @@ Issue #9 quotes MetaSchedule's 128-trial results from a Zen 4 with AVX-512 (``ll
 ``compare``
     For each workload, in one process: TVM's best kernel from ``WORK``, our best kernel from
     the first of the given probsched databases that holds it (``probsched bench --db``), numpy and jax.jit, timed interleaved
-    (:func:`probsched.measure.timer.time_interleaved`), each on its own random inputs. The
+    (:meth:`probsched.tuner.TuneResult.compare`), TVM on its own random inputs. The
     table gives each tuner's best worker median (what it measured while tuning) and the
     same-run medians, and TVM's time over ours.
 
@@ -176,10 +176,8 @@ def tune(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from probsched.baselines import baselines
     from probsched.cli_commands.bench import geomean
     from probsched.cli_commands.common import num, open_database, resolve_workload
-    from probsched.measure.timer import time_interleaved
     from probsched.tuner import BestSchedule, TuneResult
 
     dbs = [open_database(path, must_exist=True) for path in args.db]
@@ -192,11 +190,7 @@ def compare(args: argparse.Namespace) -> int:
             sys.exit(f"bench_tvm: no successful record of {spec} in {', '.join(args.db)}")
         (best,) = holding[0].best(key, k=1)
         ours = TuneResult(w, BestSchedule(best, w.flops), [], best.strategy)
-        inputs, outputs = w.random_inputs(np.random.default_rng(0)), w.empty_outputs()
-        kernel = ours.kernel
-        fns = {"probsched": lambda: kernel(*inputs, *outputs), "tvm": best_kernel(args.work, spec)}
-        fns.update(baselines(w, inputs))
-        med = {name: t.median * 1e6 for name, t in time_interleaved(fns, rounds=args.rounds).items()}
+        med = {name: sec * 1e6 for name, sec in ours.compare(rounds=args.rounds, extra={"tvm": best_kernel(args.work, spec)})}
         row = {
             "workload": spec, "database": holding[0].path, "ours_worker_us": ours.best.seconds * 1e6, "tvm_worker_us": min(_records(_database(args.work, spec))) * 1e6,
             "ours_us": med["probsched"], "tvm_us": med["tvm"], "numpy_us": med.get("numpy"), "jax_us": med.get("jax"),

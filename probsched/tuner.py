@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -110,10 +110,14 @@ class TuneResult:
     def name(self) -> str:
         return getattr(self.workload, "name", None) or self.func.name
 
-    def compare(self, rounds: int = 7, min_repeat_ms: float = 30.0) -> List[tuple]:
+    def compare(
+        self, rounds: int = 7, min_repeat_ms: float = 30.0, extra: Optional[Dict[str, Callable[[], object]]] = None
+    ) -> List[tuple]:
         """(implementation, median seconds) for the best kernel, and numpy and jax.jit for a
         workload of the suite, timed here in one run with the same inputs, interleaved
-        (:func:`~probsched.measure.timer.time_interleaved`: ``rounds`` repeats of each)."""
+        (:func:`~probsched.measure.timer.time_interleaved`: ``rounds`` repeats of each).
+        ``extra``: more implementations to time with them, as no-argument callables that
+        bring their own inputs (e.g. another tuner's kernel)."""
         from .measure.timer import time_interleaved
 
         if self.best is None:
@@ -134,6 +138,7 @@ class TuneResult:
                 fns.update(baselines(self.workload, inputs))
             except ValueError:  # not a workload of the suite: no baseline to compare with
                 pass
+        fns.update(extra or {})
         timings = time_interleaved(fns, rounds=rounds, min_repeat_ms=min_repeat_ms)
         return [(name, t.median) for name, t in timings.items()]
 

@@ -159,3 +159,13 @@ def test_tune_a_bare_function_summarises_without_baselines(measurer):
     text = result.summary()
     assert "| probsched |" in text and "numpy" not in text
     assert "def " in str(result.best.trace) or "sch." in str(result.best.trace)
+
+
+def test_compare_times_extra_implementations_with_ours(measurer):
+    A = ps.placeholder((64, 16), name="A")
+    B = ps.compute((64, 16), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    result = ps.tune(ps.create_func([A, B]), trials=1, space=small_space(), strategy="replay", cost_model=None,
+                     measurer=measurer, seed=0)
+    calls = []
+    rows = dict(result.compare(rounds=2, min_repeat_ms=1, extra={"other": lambda: calls.append(1)}))
+    assert sorted(rows) == ["other", "probsched"] and calls and all(sec > 0 for sec in rows.values())
