@@ -272,6 +272,27 @@ def test_a_copy_out_under_a_predicated_split_copies_what_was_computed():
     np.testing.assert_allclose(out, a * 2, rtol=1e-6)
 
 
+def test_reverse_compute_at_refuses_reads_no_one_range_covers():
+    """C[i, j] = B[i, j] + B[j, i] under B's row tile i0: iterator i needs B's rows 2 * i0 ..
+    (first read) and all of them (second). The whole of i would read rows later iterations
+    compute; it used to be taken anyway (redundant and, with a compacted C, wrong)."""
+    A = ps.placeholder((8, 8), name="A")
+    B = ps.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    C = ps.compute((8, 8), lambda i, j: B[i, j] + B[j, i], name="C")
+    sch = ps.Schedule(ps.create_func([A, C]))
+    i, _ = sch.get_loops(sch.get_block("B"))
+    i0, _ = sch.split(i, [None, 2])
+    c = sch.get_block("C")
+    refuses(sch, lambda: sch.reverse_compute_at(c, i0), "reverse_compute_at", "cannot be covered by one range")
+    C2 = ps.compute((8, 8), lambda i, j: B[i, j] + 1.0, name="C")  # one read: the tile's rows
+    sch2 = ps.Schedule(ps.create_func([A, C2]))
+    i, _ = sch2.get_loops(sch2.get_block("B"))
+    i0, _ = sch2.split(i, [None, 2])
+    sch2.reverse_compute_at(sch2.get_block("C"), i0)
+    assert sch2.get(sch2.get_loops(sch2.get_block("C"))[1]).extent == 2
+    assert_same(sch2)
+
+
 def test_compute_inline_and_preconditions():
     sch = ps.Schedule(pad_conv1d())
     sch.compute_inline(sch.get_block("P"))

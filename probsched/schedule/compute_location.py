@@ -74,27 +74,29 @@ def _writes_fill_box(idx: TreeIndex, blk: Block, indices: tuple, loop_path: tupl
 
 def _merge(
     regions: List[List[Optional[Region]]], shape: tuple, moving: Optional[Dict[str, Tuple[int, int]]] = None
-) -> List[Region]:
+) -> List[Optional[Region]]:
     """The union of access regions per dimension; a region as long as the dimension becomes
-    all of it. With ``moving`` (reverse_compute_at: the ranges of the loops down to the
-    target), only when its start is 0 throughout them: a start that moves with them (n = 3 *
-    n0 + n1 of an extent-1 n, where only n0 = n1 = 0 computes anything) is kept, and the
-    rebuilt nest guards the bounds; a copy-out over the whole dimension would store what
-    this iteration did not compute."""
-    merged: List[Region] = []
+    all of it, and so does one that cannot be bounded (computing the whole dimension is
+    redundant but right for compute_at).
+
+    With ``moving`` (reverse_compute_at: the ranges of the loops down to the target) the
+    regions are what the producers wrote in one iteration, and the whole dimension would
+    consume what this iteration did not compute. So a full-length region becomes the whole
+    dimension only when its start is 0 throughout them (a start that moves with them, n =
+    3 * n0 + n1 of an extent-1 n where only n0 = n1 = 0 computes anything, is kept, and the
+    rebuilt nest guards the bounds), and a dimension that cannot be bounded is None: the
+    caller refuses.
+    """
+    merged: List[Optional[Region]] = []
     for d, dim in enumerate(shape):
         acc: Optional[Region] = None
-        full = False
         for r in regions:
-            rd = r[d]
-            if rd is None:
-                full = True
-                break
-            acc = rd if acc is None else union(acc, rd)
+            acc = r[d] if acc is None else (None if r[d] is None else union(acc, r[d]))
             if acc is None:
-                full = True
                 break
-        if full or acc is None or (acc[1] >= dim and (moving is None or _zero_on(acc[0], moving))):
+        if acc is None:
+            merged.append(None if moving is not None else (Const(0, "int64"), dim))
+        elif acc[1] >= dim and (moving is None or _zero_on(acc[0], moving)):
             merged.append((Const(0, "int64"), dim))
         else:
             merged.append(acc)
@@ -342,6 +344,13 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
                 )
             wregions = [_access_region(idx, p, s_idx, lpath) for s_idx in stores]
             merged = _merge(wregions, buf.shape, moving)
+            unknown = [d for d, r in enumerate(merged) if r is None]
+            require(
+                not unknown,
+                prim,
+                f"the region of {bname} that producer {p.name} writes in one iteration of loop {loop} "
+                f"cannot be bounded in dimension {unknown[0] if unknown else ''}",
+            )
             for ix in loads:
                 names = _plain_iter_indices(ix, blk)
                 require(
@@ -356,8 +365,15 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
                         iter_regions[n] = merged[d]
                     else:
                         u = union(prev, merged[d])
-                        extent = blk.iter_of(n).extent
-                        iter_regions[n] = u if u is not None else (Const(0, "int64"), extent)
+                        # the whole of n would read what this iteration did not compute
+                        require(
+                            u is not None,
+                            prim,
+                            f"block {block} reads {bname}[{', '.join(map(str, ix))}]: iterator {n} would "
+                            f"need {bname}'s region at {merged[d][0]} and, for another read, at {prev[0]}; "
+                            f"they cannot be covered by one range moving with loop {loop}",
+                        )
+                        iter_regions[n] = u
     new_func = remove_at(func, bpath)
     nest, _ = _rebuild_block_nest(new_func, blk, iter_regions, moving)
     idx2 = TreeIndex.of(new_func)
