@@ -19,6 +19,7 @@ FRIENDLY = {
     "DIL": lambda: wl.conv2d_nhwc(1, 8, 9, 3, 8, 3, 1, 1, dilation=2),
     "CAP": lambda: wl.conv2d_capsule_nhwc(1, 3, 3, 1, 8, 3, 2, 1, 4),
     "CBR": lambda: wl.conv2d_bn_relu(1, 6, 7, 3, 8, 3, 2, 1),
+    "T2D": lambda: wl.conv2d_transpose_nhwc(1, 3, 3, 4, 16, 4, 2, 1),  # sub-pixel: M = 3 columns
     "TBG": lambda: wl.transpose_batch_matmul(1, 8, 2, 4),
 }
 _DATA: dict = {}
@@ -54,7 +55,7 @@ def tensorized(sch):
         ("TBG", ("v_i", "v_j", "v_k", "query_T", "value_T")),
         ("DEP", None),  # A depends on the channel (N) axis
         ("GRP", None),  # A's channel index depends on the output channel
-        ("T2D", ("v_n", "v_co", "v_rc", "padded", "weight")),  # M is the batch: the rule declines
+        ("T2D", ("v_b", "v_co", "v_rc", "padded", "weight")),  # per phase, M is an output column
         ("NRM", None),
         ("SFM", None),
     ],
@@ -83,7 +84,7 @@ def test_twenty_tensorized_traces_per_workload_match_the_reference(name):
         w.check(evaluate(sch.mod, *x), expected)
 
 
-@pytest.mark.parametrize("name", ["GMM", "C2D", "CBR"])
+@pytest.mark.parametrize("name", ["GMM", "C2D", "CBR", "T2D"])
 def test_compiled_tensorized_traces_match_the_reference(name):
     w, x, expected = data(name)
     for s in range(2):
@@ -144,10 +145,16 @@ def test_a_change_that_breaks_a_tensorized_tile_is_refused():
     assert sch.mod is before
 
 
-@pytest.mark.parametrize("name, block", [("DEP", "depthwise_conv2d"), ("T2D", "conv2d_transpose")])
-def test_rule_leaves_blocks_it_cannot_take_alone(name, block):
-    # DEP is not matmul-like; T2D is, but its M axis (the batch) has one row
-    w = wl.small(name)
+@pytest.mark.parametrize(
+    "w, block",
+    [
+        (wl.small("DEP"), "depthwise_conv2d"),  # not matmul-like
+        (wl.small("T2D"), "phases"),  # 3 output channels: no kernel's N divides them
+        # an odd output size keeps T2D in one stage, whose M axis (the batch) has one row
+        (wl.conv2d_transpose_nhwc(1, 2, 3, 3, 16, 3, 2, 1), "conv2d_transpose"),
+    ],
+)
+def test_rule_leaves_blocks_it_cannot_take_alone(w, block):
     sch = ps.Schedule(w.func)
     rule = MultiLevelTilingWithIntrin()
     before = sch.mod

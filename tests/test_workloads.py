@@ -209,10 +209,18 @@ def test_padding_is_a_select_and_t2d_tests_the_stride_inside_the_reduction():
     pad = _block(c2d, "padded")
     assert any(isinstance(x, Select) for s in pad.stores() for x in walk(s.value))
     assert [it.var.name for it in _block(c2d, "conv2d").iters] == ["v_n", "v_h", "v_w", "v_co", "v_rh", "v_rw", "v_rc"]
-    t2d = _block(wl.get("T2D", 0), "conv2d_transpose")
-    # the suite's T2D reduces over the taps that meet real inputs (2x2 of the 4x4 kernel)
+    t2d = _block(wl.get("T2D", 0), "phases")
+    # the suite's T2D reduces over the taps that meet real inputs (2x2 of the 4x4 kernel),
+    # one convolution per output phase (h % 2, w % 2), then interleaves the phases
     assert t2d.is_reduction and {"mod", "floordiv"} <= _ops(t2d) and "eq" not in _ops(t2d)
     assert [it.extent for it in t2d.iters if it.kind == "R"] == [2, 2, 512]
+    assert [it.extent for it in t2d.iters if it.kind == "S"] == [1, 2, 2, 4, 4, 256]
+    interleave = _block(wl.get("T2D", 0), "conv2d_transpose")
+    assert not interleave.is_reduction and {"mod", "floordiv"} <= _ops(interleave)
+    # an output size the stride does not divide keeps the one-stage gather form
+    odd = wl.conv2d_transpose_nhwc(1, 2, 3, 3, 2, 3, 2, 1)
+    assert [b.name for b in odd.func.blocks()] == ["padded", "conv2d_transpose"]
+    assert [it.extent for it in _block(odd, "conv2d_transpose").iters if it.kind == "R"] == [2, 2, 3]
     dilated = _block(wl.conv2d_transpose_nhwc(1, 4, 4, 512, 256, 4, 2, 1, skip_zeros=False), "conv2d_transpose")
     assert {"mod", "eq", "floordiv"} <= _ops(dilated)
     assert [it.extent for it in dilated.iters if it.kind == "R"] == [4, 4, 512]

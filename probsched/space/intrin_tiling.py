@@ -195,7 +195,7 @@ class MultiLevelTilingWithIntrin:
         tgt = self.target or Target.host()
         extent = {it.var.name: it.extent for it in an.block(sch, name).iters}
         candidates = kernel_candidates(extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt))
-        # an M axis of one row (T2D's batch) is a matrix-vector product: the kernel's row
+        # an M axis of one row (the batch of a one-stage T2D) is a matrix-vector product: the kernel's row
         # blocking buys nothing and each call would do one row of padded work
         if not candidates or extent[roles.m] < 2:
             return

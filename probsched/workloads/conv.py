@@ -161,17 +161,24 @@ def conv2d_transpose_nhwc(
     Output ``(h-1)*stride - 2*pad + k`` per axis. TVM writes it as a direct convolution of
     the stride-dilated, padded input with the flipped kernel, the dilation being the test
     ``index % stride == 0`` inside the reduction: ``(stride**2 - 1) / stride**2`` of its
-    multiply-adds are by inserted zeros. With ``skip_zeros`` (the default) the reduction
-    runs over the taps that meet a real input only: for output row ``hh`` they are
-    ``rh = q + stride*j`` with ``q = (-(hh + border)) % stride``, a rectangular domain of
-    ``ceil(k/stride)`` taps per axis (plus a ``rh < k`` test when ``stride`` does not
-    divide ``k``), so every schedule does the useful work only, the way a good schedule of
-    the dilated form does after splitting by the stride and unrolling (TVM's simplifier).
-    ``skip_zeros=False`` is the paper's dilated form. FLOPs count the inserted zeros either
-    way, as the paper does: ``2 * n * ho * wo * co * k * k * ci``.
+    multiply-adds are by inserted zeros. ``skip_zeros=False`` is that form (the paper's).
+
+    With ``skip_zeros`` (the default) the reduction runs over the taps that meet a real
+    input only: for output row ``hh`` they are ``rh = q + stride*j`` with ``q = (-(hh +
+    border)) % stride``, a rectangular domain of ``ceil(k/stride)`` taps per axis (plus a
+    ``rh < k`` test when ``stride`` does not divide ``k``), so every schedule does the useful
+    work only, the way a good schedule of the dilated form does after splitting by the
+    stride and unrolling (TVM's simplifier). When ``stride`` divides the output size this is
+    written *sub-pixel*: a reduction ``phases[n, ph, pw, a, b, co]`` over output pixel
+    ``(stride*a + ph, stride*b + pw)``, one ordinary convolution per phase ``(ph, pw)`` whose
+    taps depend on the phase only (matmul-like: the micro-kernel rule takes it), then an
+    interleave into the output. FLOPs count the inserted zeros either way, as the paper
+    does: ``2 * n * ho * wo * co * k * k * ci``.
 
     >>> t = conv2d_transpose_nhwc(1, 3, 3, 2, 2, 4, 2, 1)
-    >>> [(a.var.name, a.extent) for a in t.func.blocks()[-1].iters if a.kind == "R"]
+    >>> [b.name for b in t.func.blocks()]
+    ['padded', 'phases', 'conv2d_transpose']
+    >>> [(a.var.name, a.extent) for a in t.func.blocks()[1].iters if a.kind == "R"]
     [('v_rh', 2), ('v_rw', 2), ('v_rc', 2)]
     """
     where = "conv2d_transpose_nhwc"
@@ -187,32 +194,56 @@ def conv2d_transpose_nhwc(
     wt = placeholder((kernel, kernel, ci, co), name="weight")
     xp = pad_stage(x, (0, p, p, 0), (0, p, p, 0), ("n", "h", "w", "c"))
     gather = skip_zeros and stride > 1
+    subpixel = gather and ho % stride == 0 and wo % stride == 0
     taps = -(-kernel // stride) if gather else kernel
     rh, rw, rc = reduce_axis(taps, name="rh"), reduce_axis(taps, name="rw"), reduce_axis(ci, name="rc")
 
-    def body(nn, hh, ww, c):
-        if gather:
-            # first useful tap of this output row/column: (-(hh + border)) % stride, written
-            # with a non-negative left operand
-            qh, qw = ((stride - 1) * (hh + border)) % stride, ((stride - 1) * (ww + border)) % stride
-            th, tw = qh + rh * stride, qw + rw * stride
-            val = xp[nn, (hh + border + qh) // stride + rh, (ww + border + qw) // stride + rw, rc]
-            if kernel % stride:
-                # past the kernel: a zero term; clamp the weight index so the load stays in bounds
-                val = if_then_else(all_of(th < kernel, tw < kernel), val, 0.0)
-                th, tw = minimum(th, kernel - 1), minimum(tw, kernel - 1)
-            kh, kw = kernel - 1 - th, kernel - 1 - tw
-        else:
+    def first_tap(phase):
+        # first useful tap of an output row/column of this phase (hh % stride):
+        # (-(hh + border)) % stride, written with a non-negative left operand
+        return ((stride - 1) * (phase + border)) % stride
+
+    def useful_taps(qh, qw, row, col, nn, c):
+        """The sum over the taps that meet real inputs; ``row``/``col`` index ``xp``."""
+        th, tw = qh + rh * stride, qw + rw * stride
+        val = xp[nn, row, col, rc]
+        if kernel % stride:
+            # past the kernel: a zero term; clamp the weight index so the load stays in bounds
+            val = if_then_else(all_of(th < kernel, tw < kernel), val, 0.0)
+            th, tw = minimum(th, kernel - 1), minimum(tw, kernel - 1)
+        return te_sum(val * wt[kernel - 1 - th, kernel - 1 - tw, rc, c], axis=[rh, rw, rc])
+
+    if subpixel:
+        def phase_body(nn, ph, pw, a, b, c):
+            qh, qw = first_tap(ph), first_tap(pw)
+            # (stride*a + ph + border + qh) // stride, with the multiple of stride taken out
+            row = a + (ph + border + qh) // stride + rh
+            col = b + (pw + border + qw) // stride + rw
+            return useful_taps(qh, qw, row, col, nn, c)
+
+        phases = named_compute(
+            (n, stride, stride, ho // stride, wo // stride, co), ("n", "ph", "pw", "a", "b", "co"), phase_body, "phases"
+        )
+        out = named_compute(
+            (n, ho, wo, co), ("n", "h", "w", "co"),
+            lambda nn, hh, ww, c: phases[nn, hh % stride, ww % stride, hh // stride, ww // stride, c],
+            "conv2d_transpose",
+        )
+    else:
+        def body(nn, hh, ww, c):
+            if gather:
+                qh, qw = first_tap(hh), first_tap(ww)
+                row, col = (hh + border + qh) // stride + rh, (ww + border + qw) // stride + rw
+                return useful_taps(qh, qw, row, col, nn, c)
             ih, iw = hh + rh + border, ww + rw + border
             if stride == 1:
                 val = xp[nn, ih, iw, rc]
             else:
                 nonzero = all_of(eq(ih % stride, 0), eq(iw % stride, 0))
                 val = if_then_else(nonzero, xp[nn, ih // stride, iw // stride, rc], 0.0)
-            kh, kw = kernel - 1 - rh, kernel - 1 - rw
-        return te_sum(val * wt[kh, kw, rc, c], axis=[rh, rw, rc])
+            return te_sum(val * wt[kernel - 1 - rh, kernel - 1 - rw, rc, c], axis=[rh, rw, rc])
 
-    out = named_compute((n, ho, wo, co), ("n", "h", "w", "co"), body, "conv2d_transpose")
+        out = named_compute((n, ho, wo, co), ("n", "h", "w", "co"), body, "conv2d_transpose")
     red = kernel * kernel * ci
 
     def reference(xa: np.ndarray, wa: np.ndarray):
