@@ -344,13 +344,13 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
                 )
             wregions = [_access_region(idx, p, s_idx, lpath) for s_idx in stores]
             merged = _merge(wregions, buf.shape, moving)
-            unknown = [d for d, r in enumerate(merged) if r is None]
-            require(
-                not unknown,
-                prim,
-                f"the region of {bname} that producer {p.name} writes in one iteration of loop {loop} "
-                f"cannot be bounded in dimension {unknown[0] if unknown else ''}",
-            )
+            if None in merged:  # messages are built only on refusal: replay runs this per trace
+                require(
+                    False,
+                    prim,
+                    f"the region of {bname} that producer {p.name} writes in one iteration of loop {loop} "
+                    f"cannot be bounded in dimension {merged.index(None)}",
+                )
             for ix in loads:
                 names = _plain_iter_indices(ix, blk)
                 require(
@@ -366,13 +366,14 @@ def reverse_compute_at(func: PrimFunc, block: str, loop: str) -> PrimFunc:
                     else:
                         u = union(prev, merged[d])
                         # the whole of n would read what this iteration did not compute
-                        require(
-                            u is not None,
-                            prim,
-                            f"block {block} reads {bname}[{', '.join(map(str, ix))}]: iterator {n} would "
-                            f"need {bname}'s region at {merged[d][0]} and, for another read, at {prev[0]}; "
-                            f"they cannot be covered by one range moving with loop {loop}",
-                        )
+                        if u is None:
+                            require(
+                                False,
+                                prim,
+                                f"block {block} reads {bname}[{', '.join(map(str, ix))}]: iterator {n} would "
+                                f"need {bname}'s region at {merged[d][0]} and, for another read, at {prev[0]}; "
+                                f"they cannot be covered by one range moving with loop {loop}",
+                            )
                         iter_regions[n] = u
     new_func = remove_at(func, bpath)
     nest, _ = _rebuild_block_nest(new_func, blk, iter_regions, moving)
