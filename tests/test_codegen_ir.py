@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import probsched as ps
-from probsched.codegen import MAX_UNROLL_STATEMENTS, emit_module, register_stmt_emitter, unregister_stmt_emitter
+from probsched.codegen import MAX_UNROLL_NODES, emit_module, register_stmt_emitter, unregister_stmt_emitter
 from probsched.ir.expr import Var, const
+from probsched.codegen.emit import emitted_size
 from probsched.ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Stmt, Store
 
 
@@ -108,15 +109,40 @@ def test_unrolled_loop_is_expanded_in_source(rng):
 
 
 def test_unroll_above_maximum_stays_a_loop():
-    n = MAX_UNROLL_STATEMENTS + 1
-    A, B = Buffer("A", (n,)), Buffer("B", (n,))
-    vi = S("v_i", n)
-    blk = Block("B", (vi,), (Var("i"),), Store(B, (vi.var,), A[vi.var]))
-    f = PrimFunc("big", (A, B), (Loop(Var("i"), n, "unrolled", body=(blk,)),))
-    kern = ps.build(f)
-    assert "unroll skipped: over 512 statements" in kern.source
+    def func(n):
+        A, B = Buffer("A", (n,)), Buffer("B", (n,))
+        vi = S("v_i", n)
+        blk = Block("B", (vi,), (Var("i"),), Store(B, (vi.var,), A[vi.var]))
+        return PrimFunc("big", (A, B), (Loop(Var("i"), n, "unrolled", body=(blk,)),)), blk
+
+    n = MAX_UNROLL_NODES // emitted_size(func(1)[1]) + 1
+    kern = ps.build(func(n)[0])
+    assert "unroll skipped: over 4096 expression nodes" in kern.source
     a = np.arange(n, dtype="float32")
     close(kern.run(a)[0], a)
+
+
+def test_unroll_limit_counts_the_iterator_lines_each_copy_repeats():
+    # Each copy of a block whose iterators are `o // 4` and `o % 4` (o not unrolled) repeats
+    # two assignment lines; `j // 100` (j unrolled) folds to a constant and costs nothing.
+    n = 300
+    A, B = Buffer("A", (3, 4, n)), Buffer("B", (3, 4, n))
+    va, vb, vj = S("v_a", 3), S("v_b", 4), S("v_j", n)
+    o, j = Var("o"), Var("j")
+
+    def block(bindings):
+        return Block("B", (va, vb, vj), bindings, Store(B, (va.var, vb.var, vj.var), A[va.var, vb.var, vj.var]))
+
+    def source(blk):
+        return emit_module(PrimFunc("f", (A, B), (nest([("o", 8, "serial"), ("j", n, "unrolled")], blk),))).source
+
+    two_lines, one_line = block((o // 4, o % 4, j)), block((j // 100, o % 4, j))
+    unrolled = frozenset({"j"})
+    assert emitted_size(one_line, unrolled) * n <= MAX_UNROLL_NODES < emitted_size(two_lines, unrolled) * n
+    src = source(two_lines)
+    assert "unroll skipped" in src and src.count("# block B") == 1
+    src = source(one_line)
+    assert "unroll skipped" not in src and src.count("# block B") == n
 
 
 # ----------------------------------------------------------------------------- vectorize, unsigned index

@@ -13,7 +13,7 @@
 
 from .build import build  # noqa: F401
 from .compile import FASTMATH, compile_options, warm_up  # noqa: F401
-from .emit import MAX_UNROLL_STATEMENTS, ModuleSource, emit_module  # noqa: F401
+from .emit import MAX_UNROLL_NODES, ModuleSource, emit_module  # noqa: F401
 from .kernel import Kernel  # noqa: F401
 from .compile import configure_numba  # noqa: F401
 from .registry import (  # noqa: F401
@@ -32,5 +32,5 @@ __all__ = [
     "register_block_emitter",
     "unregister_block_emitter",
     "configure_numba",
-    "MAX_UNROLL_STATEMENTS",
+    "MAX_UNROLL_NODES",
 ]

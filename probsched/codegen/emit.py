@@ -9,8 +9,8 @@ argument types, and the plan the kernel wrapper follows. The generated code:
   for negative wraparound, which hides contiguity from LLVM's vectorizers;
 - emits loops by kind: ``serial`` and ``vectorized`` as ``range`` loops (LLVM vectorizes
   the innermost one), ``unrolled`` as ``extent`` copies of the body with the loop variable
-  replaced by constants (at most :data:`MAX_UNROLL_STATEMENTS` statements; a larger body
-  stays a plain loop: unrolling is a hint), ``parallel`` per the parallel form (below); loop
+  replaced by constants (at most :data:`MAX_UNROLL_NODES` expression nodes, see
+  :func:`emitted_size`; a larger body stays a plain loop: unrolling is a hint), ``parallel`` per the parallel form (below); loop
   annotations are not used yet (``pragma_auto_unroll_max_step`` may be honoured later);
   loops of extent 1 are substituted by 0;
 - inlines block iterators whose binding is affine in the loop variables and assigns the
@@ -64,14 +64,18 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import BuildError
-from ..ir.expr import BOOL, INT_DTYPES, Const, Expr, Var, all_of, as_expr, binary, eq, free_vars, substitute
+from ..ir.expr import BOOL, INT_DTYPES, Const, Expr, Var, all_of, as_expr, binary, eq, free_vars, substitute, walk
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
 from .exprs import ExprWriter, const_src, fold_bool, linear_const, linearize
 from .names import Namer
 from .registry import lookup, lookup_block
 
-MAX_UNROLL_STATEMENTS = 512
-"""Most statements one ``unrolled`` loop may expand to (its body times its extent)."""
+MAX_UNROLL_NODES = 4096
+"""Largest :func:`emitted_size` an ``unrolled`` loop may expand to; a larger one stays a loop.
+
+Measured on 1024 tuning records (GMM to T2D): kernels whose largest unrolled loop held up to
+~2200 nodes compiled in at most 7 s; every one holding 5120 (a 256-way unroll of T2D's
+interleave copy) took 20-30 s or hit the 30 s compile timeout."""
 
 MAX_SCALARISED_ELEMENTS = 256
 """A local buffer with more accessed elements than this stays an array."""
@@ -182,7 +186,7 @@ class Emitter:
         self.scope: List[tuple] = [_ROOT]
         self.hoisted: set = set()
         self.in_parallel = False
-        self.unroll_counts: dict = {}
+        self.unroll_sizes: dict = {}
         self.buffers: Dict[str, Buffer] = {b.name: b for b in func.params + func.allocs}
         self.array_names: Dict[str, str] = {}
         for b in func.params + func.allocs:
@@ -346,10 +350,10 @@ class Emitter:
     def _loop(self, loop: Loop) -> None:
         self.context.append(f"loop {loop.var.name}")
         hoisted = self._hoist_init(loop)
-        if loop.kind == "unrolled" and loop.extent > 1 and self._count(loop) > MAX_UNROLL_STATEMENTS:
+        if loop.kind == "unrolled" and loop.extent > 1 and self._unrolled_size(loop) > MAX_UNROLL_NODES:
             # Unrolling is a hint: a body too large to copy runs as a plain loop instead.
             name = self._loop_name(loop)
-            self._for_header(loop, name, f"range({loop.extent})", f"unroll skipped: over {MAX_UNROLL_STATEMENTS} statements")
+            self._for_header(loop, name, f"range({loop.extent})", f"unroll skipped: over {MAX_UNROLL_NODES} expression nodes")
             self._loop_body(loop, name)
         elif loop.extent == 1 or loop.kind == "unrolled":
             self._unrolled(loop)
@@ -425,21 +429,10 @@ class Emitter:
                 return "array:" + self.buffers[bname].dtype
         raise BuildError(f"internal: unknown array {name}")
 
-    def _count(self, s) -> int:
-        """Statements that emitting ``s`` writes (unrolled loops multiply)."""
-        if isinstance(s, (tuple, list)):
-            return sum(self._count(x) for x in s)
-        key = id(s)
-        if key in self.unroll_counts:
-            return self.unroll_counts[key]
-        if isinstance(s, Loop):
-            n = self._count(s.body) * (s.extent if (s.kind == "unrolled" or s.extent == 1) else 1)
-        elif isinstance(s, Block):
-            n = self._count(s.body) + (self._count(s.init) if s.init is not None else 0)
-        else:
-            n = 1
-        self.unroll_counts[key] = n
-        return n
+    def _unrolled_size(self, loop: Loop) -> int:
+        """:func:`emitted_size` of ``loop`` where it is emitted (unrolled outer loops are constants)."""
+        consts = frozenset(k for k, v in self.env.items() if isinstance(v, Const))
+        return emitted_size(loop, consts, self.unroll_sizes)
 
     # ------------------------------------------------------------------ blocks
 
@@ -793,3 +786,62 @@ def emit_module(func: PrimFunc, parallel: str = "auto") -> ModuleSource:
         parallel_form=form,
         extra_globals=dict(em.globals),
     )
+
+
+
+
+def emitted_size(s, consts: frozenset = frozenset(), memo: Optional[dict] = None) -> int:
+    """Expression nodes that emitting ``s`` writes, unrolled loops multiplied by their extent.
+
+    numba's compile time grows with this size, so it is what :data:`MAX_UNROLL_NODES`
+    bounds. Each copy of a block repeats its stores, its
+    guard and the assignments of its iterators whose ``//``, ``%`` or products do not fold:
+    a variable in ``consts`` is a constant there (an unrolled loop's).
+
+    >>> from probsched.ir.stmt import Block, Buffer, IterVar, Loop, Store
+    >>> A = Buffer("A", (8, 4))
+    >>> v = IterVar(Var("v"), 8, "S")
+    >>> blk = Block("A", (v,), (Var("i"),), Store(A, (v.var, Const(0, "int64")), Const(1.0, "float32")))
+    >>> emitted_size(blk), emitted_size(Loop(Var("i"), 8, "unrolled", body=(blk,)))
+    (4, 32)
+    """
+    memo = {} if memo is None else memo
+    if isinstance(s, (tuple, list)):
+        return sum(emitted_size(x, consts, memo) for x in s)
+    key = (id(s), consts)
+    if key in memo:
+        return memo[key]
+    if isinstance(s, Loop):
+        if s.kind == "unrolled" or s.extent == 1:
+            n = emitted_size(s.body, consts | {s.var.name}, memo) * s.extent
+        else:
+            n = emitted_size(s.body, consts, memo)
+    elif isinstance(s, Block):
+        n = emitted_size(s.body, consts, memo) + (emitted_size(s.init, consts, memo) if s.init is not None else 0)
+        n += sum(_size(b) for b in s.bindings if _assigned(b, consts))
+        if not isinstance(s.predicate, Const) and not free_vars(s.predicate) <= consts:
+            n += _size(s.predicate)
+    elif isinstance(s, Store):
+        n = 1 + _size(s.value) + sum(_size(i) for i in s.indices)
+    else:
+        n = 1
+    memo[key] = n
+    return n
+
+
+def _size(e: Expr) -> int:
+    return sum(1 for _ in walk(e))
+
+
+def _assigned(binding: Expr, consts: frozenset) -> bool:
+    """Whether a block iterator bound to ``binding`` gets an assignment line in each copy.
+
+    The emitter inlines constant and affine bindings; a ``//``, ``%`` or product of variables
+    needs a line unless every variable in it is a constant of the copy.
+    """
+    if isinstance(binding, Const):
+        return False
+    if binding.dtype not in INT_DTYPES:
+        return True
+    terms, _ = linearize(binding)
+    return any(not isinstance(a, Var) and not free_vars(a) <= consts for a in terms)
