@@ -10,9 +10,10 @@ argument types, and the plan the kernel wrapper follows. The generated code:
 - emits loops by kind: ``serial`` and ``vectorized`` as ``range`` loops (LLVM vectorizes
   the innermost one), ``unrolled`` as ``extent`` copies of the body with the loop variable
   replaced by constants (at most :data:`MAX_UNROLL_NODES` expression nodes, see
-  :func:`emitted_size`; a larger body stays a plain loop: unrolling is a hint), ``parallel`` per the parallel form (below); loop
-  annotations are not used yet (``pragma_auto_unroll_max_step`` may be honoured later);
-  loops of extent 1 are substituted by 0;
+  :func:`emitted_size`; a larger body stays a plain loop: unrolling is a hint),
+  ``parallel`` per the parallel form (below); loop annotations are not used yet
+  (``pragma_auto_unroll_max_step`` may be honoured later); loops of extent 1 are
+  substituted by 0;
 - inlines block iterators whose binding is affine in the loop variables and assigns the
   others (``v_f = f // 4``) once; guards the body with the block predicate; runs a
   reduction ``init`` before the reduction loops when they hold nothing else and feed only
@@ -788,15 +789,13 @@ def emit_module(func: PrimFunc, parallel: str = "auto") -> ModuleSource:
     )
 
 
-
-
 def emitted_size(s, consts: frozenset = frozenset(), memo: Optional[dict] = None) -> int:
     """Expression nodes that emitting ``s`` writes, unrolled loops multiplied by their extent.
 
     numba's compile time grows with this size, so it is what :data:`MAX_UNROLL_NODES`
-    bounds. Each copy of a block repeats its stores, its
-    guard and the assignments of its iterators whose ``//``, ``%`` or products do not fold:
-    a variable in ``consts`` is a constant there (an unrolled loop's).
+    bounds. Each copy of a block repeats its stores, its guard and the assignments of its
+    iterators whose ``//``, ``%`` or products do not fold: a variable in ``consts`` is a
+    constant there (an unrolled loop's).
 
     >>> from probsched.ir.stmt import Block, Buffer, IterVar, Loop, Store
     >>> A = Buffer("A", (8, 4))
