@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import probsched as ps
-from probsched.codegen import MAX_UNROLL_NODES, emit_module, register_stmt_emitter, unregister_stmt_emitter
+from probsched.codegen import MAX_UNROLL_NODES, emit_module, emitted_size, register_stmt_emitter, unregister_stmt_emitter
 from probsched.ir.expr import Var, const
-from probsched.codegen.emit import emitted_size
 from probsched.ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Stmt, Store
 
 

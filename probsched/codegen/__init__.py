@@ -13,7 +13,7 @@
 
 from .build import build  # noqa: F401
 from .compile import FASTMATH, compile_options, warm_up  # noqa: F401
-from .emit import MAX_UNROLL_NODES, ModuleSource, emit_module  # noqa: F401
+from .emit import MAX_UNROLL_NODES, ModuleSource, emit_module, emitted_size  # noqa: F401
 from .kernel import Kernel  # noqa: F401
 from .compile import configure_numba  # noqa: F401
 from .registry import (  # noqa: F401
@@ -33,4 +33,5 @@ __all__ = [
     "unregister_block_emitter",
     "configure_numba",
     "MAX_UNROLL_NODES",
+    "emitted_size",
 ]
