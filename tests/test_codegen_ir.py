@@ -440,6 +440,10 @@ def test_auto_parallel_form_depends_on_placement_and_work():
     assert 32**3 < THREADS_MIN_WORK and choose_form(small) == "prange"
     big = PrimFunc("big", small.params, (Loop(Var("o"), THREADS_MIN_WORK // 32**3, "parallel", body=small.body),))
     assert choose_form(big) == "threads"
+    # the same work split over two top-level parallel loops: two thread handoffs per call
+    half = Loop(Var("o"), THREADS_MIN_WORK // 32**3 // 2, "parallel", body=small.body)
+    assert choose_form(PrimFunc("two", small.params, (half, half))) == "prange"
+    assert choose_form(PrimFunc("two_big", small.params, (big.body[0], big.body[0]))) == "threads"
     nested = parallel_matmul("parallel", "serial", outer=("o", 256, "serial"))
     assert choose_form(nested) == "prange"
     assert choose_form(nested, "prange") == "prange"

@@ -38,8 +38,8 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
 - ``"prange"``: each outermost parallel loop becomes a thin ``prange`` loop in its own
   ``parallel=True`` function calling a separately compiled nogil body function with the
   loop index, the enclosing integer variables and the arrays. Works at any depth.
-- ``"auto"``: threads when possible and the function does enough work per call
-  (:data:`THREADS_MIN_WORK`), else prange. Parallel loops nested in a parallel loop run
+- ``"auto"``: threads when possible and every top-level parallel loop has enough work per
+  call to hide a thread handoff (:data:`THREADS_MIN_WORK`), else prange. Parallel loops nested in a parallel loop run
   serially in both forms.
 
 >>> import probsched as ps
@@ -83,12 +83,15 @@ MAX_SCALARISED_ELEMENTS = 256
 
 PARALLEL_FORMS = ("auto", "threads", "prange")
 
-THREADS_MIN_WORK = 1 << 22
+THREADS_MIN_WORK = 1 << 26
 """``parallel="auto"`` uses the threads form only for functions executing at least this many
-statements per call (leaf statements times their loops' extents): handing a chunk to a
-Python worker thread costs ~50 us more than numba's native thread pool, which matters for
-kernels of ~100 us (matmul 128^3: 25 vs 45 GFLOP/s) and not for millisecond kernels
-(matmul 512^3: equal), while the prange form costs 0.7-1.3 s more compile time."""
+statements per call (leaf statements times their loops' extents) *per top-level parallel
+loop*. Each such loop hands a chunk to a Python worker thread, which on this VM costs
+50-150 us more than numba's spinning thread pool (a sleeping thread is woken), once per
+loop per call; the prange form costs 1-3.5 s more compile time. Best kernels of the suite,
+both forms, each timed in its own process (``benchmarks/bench_parallel_form.py``):
+at 4-62 M statements per loop prange was 21-26% faster (DEP:0 one loop, CBR:1 two), at
+18 M (T2D:0) equal, at 125-1100 M (C2D:2, GMM:2, GMM:3) within -7%..+3%, inside the noise."""
 
 _ROOT = ("root",)
 
@@ -703,17 +706,17 @@ def _decide(func: PrimFunc, analysis: Dict[str, _LocalUse], form: str) -> _Decis
     return d
 
 
-def choose_form(func: PrimFunc, parallel: str = "auto") -> str:
-    """The parallel form used for ``func``: "none", "threads" or "prange".
+def parallel_work(func: PrimFunc) -> Tuple[int, List[int]]:
+    """(statements executed per call, depth of each outermost parallel loop): leaf
+    statements times their loops' extents, and where the parallel loops that are not inside
+    another parallel loop sit (0: a top-level statement of the function).
 
     >>> import probsched as ps
     >>> A = ps.placeholder((4,), name="A")
-    >>> choose_form(ps.create_func([A, ps.compute((4,), lambda i: A[i] + 1.0, name="B")]))
-    'none'
+    >>> parallel_work(ps.create_func([A, ps.compute((4,), lambda i: A[i] + 1.0, name="B")]))
+    (4, [])
     """
-    if parallel not in PARALLEL_FORMS:
-        raise BuildError(f"parallel form {parallel!r} is not one of {PARALLEL_FORMS}")
-    outermost: list = []
+    outermost: List[int] = []
     work = [0]
 
     def visit(s, depth: int, inside: bool, trips: int) -> None:
@@ -731,10 +734,25 @@ def choose_form(func: PrimFunc, parallel: str = "auto") -> str:
             work[0] += trips
 
     visit(func.body, 0, False, 1)
+    return work[0], outermost
+
+
+def choose_form(func: PrimFunc, parallel: str = "auto") -> str:
+    """The parallel form used for ``func``: "none", "threads" or "prange".
+
+    >>> import probsched as ps
+    >>> A = ps.placeholder((4,), name="A")
+    >>> choose_form(ps.create_func([A, ps.compute((4,), lambda i: A[i] + 1.0, name="B")]))
+    'none'
+    """
+    if parallel not in PARALLEL_FORMS:
+        raise BuildError(f"parallel form {parallel!r} is not one of {PARALLEL_FORMS}")
+    work, outermost = parallel_work(func)
     if not outermost:
         return "none"
     if parallel == "auto":
-        if all(d == 0 for d in outermost) and work[0] >= THREADS_MIN_WORK:
+        # one thread handoff per top-level parallel loop per call: it must be small beside the work
+        if all(d == 0 for d in outermost) and work >= THREADS_MIN_WORK * len(outermost):
             return "threads"
         return "prange"
     if parallel == "threads" and any(d != 0 for d in outermost):
