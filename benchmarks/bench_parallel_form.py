@@ -20,6 +20,8 @@ import statistics
 import subprocess
 import sys
 
+import numpy as np
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import probsched as ps  # noqa: E402
@@ -39,7 +41,7 @@ def time_one(dbs, name: str, form: str, rounds: int) -> float:
 
     w = ps.workloads.get(name)
     kernel = ps.build(best_record(dbs, name).schedule(w.func), parallel=form)
-    ins = w.random_inputs(__import__("numpy").random.default_rng(0))
+    ins = w.random_inputs(np.random.default_rng(0))
     outs = w.empty_outputs()
     return time_interleaved({form: lambda: kernel(*ins, *outs)}, rounds=rounds, min_repeat_ms=30)[form].median
 
