@@ -39,8 +39,8 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
   ``parallel=True`` function calling a separately compiled nogil body function with the
   loop index, the enclosing integer variables and the arrays. Works at any depth.
 - ``"auto"``: threads when possible and every top-level parallel loop has enough work per
-  call to hide a thread handoff (:data:`THREADS_MIN_WORK`), else prange. Parallel loops nested in a parallel loop run
-  serially in both forms.
+  call to hide a thread handoff (:data:`THREADS_MIN_WORK`), else prange. Parallel loops
+  nested in a parallel loop run serially in both forms.
 
 >>> import probsched as ps
 >>> A = ps.placeholder((4, 8), name="A")
@@ -87,11 +87,11 @@ THREADS_MIN_WORK = 1 << 26
 """``parallel="auto"`` uses the threads form only for functions executing at least this many
 statements per call (leaf statements times their loops' extents) *per top-level parallel
 loop*. Each such loop hands a chunk to a Python worker thread, which on this VM costs
-50-150 us more than numba's spinning thread pool (a sleeping thread is woken), once per
+50-250 us more than numba's spinning thread pool (a sleeping thread is woken), once per
 loop per call; the prange form costs 1-3.5 s more compile time. Best kernels of the suite,
-both forms, each timed in its own process (``benchmarks/bench_parallel_form.py``):
-at 4-62 M statements per loop prange was 21-26% faster (DEP:0 one loop, CBR:1 two), at
-18 M (T2D:0) equal, at 125-1100 M (C2D:2, GMM:2, GMM:3) within -7%..+3%, inside the noise."""
+both forms, each timed in its own process (``benchmarks/bench_parallel_form.py``, README):
+at 5-31 M statements per loop (DEP:0, T2D:0, CBR:1) prange ran 24-30% faster, at
+125-1079 M (C2D:2, GMM:2, GMM:3) 3-6% faster, inside this VM's noise."""
 
 _ROOT = ("root",)
 
