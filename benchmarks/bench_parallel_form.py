@@ -30,9 +30,9 @@ from probsched.cli_commands.bench import DEFAULT_WORKLOADS  # noqa: E402
 
 def best_record(dbs, name: str):
     """The best successful record of workload ``name`` over the databases, or None."""
-    key = ps.workloads.get(name).func.structural_hash()
-    recs = [r for path in dbs for r in ps.database.Database(path).records(key) if r.ok]
-    return min(recs, key=lambda r: r.median) if recs else None
+    w = ps.workloads.get(name)
+    bests = [r for path in dbs for r in ps.database.Database(path).best(w, k=1)]
+    return min(bests, key=lambda r: r.median, default=None)
 
 
 def time_one(dbs, name: str, form: str, rounds: int) -> float:
