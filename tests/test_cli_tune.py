@@ -1,4 +1,4 @@
-"""``probsched tune / show / bench / plot``: real runs in subprocesses on a tiny workload,
+"""``probsched tune / show / bench / plot / vary``: real runs in subprocesses on a tiny workload,
 argument errors through ``main([...])`` (exit 2, one message naming the bad thing), and
 ``show``/``plot`` on databases filled directly with TuningRecords (no measuring).
 
@@ -122,6 +122,45 @@ def test_show_subprocess_holds_the_numbers(tuned):
     assert "# schedule (Python" in r.stdout and "sch.get_block" in r.stdout
     assert "# loop nest" in r.stdout and 'with block("Z"' in r.stdout
     assert "# generated source" in r.stdout and "def " in r.stdout
+
+
+def vary_sites(db, capsys):
+    """``probsched vary --list``, parsed: site -> (value, choices)."""
+    assert main(["vary", "GMM:small", "--db", db, "--list"]) == 0
+    sites = {}
+    for line in capsys.readouterr().out.splitlines():
+        name, _, rest = line.partition(" = ")
+        value, _, choices = rest.partition("  choices: ")
+        sites[name] = (json.loads(value), json.loads(choices) if choices else [])
+    return sites
+
+
+def test_vary_lists_sites_and_times_a_changed_decision(tuned, capsys):
+    d, _ = tuned
+    db = str(d / "t.db")
+    sites = vary_sites(db, capsys)
+    assert sites and all(value in choices for value, choices in sites.values() if choices)
+    name, (value, choices) = next((n, vc) for n, vc in sites.items() if len(vc[1]) > 1)
+    other = next(c for c in choices if c != value)
+    assert main(["vary", "GMM:small", "--db", db, "--rounds", "1", "--set", f"{name}={json.dumps(other)}"]) == 0
+    out = capsys.readouterr().out
+    assert "| best | - |" in out and f"| variant 1 | {name}={json.dumps(other)} |" in out
+    best_row = next(l for l in out.splitlines() if l.startswith("| best |"))
+    assert float(best_row.split("|")[3]) > 0 and best_row.split("|")[5].strip() == "1.00"
+
+
+def test_vary_bad_settings_exit_2(tuned, capsys):
+    d, _ = tuned
+    db = str(d / "t.db")
+    name = next(iter(vary_sites(db, capsys)))
+    for setting, needle in [
+        ("Z/nope=1", f"site(s) Z/nope not sampled by this variant; its sites are: {name}"),
+        (name, "expected SITE=VALUE"),
+        (f"{name}=\"no such value\"", f"site '{name}': value 'no such value' is outside the support"),
+    ]:
+        assert main(["vary", "GMM:small", "--db", db, "--set", setting]) == 2, setting
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err
 
 
 def test_bench_reuses_the_database_best(tuned, capsys):
@@ -282,6 +321,7 @@ def test_best_so_far_groups_in_commit_order(tmp_path):
         (["bench", "--workloads", "GMM:small,BAD:0", "--trials", "0"], "BAD"),
         (["bench", "--workloads", "GMM:small", "--trials", "0", "--tvm", "/no/such/summary.json"], "--tvm /no/such/summary.json"),
         (["plot", "GMM:small", "--db", "/no/such/t.db"], "no database at /no/such/t.db"),
+        (["vary", "GMM:small", "--db", "/no/such/t.db"], "no database at /no/such/t.db"),
     ],
 )
 def test_bad_input_exits_2(argv, needle, capsys):

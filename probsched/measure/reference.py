@@ -7,8 +7,8 @@ replacement for a crashed one, loads it instead of recomputing):
 - for a :class:`~probsched.workloads.Workload`, the caller computes the numpy reference
   (:func:`from_workload`);
 - for a bare :class:`~probsched.ir.stmt.PrimFunc` the expected outputs are those of the
-  unscheduled program compiled by ``ps.build``: a worker makes them (:func:`func_inputs`,
-  :func:`func_tolerance`) so the caller never compiles or runs a kernel.
+  unscheduled program compiled by ``ps.build`` (:func:`from_func`): a worker makes them,
+  so the caller never compiles or runs a kernel.
 
 Inputs are random and never zero (the workloads' convention), so a kernel that skips a term
 cannot match by accident; outputs are checked with the workloads' tolerance rule.
@@ -88,6 +88,25 @@ def from_workload(workload: Workload, seed: int = 0) -> Reference:
         workload.rtol,
         workload.atol,
     )
+
+
+def from_func(func: PrimFunc, kernel=None, seed: int = 0) -> Reference:
+    """Random inputs of a bare function and the outputs of its unscheduled program
+    (``kernel``: that program already compiled by ``ps.build``; compiled here if None).
+
+    >>> import probsched as ps
+    >>> ref = from_func(ps.workloads.small("GMM").func)
+    >>> sorted(ref.inputs), ref.expected["Z"].shape
+    (['X', 'Y'], (2, 4, 6))
+    """
+    if kernel is None:
+        from ..codegen import build
+
+        kernel = build(func)
+    inputs = func_inputs(func, seed)
+    outs = kernel.run(*(inputs[b.name] for b in kernel.inputs))
+    rtol, atol = func_tolerance(func)
+    return Reference(inputs, {b.name: o for b, o in zip(kernel.outputs, outs)}, rtol, atol)
 
 
 def func_inputs(func: PrimFunc, seed: int = 0) -> Dict[str, np.ndarray]:

@@ -122,12 +122,9 @@ def _build(state: _State, task: dict):
 
 
 def _make_reference(func, ref_kernel, path: str):
-    from .reference import Reference, func_inputs, func_tolerance
+    from .reference import from_func
 
-    inputs = func_inputs(func)
-    outs = ref_kernel.run(*(inputs[b.name] for b in ref_kernel.inputs))
-    rtol, atol = func_tolerance(func)
-    ref = Reference(inputs, {b.name: o for b, o in zip(ref_kernel.outputs, outs)}, rtol, atol)
+    ref = from_func(func, ref_kernel)
     ref.save(path)
     return ref
 
