@@ -118,17 +118,17 @@ class TuneResult:
         (:func:`~probsched.measure.timer.time_interleaved`: ``rounds`` repeats of each).
         ``extra``: more implementations to time with them, as no-argument callables that
         bring their own inputs (e.g. another tuner's kernel)."""
+        from .codegen.aligned import aligned_copy, aligned_empty
         from .measure.timer import time_interleaved
 
         if self.best is None:
             return []
+        # cache-line aligned, as in the tuner's measurements; numpy and jax.jit get the same arrays
         if isinstance(self.workload, Workload):
-            w = self.workload
-            inputs = w.random_inputs(np.random.default_rng(0))
-            outputs = w.empty_outputs()
+            inputs = [aligned_copy(a) for a in self.workload.random_inputs(np.random.default_rng(0))]
         else:
-            inputs = [np.random.default_rng(0).uniform(0.5, 1.0, b.shape).astype(b.dtype) for b in self.kernel.inputs]
-            outputs = [np.empty(b.shape, b.dtype) for b in self.kernel.outputs]
+            inputs = [aligned_copy(np.random.default_rng(0).uniform(0.5, 1.0, b.shape).astype(b.dtype)) for b in self.kernel.inputs]
+        outputs = [aligned_empty(b.shape, b.dtype) for b in self.kernel.outputs]
         kernel = self.kernel
         fns = {"probsched": lambda: kernel(*inputs, *outputs)}
         if isinstance(self.workload, Workload):

@@ -202,3 +202,15 @@ def test_arrays_are_declared_noalias(kern):
     # the data pointer of each array argument (field 4 of numba's array struct)
     for name in ("A", "B", "C"):
         assert re.search(rf"ptr noalias [^%]*%arg\.{name}\.4\b", llvm), name
+
+
+def test_intermediates_and_run_outputs_are_cache_line_aligned():
+    # a two-stage function: its intermediate is allocated by the kernel wrapper
+    A = ps.placeholder((37,), name="A")
+    B = ps.compute((37,), lambda i: A[i] * 2.0, name="B")
+    C = ps.compute((37,), lambda i: B[i] + 1.0, name="C")
+    kern = ps.build(ps.create_func([A, C], name="two_stage"), cache=False)
+    assert len(kern._intermediates) == 1 and kern._intermediates[0].ctypes.data % 64 == 0
+    x = np.arange(37, dtype="float32")
+    (out,) = kern.run(x)
+    assert out.ctypes.data % 64 == 0 and np.array_equal(out, x * 2 + 1)

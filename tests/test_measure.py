@@ -207,3 +207,20 @@ def test_interleaved_timing_rotates_and_keeps_one_mean_per_round():
     rounds = order[6:]
     firsts = [rounds[i * 6] for i in range(3)]
     assert firsts == ["a", "b", "c"], order
+
+
+def test_reference_arrays_are_cache_line_aligned(tmp_path):
+    import numpy as np
+
+    from probsched.measure.reference import Reference, from_workload
+
+    w = ps.workloads.small("GMM")
+    ref = from_workload(w)
+    ref.save(str(tmp_path / "ref.npz"))
+    kernel = ps.build(w.func)
+    for r in (ref, Reference.load(str(tmp_path / "ref.npz"))):
+        assert all(a.ctypes.data % 64 == 0 for a in r.inputs.values())
+        outs = r.empty_outputs(kernel)
+        assert all(a.ctypes.data % 64 == 0 and np.isnan(a).all() for a in outs.values())
+        args = r.arguments(kernel, outs)
+        assert [a is outs.get(b.name, r.inputs.get(b.name)) for b, a in zip(kernel.params, args)] == [True] * 3

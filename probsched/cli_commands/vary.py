@@ -25,8 +25,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-import numpy as np
-
 from ..errors import ProbschedError
 from .common import CLIError, add_reader_arguments, func_of, positive_int, read_records, resolve_space, workload_name
 
@@ -180,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
         v.notes = "; ".join(f"{k} {', '.join(x)}" for k, x in notes.items() if x)
         try:
             kernel = build(sch)
-            outs = {b.name: np.full(b.shape, np.nan, b.dtype) for b in kernel.outputs}
-            arrays = [outs[b.name] if b.name in outs else ref.inputs[b.name] for b in kernel.params]
+            outs = ref.empty_outputs(kernel)
+            arrays = ref.arguments(kernel, outs)
             kernel(*arrays)
             ref.check(func, outs)
         except (ProbschedError, AssertionError) as exc:

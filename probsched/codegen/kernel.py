@@ -6,7 +6,8 @@ dtypes and layout and raises one :class:`~probsched.errors.KernelArgumentError` 
 parameter: outputs must be C-contiguous and writable; inputs that are not C-contiguous
 (or read-only) are copied, and so are inputs that share memory with an output (the
 compiled code assumes its arrays do not overlap); two outputs must not overlap. Intermediate (``global``) buffers are allocated once per
-kernel, so one kernel must not be called from two threads at once.
+kernel (cache-line aligned, :mod:`.aligned`), so one kernel must not be called from two
+threads at once.
 
 >>> import numpy as np, probsched as ps
 >>> A = ps.placeholder((3,), name="A")
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..errors import KernelArgumentError
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
+from .aligned import aligned_empty
 from .compile import CompiledModule
 from .emit import ModuleSource
 
@@ -159,7 +161,7 @@ class Kernel:
         self._is_output = [b.name in written for b in func.params]
         self._output_positions = [i for i, out in enumerate(self._is_output) if out]
         self._dtypes = [np.dtype(b.dtype) for b in func.params]
-        self._intermediates = [np.empty(b.size, dtype=b.dtype) for b in module.wrapper_allocs]
+        self._intermediates = [aligned_empty(b.size, b.dtype) for b in module.wrapper_allocs]
         self._segments = module.segments
         self.threads = max(1, int(getattr(target, "threads", 1) or 1))
 
@@ -250,7 +252,7 @@ class Kernel:
         args = []
         for b, out in zip(self.params, self._is_output):
             if out:
-                a = np.empty(b.shape, dtype=b.dtype)
+                a = aligned_empty(b.shape, b.dtype)
                 outs.append(a)
                 args.append(a)
             else:

@@ -39,6 +39,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
+from ..codegen.aligned import aligned_copy, aligned_empty
 from ..ir.stmt import Block, PrimFunc
 from ..workloads import Workload, signed_uniform, tolerance
 
@@ -51,6 +52,23 @@ class Reference:
     expected: Dict[str, np.ndarray]
     rtol: float
     atol: float
+
+    def __post_init__(self) -> None:
+        # kernels are timed on these arrays: cache-line aligned, as TVM's are, so that no
+        # measurement depends on where the heap put them (see probsched.codegen.aligned)
+        self.inputs = {k: aligned_copy(v) for k, v in self.inputs.items()}
+
+    def empty_outputs(self, kernel) -> Dict[str, np.ndarray]:
+        """Aligned output arrays for ``kernel``, filled with NaN (a kernel that skips an
+        element cannot pass the check by leaving an earlier value behind)."""
+        outs = {b.name: aligned_empty(b.shape, b.dtype) for b in kernel.outputs}
+        for a in outs.values():
+            a.fill(np.nan)
+        return outs
+
+    def arguments(self, kernel, outputs: Dict[str, np.ndarray]) -> list:
+        """``kernel``'s arrays in parameter order: ``outputs`` and these inputs."""
+        return [outputs[b.name] if b.name in outputs else self.inputs[b.name] for b in kernel.params]
 
     def save(self, path: str) -> None:
         """Write a ``.npz`` file atomically (readers never see a partial file)."""

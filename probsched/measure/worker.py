@@ -131,8 +131,6 @@ def _make_reference(func, ref_kernel, path: str):
 
 def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: float) -> dict:
     """Check the kernel against the reference, then time it (the caller said "go")."""
-    import numpy as np
-
     from .timer import time_callable
 
     ref = state.reference(task["ref_path"])
@@ -143,8 +141,8 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
             text = "making the reference (running the unscheduled program) failed: " + _error_text(3)
             return _result(RUNTIME, text, compile_seconds, state=state)
     try:
-        outputs = {b.name: np.full(b.shape, np.nan, dtype=b.dtype) for b in kernel.outputs}
-        args = [outputs[b.name] if b.name in outputs else ref.inputs[b.name] for b in kernel.params]
+        outputs = ref.empty_outputs(kernel)
+        args = ref.arguments(kernel, outputs)
         kernel(*args)
     except Exception:
         return _result(RUNTIME, _error_text(3), compile_seconds, state=state)
