@@ -1,6 +1,6 @@
 """The ``probsched`` command line.
 
-``tune``, ``show``, ``bench`` and ``plot`` live in :mod:`probsched.cli_commands`, one
+``tune``, ``show``, ``bench``, ``plot`` and ``vary`` live in :mod:`probsched.cli_commands`, one
 module each; the small ``workloads``, ``ir`` and ``cache`` commands are here. Exit codes:
 0 success, 1 a run that found nothing (e.g. every trial failed), 2 a mistake in the
 command (unknown workload, missing file or database, bad option), 130 interrupted (Ctrl-C).

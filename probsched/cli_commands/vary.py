@@ -8,7 +8,10 @@ record's decision sites with their values and their choices instead.
 
 A value is JSON (``[3, 57]``, ``true``, ``64``, ``"h1_0"``) or a bare word taken as a string
 (``h1_0``); lists become tuples, as tile sizes are. Sites the changed decisions no longer
-reach are dropped, sites they newly reach are sampled (``--seed``), and the table says so.
+reach are dropped, sites they newly reach, or whose recorded value they make impossible (a
+tile of a loop whose extent changed), are sampled (``--seed``); the table says which. A
+variant that does not schedule, compile or compute the reference's output is a failed row,
+and the exit code is then 1.
 
 >>> parse_assignments('Z/i_0/tile=[3, 57]; Z/pack=false;padded/compute_at=h1_0')
 {'Z/i_0/tile': (3, 57), 'Z/pack': False, 'padded/compute_at': 'h1_0'}
@@ -81,7 +84,6 @@ class Variant:
     label: str
     changed: Dict[str, Any]
     notes: str = ""
-    kernel: Any = None
     error: str = ""
 
 
@@ -91,11 +93,9 @@ def replay_with(func, space, base: Dict[str, Any], changed: Dict[str, Any], seed
     afresh); a CLIError when a changed site is not reached or its value is not a choice."""
     from handlers import condition, trace
     from handlers import seed as seeded
-    from handlers.errors import HandlerError
+    from handlers.errors import HandlerError, SupportError
 
     from ..schedule import Schedule
-
-    from handlers.errors import SupportError
 
     data = {**base, **changed}
     resampled: List[str] = []
@@ -169,11 +169,15 @@ def run(args: argparse.Namespace) -> int:
     ref = _reference(workload)
     fns = {}
     for v in variants:
-        sch, tr, resampled = replay_with(func, space, base, v.changed, args.seed)
+        try:
+            sch, tr, resampled = replay_with(func, space, base, v.changed, args.seed)
+        except ProbschedError as exc:  # a primitive refused the changed decisions
+            v.error = "schedule: " + str(exc).splitlines()[0]
+            continue
         notes = {
             "dropped": [s for s in base if s not in tr],
-            "sampled": [s for s in tr if s not in base],
-            "resampled": [f"{s}={json.dumps(_jsonable(tr[s].value))}" for s in resampled],
+            "sampled": [s for s in tr if s not in base and s not in resampled],
+            "resampled": [f"{s}={json.dumps(_jsonable(tr[s].value))}" for s in resampled if s in tr],
         }
         v.notes = "; ".join(f"{k} {', '.join(x)}" for k, x in notes.items() if x)
         try:
