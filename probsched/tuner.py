@@ -130,7 +130,7 @@ class TuneResult:
             inputs = [aligned_copy(np.random.default_rng(0).uniform(0.5, 1.0, b.shape).astype(b.dtype)) for b in self.kernel.inputs]
         outputs = [aligned_empty(b.shape, b.dtype) for b in self.kernel.outputs]
         kernel = self.kernel
-        fns = {"probsched": lambda: kernel(*inputs, *outputs)}
+        fns = {"probsched": kernel.bind(*inputs, *outputs)}
         if isinstance(self.workload, Workload):
             from .baselines import baselines
 

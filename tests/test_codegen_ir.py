@@ -230,6 +230,19 @@ def test_parallel_loop_forms(form, mm_inputs):
     close(kern.run(a, b)[0], a @ b, 32)
 
 
+@pytest.mark.parametrize("form", ["threads", "prange"])
+def test_bound_kernel_runs_each_parallel_form(form, mm_inputs):
+    a, b = mm_inputs
+    kern = ps.build(parallel_matmul(), "cpu -threads=2", parallel=form)
+    c = np.full((32, 32), np.nan, np.float32)
+    run = kern.bind(a, b, c)
+    run()
+    close(c, a @ b, 32)
+    c[:] = np.nan  # the bound arrays are the caller's: a second call writes them again
+    run()
+    close(c, a @ b, 32)
+
+
 def test_nested_parallel_runs_inner_serially(mm_inputs):
     a, b = mm_inputs
     kern = ps.build(parallel_matmul("parallel", "parallel"), parallel="threads")

@@ -36,6 +36,18 @@ def test_call_writes_output_in_place(kern, arrays):
     np.testing.assert_allclose(c2, a * b, rtol=1e-6)
 
 
+def test_bind_checks_once_like_a_call(kern, arrays):
+    a, b, c = arrays
+    with pytest.raises(ps.KernelArgumentError, match="parameter B .argument 2, input.: expected shape"):
+        kern.bind(a, np.zeros(5, np.float32), c)
+    with pytest.raises(ps.KernelArgumentError, match="must be C-contiguous"):
+        kern.bind(a, b, np.zeros((4, 3), np.float32).T)
+    a_view = a[:, ::-1]  # a non-contiguous input is copied at binding, as a call copies it
+    run = kern.bind(a_view, b, c)
+    assert run() is None
+    np.testing.assert_allclose(c, a_view * b, rtol=1e-6)
+
+
 def test_wrong_count(kern, arrays):
     a, b, c = arrays
     with pytest.raises(ps.KernelArgumentError, match=r"kernel scale: expected 3 arrays \(A, B, C\), got 2"):

@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         except (ProbschedError, AssertionError) as exc:
             v.error = str(exc).splitlines()[0]
             continue
-        fns[v.label] = (lambda k=kernel, a=arrays: k(*a))
+        fns[v.label] = kernel.bind(*arrays)
     timings = time_interleaved(fns, rounds=args.rounds) if fns else {}
     flops = getattr(workload, "flops", None)
     print(_table(workload_name(workload), rec, variants, timings, flops))

@@ -14,7 +14,7 @@
 from .build import build  # noqa: F401
 from .compile import FASTMATH, compile_options, warm_up  # noqa: F401
 from .emit import MAX_UNROLL_NODES, ModuleSource, emit_module, emitted_size  # noqa: F401
-from .kernel import Kernel  # noqa: F401
+from .kernel import BoundKernel, Kernel  # noqa: F401
 from .compile import configure_numba  # noqa: F401
 from .registry import (  # noqa: F401
     register_block_emitter,
@@ -26,6 +26,7 @@ from .registry import (  # noqa: F401
 __all__ = [
     "build",
     "Kernel",
+    "BoundKernel",
     "emit_module",
     "register_stmt_emitter",
     "unregister_stmt_emitter",

@@ -211,7 +211,29 @@ class Kernel:
         return flat
 
     def __call__(self, *arrays) -> None:
-        flat = self._flat_args(arrays)
+        self._run_flat(self._flat_args(arrays))
+
+    def bind(self, *arrays) -> "BoundKernel":
+        """Check ``arrays`` (every parameter, as for a call) once and return a callable
+        without arguments that runs the kernel on them: what a timing loop calls.
+
+        A call checks and flattens its arrays first: 6-8 us of Python per call, measured on
+        C1D:0's best kernel, a tenth of its run time. Bound, that cost is paid at binding, as
+        TVM's ``time_evaluator`` binds its arguments before it times. The arrays must not be
+        resized or replaced while bound (their memory is what the kernel writes).
+
+        >>> import numpy as np, probsched as ps
+        >>> A = ps.placeholder((3,), name="A")
+        >>> B = ps.compute((3,), lambda i: A[i] + 1.0, name="B")
+        >>> kern = ps.build(ps.create_func([A, B], name="inc"))
+        >>> a, b = np.arange(3, dtype="float32"), np.zeros(3, dtype="float32")
+        >>> run = kern.bind(a, b)
+        >>> run(); b.tolist()
+        [1.0, 2.0, 3.0]
+        """
+        return BoundKernel(self, self._flat_args(arrays))
+
+    def _run_flat(self, flat: list) -> None:
         if self._segments is None:
             if self.parallel_form == "prange":
                 _set_numba_threads(self.threads)
@@ -278,9 +300,43 @@ class Kernel:
         )
 
 
+class BoundKernel:
+    """A :class:`Kernel` with its arrays checked and bound (:meth:`Kernel.bind`); call it
+    without arguments."""
+
+    __slots__ = ("kernel", "_flat")
+
+    def __init__(self, kernel: Kernel, flat: list) -> None:
+        self.kernel = kernel
+        self._flat = flat
+
+    def __call__(self) -> None:
+        self.kernel._run_flat(self._flat)
+
+    def __repr__(self) -> str:
+        return f"<BoundKernel {self.kernel.func.name}>"
+
+
+def _current_numba_threads():
+    """numba's thread count getter: the threading layer's own (0.2 us a call) when this numba
+    has it, else the public one (1.1 us: it checks that the layer started, every call)."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    numba.get_num_threads()  # starts the threading layer once
+    fast = getattr(parallel, "_get_num_threads", None)
+    return fast if callable(fast) else numba.get_num_threads
+
+
+_get_threads = None
+
+
 def _set_numba_threads(n: int) -> None:
+    global _get_threads
     import numba
 
+    if _get_threads is None:
+        _get_threads = _current_numba_threads()
     n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
-    if numba.get_num_threads() != n:
+    if _get_threads() != n:
         numba.set_num_threads(n)
