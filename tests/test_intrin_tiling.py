@@ -143,6 +143,12 @@ def test_a_change_that_breaks_a_tensorized_tile_is_refused():
     with pytest.raises(ps.ScheduleError, match="breaks tensorized block"):
         sch.compute_inline(sch.get_block("A2"))
     assert sch.mod is before
+    # so the compute-location site does not offer inlining (it would be "root" again), while
+    # a trace that recorded "inline" before it was withheld still replays
+    assert "inline" not in sch.compute_locations(sch.get_block("A2"))
+    assert sch.sample_compute_location(sch.get_block("A2"), decision="inline") == "inline"
+    with pytest.raises(ps.ScheduleError, match="decision 'nowhere' for site A2/again is outside the support"):
+        sch.sample_compute_location(sch.get_block("A2"), name="A2/again", decision="nowhere")
 
 
 @pytest.mark.parametrize(

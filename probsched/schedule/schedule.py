@@ -389,12 +389,16 @@ class Schedule:
         return self._decide("sample_categorical", name, dist, decision, [], attrs)
 
     def compute_locations(self, block: BlockLike) -> List[str]:
-        """Valid locations of ``block``: ``"root"``, ``"inline"`` when legal, loops of its consumers."""
+        """Valid locations of ``block``: ``"root"``, ``"inline"`` when legal, loops of its consumers.
+
+        Inlining is offered only when :meth:`compute_inline` would succeed: a producer of a
+        tensorized block's operand (a convolution's padding read by a micro-kernel) cannot be
+        inlined as an expression, and offering it anyway made "inline" a second "root"."""
         b = _name(block, BlockRV, "sample_compute_location")
         loops.lookup_block(self._idx(), b, "sample_compute_location")
         out = ["root"]
         try:
-            compute_location.compute_inline(self._mod, b)
+            tensorize_mod.check_tensorized(self._mod, compute_location.compute_inline(self._mod, b))
             out.append("inline")
         except ScheduleError:
             pass
@@ -420,6 +424,14 @@ class Schedule:
             # work): replaying a measured schedule must still rebuild it
             try:
                 compute_location.compute_at(self._mod, b, decision, check_only=True)
+                support = support + [decision]
+            except ScheduleError:
+                pass
+        elif decision == "inline" and decision not in support:
+            # recorded before "inline" was withheld from tensorized operands' producers: the
+            # record still replays (the rule's compute_inline fails and leaves the block)
+            try:
+                compute_location.compute_inline(self._mod, b)
                 support = support + [decision]
             except ScheduleError:
                 pass
