@@ -167,6 +167,11 @@ class Kernel:
 
     # ------------------------------------------------------------------ calling
 
+    def _where(self, pos: int) -> str:
+        # built only for an error message: the checks of every call are its overhead
+        role = "output" if self._is_output[pos] else "input"
+        return f"kernel {self.func.name}: parameter {self.params[pos].name} (argument {pos + 1}, {role})"
+
     def _flat_args(self, arrays) -> list:
         name = self.func.name
         if len(arrays) != len(self.params):
@@ -176,21 +181,19 @@ class Kernel:
             )
         flat = []
         for pos, (b, a, out, dt) in enumerate(zip(self.params, arrays, self._is_output, self._dtypes)):
-            role = "output" if out else "input"
-            where = f"kernel {name}: parameter {b.name} (argument {pos + 1}, {role})"
             if not isinstance(a, np.ndarray):
                 raise KernelArgumentError(
-                    f"{where}: expected a numpy array of shape {b.shape} {b.dtype}, got {type(a).__name__}"
+                    f"{self._where(pos)}: expected a numpy array of shape {b.shape} {b.dtype}, got {type(a).__name__}"
                 )
             if a.shape != b.shape or a.dtype != dt:
-                raise KernelArgumentError(f"{where}: expected shape {b.shape} {b.dtype}, got {_describe(a)}")
+                raise KernelArgumentError(f"{self._where(pos)}: expected shape {b.shape} {b.dtype}, got {_describe(a)}")
             if out:
                 if not a.flags.c_contiguous:
                     raise KernelArgumentError(
-                        f"{where}: must be C-contiguous (it is written in place); got strides {a.strides}"
+                        f"{self._where(pos)}: must be C-contiguous (it is written in place); got strides {a.strides}"
                     )
                 if not a.flags.writeable:
-                    raise KernelArgumentError(f"{where}: is read-only but the kernel writes it")
+                    raise KernelArgumentError(f"{self._where(pos)}: is read-only but the kernel writes it")
             elif not (a.flags.c_contiguous and a.flags.writeable):
                 a = np.array(a, order="C", copy=True)
             flat.append(a)
