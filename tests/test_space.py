@@ -165,6 +165,44 @@ def test_softmax_rows_reduce_in_vector_lanes():
         w.check(evaluate(sch.mod, *x), w.reference(*x))
 
 
+def test_softmax_computes_each_exp_once_in_one_row_loop():
+    # exp has two consumers (the row sum and the division): the space samples its location
+    # instead of inlining it twice, and the row sum's partials (rf) get one too, lanes kept
+    # innermost. Conditioned on the row loop for all, one parallel loop does the whole row.
+    w = wl.softmax(8, 64)
+    x = w.random_inputs(np.random.default_rng(0))
+    rows = {"T_softmax_expsum/lanes": 16, "T_softmax_maxelem/lanes": 8}
+    rows.update({f"T_softmax_{b}/compute_at": "i3" for b in ("expsum", "expsum_rf", "exp", "maxelem", "maxelem_rf")})
+    sch = ps.Schedule(w.func)
+    tr = trace(seed(condition(_reduction_space(), rows), 0)).get_trace(sch)
+    assert all(tr[site].value == v for site, v in rows.items()), tr
+    top = [n for n in sch.mod.body] if isinstance(sch.mod.body, tuple) else [sch.mod.body]
+    assert len(top) == 1 and sch.get(sch.get_loops(sch.get_block("T_softmax_norm"))[0]).kind == "parallel"
+    for rf in ("T_softmax_expsum_rf", "T_softmax_maxelem_rf"):
+        extents_kinds = [(sch.get(l).extent, sch.get(l).kind) for l in sch.get_loops(sch.get_block(rf))]
+        assert extents_kinds[-1] == ({"T_softmax_expsum_rf": 16, "T_softmax_maxelem_rf": 8}[rf], "vectorized"), extents_kinds
+    source = ps.build(sch).source
+    assert source.count("_ps_exp_float32(") == 1 and source.count("prange(") == 1, source
+    (got,) = ps.build(sch).run(*x)
+    w.check(got, w.reference(*x))
+    # with no decision fixed, exp is still sometimes inlined (the old form stays reachable)
+    inlined = 0
+    for s in range(12):
+        sch, tr = draw(w, s, _reduction_space())
+        inlined += tr["T_softmax_exp/compute_at"].value == "inline"
+        w.check(evaluate(sch.mod, *x), w.reference(*x))
+    assert 0 < inlined < 12
+
+
+def test_single_consumer_exp_is_still_inlined():
+    a = ps.placeholder((4, 8), name="a")
+    e = ps.compute((4, 8), lambda i, j: ps.exp(a[i, j]), name="e")
+    out = ps.compute((4, 8), lambda i, j: e[i, j] + 1.0, name="out")
+    sch = ps.Schedule(ps.create_func([a, out], name="f"))
+    ps.space.AutoInline()(sch, sch.get_block("e"))
+    assert [b.name for b in sch.mod.blocks()] == ["out"]
+
+
 def test_norm_rfactors_rows_then_lanes_across_several_reduction_loops():
     w = wl.norm(1, 16, 64)
     x = w.random_inputs(np.random.default_rng(0))

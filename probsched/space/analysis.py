@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
-from ..ir.expr import Load, Select, free_vars, walk
+from ..ir.expr import Call, Load, Select, free_vars, walk
 from ..ir.stmt import Block, Store
 from ..schedule import LoopRV, Schedule
 from ..schedule.dataflow import consumers, producers, read_buffers, single_store, written_buffers
@@ -61,6 +61,19 @@ def has_if_then_else(sch: Schedule, name: str) -> bool:
     """True when the block's value has a conditional (padding)."""
     st = single_store(block(sch, name))
     return st is not None and any(isinstance(x, Select) for x in walk(st.value))
+
+
+def calls_math(sch: Schedule, name: str, functions: Sequence[str]) -> bool:
+    """True when the block's stored values call one of the math ``functions``.
+
+    >>> import probsched as ps
+    >>> sch = ps.Schedule(ps.workloads.small("SFM").func)
+    >>> calls_math(sch, "T_softmax_exp", ("exp",)), calls_math(sch, "T_softmax_norm", ("exp",))
+    (True, False)
+    """
+    return any(
+        isinstance(x, Call) and x.name in functions for st in block(sch, name).stores() for x in walk(st.value)
+    )
 
 
 def writes_output(sch: Schedule, name: str) -> bool:
