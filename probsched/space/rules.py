@@ -20,8 +20,9 @@ from . import analysis as an
 #: costs tens of instructions per element (``exp`` is a 20-instruction polynomial here).
 EXPENSIVE_MATH = ("exp", "log", "tanh", "sigmoid")
 
-#: Block annotation set by the rfactor rules on the block they rfactor: its new producer
+#: Block annotation that RFactorLanes sets on the block it rfactors: the block's new producer
 #: (the partial results) gets a compute location sampled with the block's own (TVM's key).
+#: AddRFactor does not set it: its partials parallelize at the root.
 RANDOM_COMPUTE_PRODUCER = "meta_schedule.random_compute_producer"
 
 
