@@ -176,14 +176,14 @@ def test_softmax_computes_each_exp_once_in_one_row_loop():
     sch = ps.Schedule(w.func)
     tr = trace(seed(condition(_reduction_space(), rows), 0)).get_trace(sch)
     assert all(tr[site].value == v for site, v in rows.items()), tr
-    top = [n for n in sch.mod.body] if isinstance(sch.mod.body, tuple) else [sch.mod.body]
+    top = list(sch.mod.body) if isinstance(sch.mod.body, tuple) else [sch.mod.body]
     assert len(top) == 1 and sch.get(sch.get_loops(sch.get_block("T_softmax_norm"))[0]).kind == "parallel"
     for rf in ("T_softmax_expsum_rf", "T_softmax_maxelem_rf"):
         extents_kinds = [(sch.get(l).extent, sch.get(l).kind) for l in sch.get_loops(sch.get_block(rf))]
         assert extents_kinds[-1] == ({"T_softmax_expsum_rf": 16, "T_softmax_maxelem_rf": 8}[rf], "vectorized"), extents_kinds
-    source = ps.build(sch).source
-    assert source.count("_ps_exp_float32(") == 1 and source.count("prange(") == 1, source
-    (got,) = ps.build(sch).run(*x)
+    kernel = ps.build(sch)
+    assert kernel.source.count("_ps_exp_float32(") == 1 and kernel.source.count("prange(") == 1, kernel.source
+    (got,) = kernel.run(*x)
     w.check(got, w.reference(*x))
     # with no decision fixed, exp is still sometimes inlined (the old form stays reachable)
     inlined = 0
