@@ -219,6 +219,39 @@ def test_norm_rfactors_rows_then_lanes_across_several_reduction_loops():
     w.check(evaluate(sch.mod, *x), w.reference(*x))
 
 
+def test_norm_sums_a_rows_lanes_in_the_rows_parallel_iteration():
+    # AddRFactor's row partials get lanes from RFactorLanes; the rule loop never visits that
+    # partials block, so its annotation is taken up when its consumer is placed: the lanes
+    # get a location too. At the partials' row loop, the row's lanes and its lane sum run in
+    # one parallel iteration (one parallel region instead of two)
+    w = wl.norm(1, 16, 64)
+    x = w.random_inputs(np.random.default_rng(0))
+    rules = _reduction_space().rules
+    space = ps.space.compose(
+        *rules, postprocs=[ps.space.RewriteReductionBlock(), ps.space.ParallelVectorizeUnroll(cores=1)]
+    )
+    sites = {"sum_sq/rfactor": "outer", "sum_sq_rf/lanes": 16, "sum_sq_rf_rf/compute_at": "ax1"}
+    sites["sum_sq_rf_rf_init/parallel"] = 16  # the first block of the fused nest names it
+    sch = ps.Schedule(w.func)
+    tr = trace(seed(condition(space, sites), 0)).get_trace(sch)
+    assert all(tr[site].value == v for site, v in sites.items()), tr
+    rf_rf, rf = (sch.get_loops(sch.get_block(b)) for b in ("sum_sq_rf_rf", "sum_sq_rf"))
+    assert rf_rf[0] == rf[0] and sch.get(rf[0]).kind == "parallel" and sch.get(rf[0]).extent == 16
+    assert [(sch.get(l).extent, sch.get(l).kind) for l in rf_rf[1:]] == [(4, "serial"), (16, "vectorized")]
+    assert sch.get(sch.get_block("sum_sq_rf")).annotation(ps.space.rules.RANDOM_COMPUTE_PRODUCER) is None
+    kernel = ps.build(sch)
+    assert kernel.source.count("prange(") == 1, kernel.source
+    (got,) = kernel.run(*x)
+    w.check(got, w.reference(*x))
+    # unconditioned, the lanes are placed at the root too (the two-region form stays reachable)
+    where = set()
+    for s in range(16):
+        tr = draw(w, s, _reduction_space())[1]
+        if "sum_sq_rf_rf/compute_at" in tr:
+            where.add(tr["sum_sq_rf_rf/compute_at"].value)
+    assert "root" in where and len(where) > 1, where
+
+
 def test_compute_locations_skip_loops_that_would_repeat_the_same_work():
     # the row max is read once per row: computing it inside the column loop of the
     # normalisation would redo the whole row's reduction for every element

@@ -194,7 +194,9 @@ def _check_data_parallel(idx: TreeIndex, path: tuple, node: Loop, prim: str) -> 
             "would race on the accumulation (use rfactor first)",
         )
         require(
-            kinds or not blk.is_reduction,
+            # one iteration races with nothing: compute_at folds an extent-1 binding to a
+            # constant, and the loop above it must still fuse into the parallel loop below
+            kinds or not blk.is_reduction or node.extent == 1,
             prim,
             f"block {blk.name} is a reduction that does not depend on loop {node.name}: every "
             "iteration would accumulate into the same elements",

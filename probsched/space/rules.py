@@ -22,7 +22,8 @@ EXPENSIVE_MATH = ("exp", "log", "tanh", "sigmoid")
 
 #: Block annotation that RFactorLanes sets on the block it rfactors: the block's new producer
 #: (the partial results) gets a compute location sampled with the block's own (TVM's key).
-#: AddRFactor does not set it: its partials parallelize at the root.
+#: AddRFactor does not set it: its partials parallelize at the root. When RFactorLanes then
+#: gives those partials lanes (NRM), the lanes get a location within the partials' row loop.
 RANDOM_COMPUTE_PRODUCER = "meta_schedule.random_compute_producer"
 
 
@@ -283,7 +284,9 @@ class RandomComputeLocation:
     A block annotated :data:`RANDOM_COMPUTE_PRODUCER` (by :class:`RFactorLanes`) then has its
     partial-results producer placed the same way (site ``<block>_rf/compute_at``), with the
     lane loop kept innermost so it still vectorizes. Softmax's row sum and its lanes then
-    run inside the row loop of the division, on a row still in L1.
+    run inside the row loop of the division, on a row still in L1. So does an annotated
+    producer of the block (NRM's row partials, whose lanes can then be summed in the row's
+    own parallel iteration instead of a second parallel loop).
 
     >>> import probsched as ps
     >>> from handlers import condition, seed, trace
@@ -300,11 +303,17 @@ class RandomComputeLocation:
 
     def __call__(self, sch: Schedule, block: BlockRV) -> None:
         name = block.name
-        blk = an.block(sch, name)
+        # The block's own annotation, and its producers': an outer rfactor's partials block
+        # (AddRFactor, then RFactorLanes on it) did not exist when the space started visiting
+        # blocks, so the rule is never called on it. Collected before placing: an inlined
+        # block has no producers to ask for.
+        marked = [n for n in (name, *an.producer_names(sch, name)) if an.block(sch, n).annotation(RANDOM_COMPUTE_PRODUCER)]
         self._place(sch, block)
-        if blk.annotation(RANDOM_COMPUTE_PRODUCER) and name in sch._idx().blocks:
-            sch.unannotate(block, RANDOM_COMPUTE_PRODUCER)
-            producers = an.producer_names(sch, name)
+        for n in marked:
+            if n not in sch._idx().blocks:
+                continue
+            sch.unannotate(BlockRV(n), RANDOM_COMPUTE_PRODUCER)
+            producers = an.producer_names(sch, n)
             if len(producers) == 1:
                 self._place(sch, BlockRV(producers[0]), lanes_innermost=True)
 
