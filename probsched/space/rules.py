@@ -305,9 +305,12 @@ class RandomComputeLocation:
         name = block.name
         # The block's own annotation, and its producers': an outer rfactor's partials block
         # (AddRFactor, then RFactorLanes on it) did not exist when the space started visiting
-        # blocks, so the rule is never called on it. Collected before placing: an inlined
-        # block has no producers to ask for.
-        marked = [n for n in (name, *an.producer_names(sch, name)) if an.block(sch, n).annotation(RANDOM_COMPUTE_PRODUCER)]
+        # blocks, so the rule is never called on it. Only a reduction has rfactor partials
+        # as producers (the query is skipped for the rest: this runs for every replayed
+        # trace). Collected before placing: an inlined block has no producers to ask for.
+        blk = an.block(sch, name)
+        candidates = (name, *an.producer_names(sch, name)) if blk.is_reduction else (name,)
+        marked = [n for n in candidates if an.block(sch, n).annotation(RANDOM_COMPUTE_PRODUCER)]
         self._place(sch, block)
         for n in marked:
             if n not in sch._idx().blocks:
