@@ -17,7 +17,8 @@ Issue #9 quotes MetaSchedule's 128-trial results from a Zen 4 with AVX-512 (``ll
     the first of the given probsched databases that holds it (``probsched bench --db``), numpy and jax.jit, timed interleaved
     (:meth:`probsched.tuner.TuneResult.compare`), TVM on its own random inputs. The
     table gives each tuner's best worker median (what it measured while tuning) and the
-    same-run medians, and TVM's time over ours.
+    same-run medians, TVM's time over ours, and the best of TVM, numpy and jax.jit over
+    ours (issue #9's stretch target).
 
 Needs TVM, which is not a dependency of probsched: ``pip install -e '.[tvm-baseline]'``
 (apache-tvm 0.27 and what its MetaSchedule imports; pyproject.toml says why tvm-ffi is
@@ -38,7 +39,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -175,7 +176,7 @@ def tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def best_other(row: Dict[str, Any]) -> tuple:
+def best_other(row: Dict[str, Any]) -> Tuple[str, float]:
     """The fastest of TVM, numpy and jax.jit in ``row``'s same-run timing, and its time over
     ours: issue #9's stretch target asks for more than 1 on the geometric mean.
 
