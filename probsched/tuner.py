@@ -6,7 +6,9 @@ A tuning run is rounds of: the strategy proposes a batch of new candidates
 (:mod:`probsched.database`) and the cost model learns from the batch
 (:mod:`probsched.cost_model`). A run on a database that already holds records of the
 workload resumes: those candidates are never measured again, the model is trained on them
-first and the strategy starts from the best of them.
+first and the strategy starts from the best of them. At the end, the fastest few
+candidates are measured again together and the best is named by that re-timing
+(:mod:`probsched.selection`).
 
 >>> import probsched as ps
 >>> from probsched.measure import LocalMeasurer
@@ -27,13 +29,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from handlers.trace_struct import Trace
-
 from .database import Database, TuningRecord
 from .ir.stmt import PrimFunc
-from .schedule import Schedule, ScheduleTrace
 from .search import SearchContext
 from .search import get as get_strategy
+from .selection import DEFAULT_RETIME_ROUNDS, DEFAULT_RETIME_TOP, BestSchedule, best_schedule, retime
 from .workloads import Workload
 
 log = logging.getLogger("probsched.tune")
@@ -49,38 +49,6 @@ class Trial:
     best_seconds: float
     compile_seconds: float = 0.0
     wall_seconds: float = 0.0  # since the start of the run
-
-
-@dataclass
-class BestSchedule:
-    """The best record of a workload, readable."""
-
-    record: TuningRecord
-    flops: Optional[float]
-
-    @property
-    def seconds(self) -> float:
-        """Median run time in seconds."""
-        return self.record.median
-
-    @property
-    def gflops(self) -> Optional[float]:
-        """Throughput (None when the workload's FLOP count is unknown)."""
-        return None if not self.flops else self.flops / self.seconds / 1e9
-
-    @property
-    def trace(self) -> ScheduleTrace:
-        """The instruction log: ``print(best.trace)`` shows it as Python."""
-        return self.record.trace()
-
-    @property
-    def decisions(self) -> Optional[Trace]:
-        """The decision trace (None for records written without one)."""
-        return Trace.from_json(self.record.decisions) if self.record.decisions else None
-
-    def schedule(self, func: PrimFunc) -> Schedule:
-        """The scheduled program, replayed onto ``func``."""
-        return self.record.schedule(func)
 
 
 @dataclass
@@ -216,6 +184,8 @@ def tune(
     seed: Optional[int] = None,
     callbacks: Sequence[Callable[[Trial, "TuneResult"], None]] = (),
     batch_size: int = 32,
+    retime_top: int = DEFAULT_RETIME_TOP,
+    retime_rounds: int = DEFAULT_RETIME_ROUNDS,
 ) -> TuneResult:
     """Tune ``workload`` (a Workload, a PrimFunc, or a suite name like ``"GMM:2"``) for
     ``trials`` new measurements; see the module docstring.
@@ -226,12 +196,17 @@ def tune(
     :class:`~probsched.database.Database`, a path, or None (in memory). ``measurer``: a
     :class:`~probsched.measure.LocalMeasurer` (default: one made and closed here).
     ``callbacks``: called as ``cb(trial, result_so_far)`` after each measured trial.
+    ``retime_top``: after the search, the fastest ``retime_top`` candidates are measured
+    again together, ``retime_rounds`` interleaved rounds, and the best is named by that
+    (:mod:`probsched.selection`: the search's own minimum is biased low); 0 skips it.
     """
     from . import space as space_mod
     from .measure import LocalMeasurer
 
     if trials < 0:
         raise ValueError(f"tune: trials must be >= 0, got {trials}")
+    if retime_top < 0 or retime_rounds < 1:
+        raise ValueError(f"tune: retime_top must be >= 0 and retime_rounds >= 1, got {retime_top} and {retime_rounds}")
     workload = _resolve_workload(workload)
     func = workload if isinstance(workload, PrimFunc) else workload.func
     flops = getattr(workload, "flops", None)
@@ -283,8 +258,9 @@ def tune(
                 model.update_features([c.features() for c in batch], [r.median for r in results], [wkey] * len(batch))
             ctx.records = db.best(wkey, k=64)
             strat.observe(ctx, batch, results)
-        top = db.best(wkey, k=1)
-        result.best = BestSchedule(top[0], flops) if top else None
+        if retime_top and result.history:  # nothing new measured: the last naming stands
+            retime(workload, db, measurer, top=retime_top, rounds=retime_rounds)
+        result.best = best_schedule(db, workload, flops)
     finally:
         if own_measurer:
             measurer.close()

@@ -281,6 +281,18 @@ def test_show_top_k_from_records(tmp_path, capsys):
     assert f"{num(w.flops / 4e-6 / 1e9)} GFLOP/s" in out
 
 
+def test_show_names_the_re_timed_best_first(tmp_path, capsys):
+    w = ps.workloads.small("GMM")
+    fill_db(tmp_path / "f.db", w)
+    with Database(str(tmp_path / "f.db")) as db:
+        fast, second = db.best(w, k=2)  # 4 µs and 10 µs in the search; timed together, the second wins
+        db.commit_retiming(w, [(fast.candidate_hash, MeasureResult((9e-6,))), (second.candidate_hash, MeasureResult((6e-6,)))])
+    assert main(["show", "GMM:small", "--db", str(tmp_path / "f.db"), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "## #1: 6.0 µs" in out and "re-timed with the 2 best (search: 10.0 µs" in out
+    assert "## #2: 9.0 µs" in out and "(search: 4.0 µs" in out
+
+
 def test_plot_curves_per_strategy(tmp_path, capsys):
     w = ps.workloads.small("GMM")
     fill_db(tmp_path / "f.db", w)

@@ -214,3 +214,34 @@ def test_sigkill_mid_run_loses_nothing_and_a_second_run_resumes(tmp_path):
     assert out[-1] == "done" and not set(out) & first  # resumed: nothing measured twice
     with Database(path) as d:
         assert len(d) == 1000
+
+
+def test_retiming_sessions_latest_wins_per_target_failed_last(db):
+    a, b, c = (schedule(f).mod.structural_hash() for f in (1, 2, 4))
+    assert db.latest_retiming(W) == []
+    first = db.commit_retiming(W, [(a, MeasureResult((1.0,)))])
+    second = db.commit_retiming(W, [(a, MeasureResult((3.0, 5.0))), (b, MeasureResult.failure("crash", "boom")),
+                                    (c, MeasureResult((2.0,)))])
+    got = db.latest_retiming(W)
+    assert first != second and {r.session for r in got} == {second}
+    assert [(r.candidate_hash, r.median) for r in got] == [(c, 2.0), (a, 4.0), (b, None)]
+    assert got[0].run_seconds == (2.0,) and got[2].error_kind == "crash" and got[2].error_message == "boom"
+    other = replace(ps.Target.host(), model="Some Other CPU").to_json()
+    assert db.latest_retiming(W, target=other) == []
+    with pytest.raises(TypeError, match="MeasureResult"):
+        db.commit_retiming(W, [(a, 1.0)])
+
+
+def test_a_version_1_file_without_retimings_gains_the_table(tmp_path):
+    path = str(tmp_path / "old.db")
+    with Database(path) as d:
+        d.commit_workload(W)
+        d.commit_record(record(schedule(1), 1.0))
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE retimings")  # as a file written before the table existed
+    conn.commit()
+    conn.close()
+    with Database(path) as d:
+        assert [r.median for r in d.best(W)] == [1.0] and d.latest_retiming(W) == []
+        d.commit_retiming(W, [(schedule(1).mod.structural_hash(), MeasureResult((2.0,)))])
+        assert [r.median for r in d.latest_retiming(W)] == [2.0]

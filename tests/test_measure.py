@@ -121,6 +121,30 @@ def test_recycling_and_overlap(measurer):
     assert measurer.workers_started > before  # the worker with fewer compiles reached the limit
 
 
+def test_measure_together_times_members_interleaved_and_fails_them_alone(measurer, caplog):
+    scheds = [schedule(1), schedule(2), schedule(4), schedule(2, g=3)]
+    with caplog.at_level(logging.ERROR, logger="probsched.measure"):
+        results = measurer.measure_together(W, scheds, rounds=4, _faults={1: "wrong", 2: "compile_error"})
+    assert [r.error_kind for r in results] == [None, WRONG_RESULT, COMPILE, None]
+    assert [len(r.run_seconds) for r in results] == [4, 0, 0, 4]  # one mean per round
+    assert all(0 < r.median < 1.0 for r in (results[0], results[3]))
+    assert "undefined_name_planted" in results[2].error_message
+    assert any("WRONG RESULT" in rec.message and "candidate 1" in rec.message for rec in caplog.records)
+    assert measurer.measure_together(W, []) == []
+    with pytest.raises(ValueError, match="rounds"):
+        measurer.measure_together(W, scheds, rounds=0)
+
+
+def test_measure_together_a_crash_or_hang_fails_the_group(measurer):
+    crashed = measurer.measure_together(W, [schedule(1), schedule(2)], rounds=2, _faults={1: "segfault"})
+    assert [r.error_kind for r in crashed] == [CRASH, CRASH] and "SIGSEGV" in crashed[0].error_message
+    t = time.monotonic()
+    hung = measurer.measure_together(W, [schedule(1), schedule(2)], rounds=2, _faults={0: "hang"})
+    # the run budget is the members' (3 s each) plus their rounds, not unbounded
+    assert [r.error_kind for r in hung] == [TIMEOUT, TIMEOUT] and time.monotonic() - t < 30
+    assert all(r.ok for r in measurer.measure_together(W, [schedule(1), schedule(4)], rounds=2))
+
+
 def test_closed_measurer():
     m = LocalMeasurer(workers=1)
     m.close()

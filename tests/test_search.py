@@ -115,20 +115,34 @@ def test_short_tune_ends_with_a_correct_kernel_and_records(strategy, measurer, t
     with Database(db_path) as db:
         recs = db.records(w)
         assert len(recs) == 4 and {r.strategy for r in recs} == {result.strategy}
-        assert db.best(w)[0].median == result.best.seconds
+        # the four were re-timed together and the best named by that session, not by the search
+        session = db.latest_retiming(w)
+        assert {r.candidate_hash for r in session} == {r.candidate_hash for r in recs if r.ok}
+        assert all(len(r.run_seconds) == 5 for r in session)
+        assert result.best.record.candidate_hash == session[0].candidate_hash
+        assert result.best.seconds == session[0].median and result.best.retimed == session[0].run_seconds
+        assert result.best.search_seconds == db.best(w, candidate_hash=session[0].candidate_hash)[0].median
     assert result.history[-1].best_seconds == min(t.seconds for t in result.history)
 
 
 def test_resume_never_measures_a_candidate_twice(measurer, tmp_path):
     w = ps.workloads.small("GMM")
     db_path = str(tmp_path / "r.db")
-    first = ps.tune(w, trials=3, space=small_space(), strategy="replay", database=db_path, measurer=measurer, seed=0)
-    second = ps.tune(w, trials=3, space=small_space(), strategy="replay", database=db_path, measurer=measurer, seed=0)
+    first = ps.tune(w, trials=3, space=small_space(), strategy="replay", database=db_path, measurer=measurer, seed=0,
+                    retime_top=0)
+    assert first.best.retimed == () and first.best.seconds == min(t.seconds for t in first.history)
+    second = ps.tune(w, trials=3, space=small_space(), strategy="replay", database=db_path, measurer=measurer, seed=0,
+                     retime_top=4)
     with Database(db_path) as db:
         recs = db.records(w)
+        session = db.latest_retiming(w)
     assert len(recs) == 6
     assert len({r.candidate_hash for r in recs}) == 6  # the same seed would redraw the first three
-    assert second.best.seconds <= first.best.seconds
+    # the re-timing covers the 4 fastest of both runs, and names the best
+    assert len(session) == 4 and {r.candidate_hash for r in session} == {r.candidate_hash for r in sorted(recs, key=lambda r: r.median)[:4] if r.ok}
+    assert second.best.record.candidate_hash == session[0].candidate_hash
+    again = ps.tune(w, trials=0, space=small_space(), database=db_path, measurer=measurer, seed=0)
+    assert again.best.retimed == second.best.retimed  # nothing new measured: no re-timing, the naming stands
 
 
 def test_tune_rejects_bad_arguments():
@@ -136,6 +150,8 @@ def test_tune_rejects_bad_arguments():
         ps.tune("GMM:small", trials=1, strategy="nope")
     with pytest.raises(ValueError, match="trials"):
         ps.tune("GMM:small", trials=-1)
+    with pytest.raises(ValueError, match="retime_top"):
+        ps.tune("GMM:small", trials=1, retime_top=-1)
 
 
 def test_custom_strategy_example_tunes(measurer):

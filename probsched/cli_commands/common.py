@@ -33,6 +33,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 from ..database import Database, TuningRecord
 from ..database.errors import DatabaseError
 from ..ir.stmt import PrimFunc
+from ..selection import best_schedule
 from ..workloads import Workload
 from ..workloads import get as suite_get
 from ..workloads import names as suite_names
@@ -227,12 +228,16 @@ def stored_workload(db: Database, spec: str) -> Tuple[Union[Workload, PrimFunc],
 
 class StoredRecords(NamedTuple):
     """What ``show`` and ``plot`` read: the workload, the database path, the records of
-    this machine in commit order, and the ``top`` fastest distinct successful ones."""
+    this machine in commit order, the ``top`` fastest distinct successful ones (the best
+    first as :func:`~probsched.selection.best_schedule` names it, then by the search's
+    medians) and ``retimed``: candidate hash -> run seconds of the current re-timing
+    session (empty when there is none)."""
 
     workload: Union[Workload, PrimFunc]
     db_path: str
     records: List[TuningRecord]
     best: List[TuningRecord]
+    retimed: Dict[str, Tuple[float, ...]]
 
 
 def read_records(args: argparse.Namespace, top: int = 1) -> StoredRecords:
@@ -245,12 +250,17 @@ def read_records(args: argparse.Namespace, top: int = 1) -> StoredRecords:
     try:
         workload, key = stored_workload(db, args.workload)
         records = host_records(db, workload, key, ok_only=False)
-        best = db.best(key, k=top)
-        if not best:
+        named = best_schedule(db, key)
+        if named is None:
             host_records(db, workload, key)  # raises, saying why there is no successful record
+        others = [r for r in db.best(key, k=top) if r.candidate_hash != named.record.candidate_hash]
+        best = [named.record] + others[: top - 1]
+        retimed = {}
+        if named.retimed:
+            retimed = {r.candidate_hash: r.run_seconds for r in db.latest_retiming(key) if r.median is not None}
     finally:
         db.close()
-    return StoredRecords(workload, db_path, records, best)
+    return StoredRecords(workload, db_path, records, best, retimed)
 
 
 def host_records(db: Database, workload, key: str, ok_only: bool = True) -> List[TuningRecord]:

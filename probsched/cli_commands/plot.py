@@ -58,7 +58,7 @@ def best_so_far(records: Sequence, flops: Optional[float]) -> Dict[str, List[flo
 
 
 def run(args: argparse.Namespace) -> int:
-    workload, db_path, records, _ = read_records(args)
+    workload, db_path, records, _, _ = read_records(args)
     flops = getattr(workload, "flops", None)
     curves = best_so_far(records, flops)
     # Figure without pyplot: no GUI backend is chosen or needed (Agg renders the file).

@@ -1,7 +1,8 @@
 """``probsched show WORKLOAD --db tuning.db [--top K] [--source]``: the best schedules found.
 
-For each of the ``K`` fastest distinct candidates measured on this machine: its median
-time and GFLOP/s, which strategy and space found it, the schedule as the Python trace
+For each of the ``K`` fastest distinct candidates measured on this machine (the best first,
+as the last re-timing named it: see :mod:`probsched.selection`): its median time and
+GFLOP/s (re-timed and as the search measured it), which strategy and space found it, the schedule as the Python trace
 that replays it, the scheduled loop nest, and with ``--source`` the Python source numba
 compiles for it.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import statistics
 
 from ..errors import ProbschedError
 from .common import add_reader_arguments, format_speed, func_of, positive_int, read_records, workload_name
@@ -29,7 +31,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..codegen import build
-    workload, db_path, records, best = read_records(args, top=args.top)
+    workload, db_path, records, best, retimed = read_records(args, top=args.top)
     func = func_of(workload)
     flops = getattr(workload, "flops", None)
     ok = sum(r.ok for r in records)
@@ -37,7 +39,12 @@ def run(args: argparse.Namespace) -> int:
     for rank, rec in enumerate(best, 1):
         when = datetime.datetime.fromtimestamp(rec.timestamp).strftime("%Y-%m-%d %H:%M:%S")
         print()
-        print(f"## #{rank}: {format_speed(rec.median, flops)}")
+        runs = retimed.get(rec.candidate_hash)
+        if runs:
+            again = f"{format_speed(statistics.median(runs), flops)} re-timed with the {len(retimed)} best"
+            print(f"## #{rank}: {again} (search: {format_speed(rec.median, flops)})")
+        else:
+            print(f"## #{rank}: {format_speed(rec.median, flops)}")
         print(
             f"strategy {rec.strategy or '?'}, space {rec.space or '?'}, compile {rec.compile_seconds:.2f} s, "
             f"measured {when}, candidate {rec.candidate_hash[:16]}"

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..database import Database
 from ..search import STRATEGIES
+from ..selection import DEFAULT_RETIME_TOP
 from .common import (
     DB_HELP,
     WORKLOAD_HELP,
@@ -51,6 +52,9 @@ def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
     p.add_argument("--seed", type=int, default=None, help="random seed of the search and the model")
     p.add_argument("--batch-size", type=positive_int, default=32, help="candidates per measured batch (default 32)")
     p.add_argument("--workers", type=positive_int, default=2, help="measuring worker processes (default 2)")
+    p.add_argument("--retime-top", type=non_negative_int, default=DEFAULT_RETIME_TOP, metavar="K",
+                   help=f"after the search, time the K fastest candidates again together and name the best by that "
+                        f"(default {DEFAULT_RETIME_TOP}; 0: the search's fastest)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
@@ -114,6 +118,7 @@ def tune_with_progress(workload, args: argparse.Namespace, db: Database, measure
             return tune(
                 workload, trials=args.trials, space=space, strategy=args.strategy, cost_model=args.cost_model,
                 database=db, measurer=measurer, seed=args.seed, callbacks=[progress], batch_size=args.batch_size,
+                retime_top=args.retime_top,
             )
     finally:
         progress.close()

@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from ..codegen import build
     from ..measure.timer import time_interleaved
 
-    workload, db_path, _, best = read_records(args, top=1)
+    workload, db_path, _, best, _ = read_records(args, top=1)
     rec = best[0]
     if not rec.decisions:
         raise CLIError(f"the best record of {workload_name(workload)} in {db_path} has no decision trace to vary")

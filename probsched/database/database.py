@@ -22,6 +22,14 @@ or ``"cpu -threads=N"``.
 ([2e-06], 2, 1)
 >>> db.has_candidate(w, sch.mod.structural_hash()), db.workloads()[0].name
 (True, 'GMM:small')
+
+Candidates re-timed together (:meth:`LocalMeasurer.measure_together
+<probsched.measure.LocalMeasurer.measure_together>`) are stored as one session; the latest
+session of a workload is what :func:`probsched.tuner.best_schedule` ranks by:
+
+>>> session = db.commit_retiming(w, [(sch.mod.structural_hash(), MeasureResult((4e-6, 5e-6), 0.1))])
+>>> [(r.median, r.session == session) for r in db.latest_retiming(w)]
+[(4.5e-06, True)]
 >>> db.close()
 """
 
@@ -32,9 +40,11 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Iterable, List, NamedTuple, Optional, Set, Union
+import uuid
+from typing import Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from ..ir.stmt import PrimFunc
+from ..measure.result import MeasureResult
 from ..target import Target
 from .errors import DatabaseError
 from .record import TuningRecord, target_json, workload_key
@@ -66,6 +76,18 @@ class StoredWorkload(NamedTuple):
     def func(self) -> PrimFunc:
         """The function, decoded."""
         return PrimFunc.from_json(self.func_json)
+
+
+class Retiming(NamedTuple):
+    """One candidate's measurement in a re-timing session (:meth:`Database.commit_retiming`)."""
+
+    candidate_hash: str
+    run_seconds: Tuple[float, ...]
+    median: Optional[float]  # None when it failed this time
+    error_kind: Optional[str]
+    error_message: str
+    session: str
+    timestamp: float
 
 
 def _row_to_record(row: tuple) -> TuningRecord:
@@ -169,6 +191,38 @@ class Database:
         """Store one record, committed before this returns (an identical record is stored once)."""
         self._write([self._insert(record)])
 
+    def commit_retiming(self, workload, entries: Sequence[Tuple[str, MeasureResult]]) -> str:
+        """Store ``(candidate hash, result)`` pairs measured together on this machine as one
+        session (one transaction); returns the session's id."""
+        key, target, session, now = workload_key(workload), target_json(None), uuid.uuid4().hex, time.time()
+        sql = (
+            "INSERT INTO retimings (session, workload_hash, candidate_hash, target, run_seconds, median, "
+            "error_kind, error_message, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        statements = []
+        for candidate_hash, res in entries:
+            if not isinstance(res, MeasureResult):
+                raise TypeError(f"commit_retiming: candidate {candidate_hash}: expected a MeasureResult, got {type(res).__name__}")
+            runs = json.dumps(list(res.run_seconds))
+            median = res.median if res.ok else None
+            statements.append((sql, (session, key, candidate_hash, target, runs, median, res.error_kind, res.error_message, now)))
+        self._write(statements)
+        return session
+
+    def latest_retiming(self, workload, target: Union[str, Target, None] = HOST) -> List[Retiming]:
+        """The candidates of ``workload``'s latest re-timing session on ``target``, fastest
+        first (failed ones last); ``[]`` when it was never re-timed."""
+        where, args = self._where(workload, target)
+        last = self._query(f"SELECT session FROM retimings WHERE {where} ORDER BY id DESC LIMIT 1", args)
+        if not last:
+            return []
+        rows = self._query(
+            "SELECT candidate_hash, run_seconds, median, error_kind, error_message, session, timestamp "
+            f"FROM retimings WHERE {where} AND session = ? ORDER BY median IS NULL, median, id",
+            args + (last[0][0],),
+        )
+        return [Retiming(c, tuple(json.loads(runs)), m, k, msg, ses, ts) for c, runs, m, k, msg, ses, ts in rows]
+
     # ------------------------------------------------------------------ reading
     def _where(self, workload, target, extra: str = "") -> tuple:
         sql, args = "workload_hash = ?", [workload_key(workload)]
@@ -184,9 +238,14 @@ class Database:
         rows = self._query(f"SELECT {_COLUMNS} FROM records WHERE {where} ORDER BY id", args)
         return [_row_to_record(r) for r in rows]
 
-    def best(self, workload, k: int = 1, target: Union[str, Target, None] = HOST) -> List[TuningRecord]:
-        """The ``k`` fastest distinct candidates (each by its best record), fastest first."""
+    def best(
+        self, workload, k: int = 1, target: Union[str, Target, None] = HOST, *, candidate_hash: Optional[str] = None
+    ) -> List[TuningRecord]:
+        """The ``k`` fastest distinct candidates (each by its best record), fastest first;
+        with ``candidate_hash``, that candidate's best record (or ``[]``)."""
         where, args = self._where(workload, target, " AND median IS NOT NULL")
+        if candidate_hash is not None:
+            where, args = where + " AND candidate_hash = ?", args + (candidate_hash,)
         sql = (
             f"SELECT {_COLUMNS} FROM (SELECT {_COLUMNS}, median, id, ROW_NUMBER() OVER "
             f"(PARTITION BY candidate_hash ORDER BY median, id) AS nth FROM records WHERE {where}) "

@@ -1,8 +1,11 @@
 """The SQLite schema of tuning records, opening a file safely, and retrying busy writes.
 
 Tables: ``schema_version`` (one row), ``workloads`` (structural hash -> name and function
-JSON) and ``records`` (one row per measured candidate; ``median`` is NULL when it failed,
-``record_key`` makes re-importing a record a no-op).
+JSON), ``records`` (one row per measured candidate; ``median`` is NULL when it failed,
+``record_key`` makes re-importing a record a no-op) and ``retimings`` (candidates measured
+again *together*, interleaved, one ``session`` per re-timing: their medians compare with
+each other, not with other sessions'). ``retimings`` was added within version 1: it is
+created when a version-1 file without it is opened, and readers that predate it ignore it.
 
 Files are opened in WAL mode (readers never block the writer, and a commit survives the
 process being killed), ``synchronous=NORMAL`` (each commit reaches the OS before
@@ -54,6 +57,23 @@ CREATE TABLE records (
 );
 CREATE INDEX records_best ON records (workload_hash, target, median);
 CREATE INDEX records_candidate ON records (workload_hash, candidate_hash);
+"""
+
+# additive tables of version 1 (``IF NOT EXISTS``: run on every file opened)
+_DDL_ADDED = """
+CREATE TABLE IF NOT EXISTS retimings (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session TEXT NOT NULL,
+    workload_hash TEXT NOT NULL REFERENCES workloads(hash),
+    candidate_hash TEXT NOT NULL,
+    target TEXT NOT NULL,
+    run_seconds TEXT NOT NULL,
+    median REAL,
+    error_kind TEXT,
+    error_message TEXT NOT NULL,
+    timestamp REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS retimings_session ON retimings (workload_hash, target, id);
 """
 
 T = TypeVar("T")
@@ -110,6 +130,9 @@ def _prepare(conn: sqlite3.Connection, path: str) -> None:
             conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
         else:
             _check_version(conn, path, tables)
+        for statement in _DDL_ADDED.split(";"):
+            if statement.strip():
+                conn.execute(statement)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

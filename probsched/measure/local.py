@@ -118,6 +118,8 @@ class _Worker:
         self.paused = 0.0  # seconds stopped during the current compile
         self.compiles = 0
         self.rss_mb = 0.0
+        self.members = 1  # candidates in the task it holds (a group has several)
+        self.compile_budget = self.run_budget = 0.0  # the task's timeouts
 
     def send(self, msg: tuple) -> bool:
         try:
@@ -314,26 +316,74 @@ class LocalMeasurer:
         ``on_result(index, result)`` is called in this process as each candidate finishes
         (in completion order). ``_faults`` is the test hook of :mod:`._faults`.
         """
-        if self.closed:
-            raise MeasureError("measure: this LocalMeasurer is closed")
-        job = self._job(workload)
+        job = self._checked_job(workload)
         traces = [self._trace_json(s, job["func"], i) for i, s in enumerate(schedules)]
         faults = dict(_faults or {})
-        results: List[Optional[MeasureResult]] = [None] * len(traces)
-        pending = collections.deque(range(len(traces)))
-        remaining = [len(traces)]
+        units = [{"trace_json": t, "fault": faults.get(i)} for i, t in enumerate(traces)]
+        return self._measure_units(job, units, on_result)  # type: ignore[return-value]
 
-        def finish(index: int, result: MeasureResult) -> None:
+    def measure_together(
+        self,
+        workload: Union[Workload, PrimFunc],
+        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        rounds: int = 5,
+        *,
+        _faults: Optional[Mapping[int, str]] = None,
+    ) -> List[MeasureResult]:
+        """Build and check every candidate in one worker, then time them *interleaved*:
+        ``rounds`` rounds, each one repeat of every candidate
+        (:func:`~probsched.measure.timer.time_interleaved`). Their medians come from the same
+        stretch of time, so they rank the candidates against each other where separate
+        measurements (minutes apart, the machine's speed drifting) cannot: what the tuner
+        uses to re-time its best candidates before it names one. Results in input order,
+        ``run_seconds`` one mean per round; a candidate that fails fails alone, a worker that
+        crashes or times out fails the group.
+        """
+        if rounds < 1:
+            raise ValueError(f"measure_together: rounds must be >= 1, got {rounds}")
+        job = self._checked_job(workload)
+        traces = [self._trace_json(s, job["func"], i) for i, s in enumerate(schedules)]
+        if not traces:
+            return []
+        faults = dict(_faults or {})
+        unit = {"trace_jsons": traces, "faults": [faults.get(i) for i in range(len(traces))], "rounds": int(rounds)}
+        (out,) = self._measure_units(job, [unit], None)
+        return list(out) if isinstance(out, list) else [out] * len(traces)
+
+    def _checked_job(self, workload) -> dict:
+        if self.closed:
+            raise MeasureError("measure: this LocalMeasurer is closed")
+        return self._job(workload)
+
+    def _budget(self, unit: dict) -> tuple:
+        """(compile, run) timeouts of a task: a group's members each get the single budgets,
+        and the run budget also covers the interleaved rounds (a settle, an untimed and a
+        timed repeat of every member per round)."""
+        members = unit.get("trace_jsons")
+        if members is None:
+            return self.compile_timeout, self.run_timeout
+        per_round = 0.2 + 3 * self.min_repeat_ms / 1000.0
+        return self.compile_timeout * len(members), (self.run_timeout + unit["rounds"] * per_round) * len(members)
+
+    def _measure_units(self, job: dict, units: List[dict], on_result) -> list:
+        """Run every task (a candidate or a group) through the workers; results in input order."""
+        results: list = [None] * len(units)
+        pending = collections.deque(range(len(units)))
+        remaining = [len(units)]
+
+        def finish(index: int, result) -> None:
             results[index] = result
             remaining[0] -= 1
-            if result.error_kind == WRONG_RESULT:
-                log.error("WRONG RESULT (a compiler bug?) for %s candidate %d: %s", job["name"], index, result.error_message)
+            for member, r in enumerate(result if isinstance(result, list) else [result]):
+                if r.error_kind == WRONG_RESULT:
+                    which = index if not isinstance(result, list) else member
+                    log.error("WRONG RESULT (a compiler bug?) for %s candidate %d: %s", job["name"], which, r.error_message)
             if on_result is not None:
                 on_result(index, result)
 
         try:
             while remaining[0]:
-                self._dispatch(pending, job, traces, faults)
+                self._dispatch(pending, job, units)
                 self._step(finish)
         except BaseException:
             self._resume()
@@ -341,9 +391,9 @@ class LocalMeasurer:
                 if w.index is not None:
                     self._replace(w, kill=True)
             raise
-        return results  # type: ignore[return-value]
+        return results
 
-    def _dispatch(self, pending: collections.deque, job: dict, traces: List[str], faults: dict) -> None:
+    def _dispatch(self, pending: collections.deque, job: dict, units: List[dict]) -> None:
         running = any(w.state == RUNNING for w in self._workers)
         ready = [w for w in self._workers if w.state == READY]
         if ready and not running:
@@ -355,7 +405,7 @@ class LocalMeasurer:
                 self.stats.wait_seconds += now - w.ready_since
                 # the first run of a bare function also runs its unscheduled reference
                 first = job["ref_mode"] == "func" and not os.path.exists(job["ref_path"])
-                w.state, w.deadline, w.phase_start = RUNNING, now + self.run_timeout * (1 + first), now
+                w.state, w.deadline, w.phase_start = RUNNING, now + w.run_budget * (1 + first), now
                 running = True
         if running and not self.overlap_builds:
             return  # a compile started now would share the cores with the kernel being timed
@@ -363,10 +413,12 @@ class LocalMeasurer:
             if w.state == IDLE and pending:
                 index = pending.popleft()
                 task = {k: v for k, v in job.items() if k not in ("func", "name")}
-                task.update(trace_json=traces[index], fault=faults.get(index))
+                task.update(units[index])
                 if w.send(("task", task)):
                     w.state, w.index, w.phase_start, w.paused = COMPILING, index, time.monotonic(), 0.0
-                    w.deadline = w.phase_start + self.compile_timeout
+                    w.members = len(units[index].get("trace_jsons", [None]))
+                    w.compile_budget, w.run_budget = self._budget(units[index])
+                    w.deadline = w.phase_start + w.compile_budget
                 else:
                     pending.appendleft(index)  # it died: the next step notices and replaces it
 
@@ -446,7 +498,10 @@ class LocalMeasurer:
             index, w.index = w.index, None
             w.state, w.deadline, w.compiles, w.rss_mb = IDLE, None, d["compiles"], d["rss_mb"]
             self.stats.memory.append((w.proc.pid, w.compiles, w.rss_mb))
-            result = MeasureResult(tuple(d["run_seconds"]), w.compile_seconds, d["error_kind"], d["error_message"])
+            if "group" in d:
+                result = [MeasureResult(tuple(m["run_seconds"]), m["compile_seconds"], m["error_kind"], m["error_message"]) for m in d["group"]]
+            else:
+                result = MeasureResult(tuple(d["run_seconds"]), w.compile_seconds, d["error_kind"], d["error_message"])
             if w.compiles >= self.max_compiles_per_worker or w.rss_mb > self.max_worker_rss_mb:
                 log.info("recycling measure worker %d after %d compiles (%.0f MiB)", w.proc.pid, w.compiles, w.rss_mb)
                 self._replace(w, kill=False)
@@ -461,7 +516,7 @@ class LocalMeasurer:
         elif w.state == COMPILING:
             self.stats.compile_seconds += spent
         if w.index is not None:
-            self.stats.candidates += 1
+            self.stats.candidates += w.members
 
     def _died(self, w: _Worker, finish) -> None:
         self._account(w)
@@ -481,10 +536,10 @@ class LocalMeasurer:
             self._startup_failed(f"worker did not start within {_STARTUP_TIMEOUT:.0f} s")
             return
         if state == COMPILING:
-            msg, spent = f"compile exceeded the {self.compile_timeout:g} s timeout (replay + build)", self.compile_timeout
+            msg, spent = f"compile exceeded the {w.compile_budget:g} s timeout (replay + build)", w.compile_budget
             finish(index, MeasureResult.failure(TIMEOUT, msg, spent))
         else:
-            msg = f"run exceeded the {self.run_timeout:g} s timeout (check + timing)"
+            msg = f"run exceeded the {w.run_budget:g} s timeout (check + timing)"
             finish(index, MeasureResult.failure(TIMEOUT, msg, w.compile_seconds))
 
     def _startup_failed(self, message: str) -> None:

@@ -15,7 +15,13 @@ caller -> worker           worker -> caller
 ========================  ==============================================================
 
 Compiling never waits; running waits for ``("go", pids)`` so that the caller decides which
-worker may use the cores (one at a time). The worker never decides about timeouts: the
+worker may use the cores (one at a time).
+
+A task holds one candidate (``trace_json``) or a group (``trace_jsons``, ``rounds``): a
+group's members are built, checked, then timed *together*, interleaved
+(:func:`~probsched.measure.timer.time_interleaved`), so that their medians come from the
+same stretch of time and can be compared with each other; its result holds one result dict
+per member under ``"group"``. The worker never decides about timeouts: the
 caller kills it. A watchdog thread ends the worker when the caller's process is gone, so a
 worker stuck in a kernel never outlives a killed tuner.
 """
@@ -98,18 +104,18 @@ def _result(error_kind: Optional[str] = None, message: str = "", compile_seconds
     }
 
 
-def _build(state: _State, task: dict):
+def _build(state: _State, task: dict, trace_json: str, fault: Optional[str]):
     """Replay the trace, build the candidate (and the unscheduled reference if needed)."""
     from .. import build
     from ..schedule import Schedule, ScheduleTrace
 
     func = state.func(task["func_key"], task["func_json"])
-    sch = ScheduleTrace.from_json(task["trace_json"]).apply(Schedule(func))
+    sch = ScheduleTrace.from_json(trace_json).apply(Schedule(func))
     mod = sch.mod
-    if task.get("fault"):
+    if fault:
         from . import _faults
 
-        mod = _faults.inject(mod, task["fault"])
+        mod = _faults.inject(mod, fault)
     ref_kernel = None
     if task["ref_mode"] == "func" and state.reference(task["ref_path"]) is None:
         ref_kernel = build(func)  # the unscheduled program is the reference of a bare function
@@ -129,17 +135,22 @@ def _make_reference(func, ref_kernel, path: str):
     return ref
 
 
-def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: float) -> dict:
-    """Check the kernel against the reference, then time it (the caller said "go")."""
-    from .timer import time_callable
-
+def _reference(state: _State, task: dict, func, ref_kernel):
+    """The workload's reference (made here from the unscheduled program for a bare function),
+    or a failed result dict."""
     ref = state.reference(task["ref_path"])
     if ref is None:
         try:
             ref = state.refs[task["ref_path"]] = _make_reference(func, ref_kernel, task["ref_path"])
         except Exception:
             text = "making the reference (running the unscheduled program) failed: " + _error_text(3)
-            return _result(RUNTIME, text, compile_seconds, state=state)
+            return _result(RUNTIME, text, state=state)
+    return ref
+
+
+def _checked_arguments(state: _State, task: dict, ref, func, kernel, compile_seconds: float):
+    """Run the kernel once on the reference inputs and check its outputs: its bound
+    arguments, or a failed result dict."""
     try:
         outputs = ref.empty_outputs(kernel)
         args = ref.arguments(kernel, outputs)
@@ -151,6 +162,19 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
             ref.check(func, outputs)
         except AssertionError as exc:
             return _result(WRONG_RESULT, str(exc), compile_seconds, state=state)
+    return args
+
+
+def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: float) -> dict:
+    """Check the kernel against the reference, then time it (the caller said "go")."""
+    from .timer import time_callable
+
+    ref = _reference(state, task, func, ref_kernel)
+    if isinstance(ref, dict):
+        return ref
+    args = _checked_arguments(state, task, ref, func, kernel, compile_seconds)
+    if isinstance(args, dict):
+        return args
     try:
         timing = time_callable(
             kernel.bind(*args),  # checked once; the timed calls run the compiled code only
@@ -161,6 +185,56 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
     except Exception:
         return _result(RUNTIME, _error_text(3), compile_seconds, state=state)
     return _result(None, "", compile_seconds, timing.means, state=state)
+
+
+def _build_group(state: _State, task: dict) -> tuple:
+    """Build every member of a group task: (func, ref_kernel, [(kernel, seconds) or a failed
+    result dict])."""
+    func, ref_kernel, members = None, None, []
+    faults = task.get("faults") or [None] * len(task["trace_jsons"])
+    for trace_json, fault in zip(task["trace_jsons"], faults):
+        start = time.perf_counter()
+        try:
+            func, kernel, ref_kernel, seconds = _build(state, task, trace_json, fault)
+            members.append((kernel, seconds))
+        except Exception:
+            members.append(_result(COMPILE, _error_text(4), time.perf_counter() - start, state=state))
+    if func is None:
+        func = state.func(task["func_key"], task["func_json"])
+    return func, ref_kernel, members
+
+
+def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> dict:
+    """Check every built member, then time the good ones interleaved (the caller said "go")."""
+    from .timer import time_interleaved
+
+    if all(isinstance(m, dict) for m in members):  # nothing built: nothing to check or time
+        return {**_result(state=state), "group": members}
+    ref = _reference(state, task, func, ref_kernel)
+    if isinstance(ref, dict):
+        return {**ref, "group": [ref for _ in members]}
+    results: list = list(members)
+    calls = {}
+    for i, member in enumerate(members):
+        if isinstance(member, dict):
+            continue
+        kernel, seconds = member
+        args = _checked_arguments(state, task, ref, func, kernel, seconds)
+        if isinstance(args, dict):
+            results[i] = args
+        else:
+            calls[i] = kernel.bind(*args)
+    if calls:
+        try:
+            timings = time_interleaved(calls, rounds=task["rounds"], min_repeat_ms=task["min_repeat_ms"])
+        except Exception:
+            failed = _result(RUNTIME, _error_text(3), state=state)
+            timings = {}
+            for i in calls:
+                results[i] = failed
+        for i, t in timings.items():
+            results[i] = _result(None, "", members[i][1], t.means, state=state)
+    return {**_result(state=state), "group": results}
 
 
 def _resume(pids) -> None:
@@ -199,12 +273,16 @@ def main(conn, log_path: str) -> None:
             return
         task = msg[1]
         start = time.perf_counter()
-        try:
-            func, kernel, ref_kernel, seconds = _build(state, task)
-        except Exception:
-            failed = _result(COMPILE, _error_text(4), time.perf_counter() - start, state=state)
-            conn.send(("result", failed))
-            continue
+        if "trace_jsons" in task:
+            func, ref_kernel, members = _build_group(state, task)
+            seconds = sum(m[1] for m in members if not isinstance(m, dict))
+        else:
+            try:
+                func, kernel, ref_kernel, seconds = _build(state, task, task["trace_json"], task.get("fault"))
+            except Exception:
+                failed = _result(COMPILE, _error_text(4), time.perf_counter() - start, state=state)
+                conn.send(("result", failed))
+                continue
         conn.send(("compiled", seconds))
         try:
             go = conn.recv()
@@ -212,6 +290,9 @@ def main(conn, log_path: str) -> None:
             return
         if go[0] != "go":
             return
-        result = _run(state, task, func, kernel, ref_kernel, seconds)
+        if "trace_jsons" in task:
+            result = _run_group(state, task, func, ref_kernel, members)
+        else:
+            result = _run(state, task, func, kernel, ref_kernel, seconds)
         _resume(go[1])
         conn.send(("result", result))
