@@ -14,6 +14,7 @@ from probsched.database import Database
 from probsched.measure import LocalMeasurer
 from probsched.schedule.distributions import PerfectTile
 from probsched.search import AnnealedMCMC, EvolutionarySearch, ReplayTrace, SearchContext, choose_site
+from probsched.selection import DEFAULT_RETIME_ROUNDS
 from probsched.space import AutoInline, MultiLevelTiling, ParallelVectorizeUnroll, RewriteReductionBlock, Space
 from handlers import Categorical
 
@@ -118,7 +119,7 @@ def test_short_tune_ends_with_a_correct_kernel_and_records(strategy, measurer, t
         # the four were re-timed together and the best named by that session, not by the search
         session = db.latest_retiming(w)
         assert {r.candidate_hash for r in session} == {r.candidate_hash for r in recs if r.ok}
-        assert all(len(r.run_seconds) == 5 for r in session)
+        assert all(len(r.run_seconds) == DEFAULT_RETIME_ROUNDS for r in session)
         assert result.best.record.candidate_hash == session[0].candidate_hash
         assert result.best.seconds == session[0].median and result.best.retimed == session[0].run_seconds
         assert result.best.search_seconds == db.best(w, candidate_hash=session[0].candidate_hash)[0].median

@@ -357,12 +357,12 @@ class LocalMeasurer:
 
     def _budget(self, unit: dict) -> tuple:
         """(compile, run) timeouts of a task: a group's members each get the single budgets,
-        and the run budget also covers the interleaved rounds (a settle, an untimed and a
-        timed repeat of every member per round)."""
+        and the run budget also covers the interleaved rounds (an untimed and a timed
+        repeat of every member per round, with room to spare)."""
         members = unit.get("trace_jsons")
         if members is None:
             return self.compile_timeout, self.run_timeout
-        per_round = 0.2 + 3 * self.min_repeat_ms / 1000.0
+        per_round = 4 * self.min_repeat_ms / 1000.0
         return self.compile_timeout * len(members), (self.run_timeout + unit["rounds"] * per_round) * len(members)
 
     def _measure_units(self, job: dict, units: List[dict], on_result) -> list:
