@@ -37,6 +37,10 @@ Design choices (2 cores, shared):
   function (measured: see :data:`DEFAULT_MAX_COMPILES`).
 - **Reference data** (inputs, expected outputs) is made once per workload and shared by
   workers through a file (:mod:`.reference`).
+- **Candidates to compare with each other** go to one worker together
+  (:meth:`LocalMeasurer.measure_together`): it builds them all, then times them interleaved
+  round by round, so that the machine's drift between separate measurements does not rank
+  them.
 
 >>> import probsched as ps
 >>> w = ps.workloads.small("GMM")
@@ -326,7 +330,7 @@ class LocalMeasurer:
         self,
         workload: Union[Workload, PrimFunc],
         schedules: Sequence[Union[Schedule, ScheduleTrace]],
-        rounds: int = 5,
+        rounds: int = 15,
         *,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> List[MeasureResult]:
