@@ -60,8 +60,9 @@ log = logging.getLogger("probsched.tune")
 #: compiles for small kernels and ~65 s for CBR:1's (one worker builds them all).
 DEFAULT_RETIME_TOP = 8
 #: Interleaved rounds of a re-timing: each candidate's median is over this many repeats.
-#: Measured (``time_interleaved`` of the 8 best, twice each): 15 rounds picked DEP:0's
-#: and T2D:0's fastest both times, as 5 rounds with pauses did, in ~10 s for 8 kernels.
+#: 15 rounds of 50 ms take about as long as the 5 rounds with 0.2 s pauses that compare
+#: runs use (15-20 s for 8 kernels) and picked among the same few fastest
+#: (``benchmarks/bench_retime.py protocols``).
 DEFAULT_RETIME_ROUNDS = 15
 
 

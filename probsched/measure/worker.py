@@ -226,9 +226,10 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
             calls[i] = kernel.bind(*args)
     if calls:
         try:
-            # no settling pause: it is there for numpy's spinning BLAS threads, absent here;
-            # measured on the 8 best of DEP:0, T2D:0 and GMM:2, 15 rounds without it ranked
-            # as 5 rounds with it did, in 6-11 s instead of 14-18 s
+            # no settling pause: it is there for numpy's spinning BLAS threads, absent here.
+            # Measured (benchmarks/bench_retime.py protocols, the 8 best of DEP:0 and T2D:0,
+            # twice each): 15 rounds without pauses picked among the same two or three
+            # candidates as 5 rounds with pauses, in the same 15-20 s, with lower medians
             timings = time_interleaved(calls, rounds=task["rounds"], min_repeat_ms=task["min_repeat_ms"], settle_s=0.0)
         except Exception:
             failed = _result(RUNTIME, _error_text(3), state=state)
