@@ -7,6 +7,7 @@ on a loaded 2-core machine.
 """
 
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -368,3 +369,20 @@ def test_database_without_the_workload_exits_2(tmp_path, capsys):
     assert main(["bench", "--workloads", "C2D:small", "--trials", "0", "--db", db,
                  "--out-md", str(tmp_path / "b.md"), "--out-json", str(tmp_path / "b.json")]) == 2
     assert "no records of C2D:small" in capsys.readouterr().err
+
+
+def test_progress_bar_says_when_it_re_times():
+    import io
+
+    from tqdm import tqdm
+
+    from probsched.cli_commands.tune import Progress
+    from probsched.tuner import Trial
+
+    progress = Progress(2, "GMM:small", None, quiet=True, retime_top=8)
+    progress.bar = tqdm(total=2, desc="GMM:small", file=io.StringIO())  # a visible bar, off the terminal
+    progress(Trial(0, 2e-6, None, 2e-6), None)
+    assert "re-timing" not in progress.bar.desc and progress.bar.n == 1
+    progress(Trial(1, math.inf, "crash", 2e-6), None)
+    assert progress.bar.desc == "GMM:small (now re-timing the 8 best together)"
+    assert "best 2.0 µs, 1 failed" in progress.bar.postfix

@@ -75,11 +75,12 @@ def add_parser(sub) -> None:
 class Progress:
     """A tuning callback driving a tqdm bar on stderr (off when stderr is not a terminal)."""
 
-    def __init__(self, total: int, desc: str, flops: Optional[float], quiet: bool) -> None:
+    def __init__(self, total: int, desc: str, flops: Optional[float], quiet: bool, retime_top: int = 0) -> None:
         from tqdm import tqdm
 
         self.flops = flops
         self.failed = 0
+        self.total, self.desc, self.retime_top = total, desc, retime_top
         self.bar = tqdm(
             total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True,
             disable=quiet or not sys.stderr.isatty(),
@@ -95,6 +96,8 @@ class Progress:
         if self.failed:
             text += f", {self.failed} failed"
         self.bar.set_postfix_str(text, refresh=False)
+        if self.retime_top and self.bar.n + 1 >= self.total:  # what the pause after the last trial is
+            self.bar.set_description_str(f"{self.desc} (now re-timing the {self.retime_top} best together)", refresh=False)
         self.bar.update(1)
 
     def close(self) -> None:
@@ -105,7 +108,7 @@ def tune_with_progress(workload, args: argparse.Namespace, db: Database, measure
     """``ps.tune`` with the search options of ``args`` and a progress bar; returns the TuneResult."""
     from ..tuner import tune
 
-    progress = Progress(args.trials, desc, getattr(workload, "flops", None), args.quiet)
+    progress = Progress(args.trials, desc, getattr(workload, "flops", None), args.quiet, args.retime_top)
     # Log lines (e.g. "the strategy found no new candidate") go above the bar, not through it.
     if progress.bar.disable:
         redirect = contextlib.nullcontext()
