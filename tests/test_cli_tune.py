@@ -110,6 +110,7 @@ def test_tune_prints_progress_summary_and_json(tuned):
     for row in data["compare"]:
         assert f"| {row['implementation']} | {num(row['median_us'])} |" in out
     assert data["best"]["median_us"] > 0 and data["best"]["gflops"] > 0
+    assert data["best"]["retimed"] and data["best"]["search_median_us"] > 0  # the 2 trials were re-timed together
     with Database(str(d / "t.db")) as db:
         assert len(db.records(ps.workloads.small("GMM"))) == 2
 
