@@ -20,7 +20,6 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time

@@ -320,9 +320,7 @@ class LocalMeasurer:
         ``on_result(index, result)`` is called in this process as each candidate finishes
         (in completion order). ``_faults`` is the test hook of :mod:`._faults`.
         """
-        job = self._checked_job(workload)
-        traces = [self._trace_json(s, job["func"], i) for i, s in enumerate(schedules)]
-        faults = dict(_faults or {})
+        job, traces, faults = self._inputs(workload, schedules, _faults)
         units = [{"trace_json": t, "fault": faults.get(i)} for i, t in enumerate(traces)]
         return self._measure_units(job, units, on_result)  # type: ignore[return-value]
 
@@ -345,19 +343,19 @@ class LocalMeasurer:
         """
         if rounds < 1:
             raise ValueError(f"measure_together: rounds must be >= 1, got {rounds}")
-        job = self._checked_job(workload)
-        traces = [self._trace_json(s, job["func"], i) for i, s in enumerate(schedules)]
+        job, traces, faults = self._inputs(workload, schedules, _faults)
         if not traces:
             return []
-        faults = dict(_faults or {})
         unit = {"trace_jsons": traces, "faults": [faults.get(i) for i in range(len(traces))], "rounds": int(rounds)}
         (out,) = self._measure_units(job, [unit], None)
         return list(out) if isinstance(out, list) else [out] * len(traces)
 
-    def _checked_job(self, workload) -> dict:
+    def _inputs(self, workload, schedules, faults) -> tuple:
+        """(job, trace JSON per candidate, faults by index) of a measuring call."""
         if self.closed:
             raise MeasureError("measure: this LocalMeasurer is closed")
-        return self._job(workload)
+        job = self._job(workload)
+        return job, [self._trace_json(s, job["func"], i) for i, s in enumerate(schedules)], dict(faults or {})
 
     def _budget(self, unit: dict) -> tuple:
         """(compile, run) timeouts of a task: a group's members each get the single budgets,

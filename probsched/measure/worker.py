@@ -190,17 +190,16 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
 def _build_group(state: _State, task: dict) -> tuple:
     """Build every member of a group task: (func, ref_kernel, [(kernel, seconds) or a failed
     result dict])."""
-    func, ref_kernel, members = None, None, []
+    func, ref_kernel, members = state.func(task["func_key"], task["func_json"]), None, []
     faults = task.get("faults") or [None] * len(task["trace_jsons"])
     for trace_json, fault in zip(task["trace_jsons"], faults):
         start = time.perf_counter()
         try:
-            func, kernel, ref_kernel, seconds = _build(state, task, trace_json, fault)
+            _, kernel, built_ref, seconds = _build(state, task, trace_json, fault)
             members.append((kernel, seconds))
+            ref_kernel = ref_kernel or built_ref
         except Exception:
             members.append(_result(COMPILE, _error_text(4), time.perf_counter() - start, state=state))
-    if func is None:
-        func = state.func(task["func_key"], task["func_json"])
     return func, ref_kernel, members
 
 
