@@ -156,3 +156,34 @@ def test_register_a_user_intrinsic():
         ps.intrinsics.register("test_mm_2x8", desc, intrin.implementation)
     with pytest.raises(ps.ProbschedError, match="no intrinsic named"):
         ps.intrinsics.get("nope")
+
+
+def test_matching_is_memoized_per_structure_and_intrinsic_object():
+    # two schedules built apart give structurally equal tiles: the second match is served
+    # from the memo, and must answer exactly as the matcher does (both ways, as copies)
+    from probsched.schedule import tensorize as tz
+
+    w, sch, k1 = tiled()
+    blk = sch.get(sch.blockize(k1))
+    w2, sch2, k2 = tiled()
+    twin = sch2.get(sch2.blockize(k2))
+    assert twin is not blk and twin == blk
+    six = ps.intrinsics.get("matmul_6x16")
+    axes, bufmap = tz.match_intrinsic(blk, six)
+    axes.append("mutated")
+    bufmap.clear()
+    assert (twin, six.name, id(six)) in tz._MATCHES
+    assert tz.match_intrinsic(twin, six) == (["i_1", "j_1", "k_1"], tz._match_intrinsic(twin, six)[1])
+    four = ps.intrinsics.get("matmul_4x16")
+    for b in (blk, twin):
+        with pytest.raises(ps.ScheduleError, match="loop i_1 has extent 6, axis v_i needs 4"):
+            tz.match_intrinsic(b, four)
+    # an intrinsic registered again under the same name is a new object: matched afresh
+    name = "test_mm_memo"
+    ps.intrinsics.register(name, ps.intrinsics.matmul.matmul_description(4, 16), four.implementation,
+                           panel_axis="v_k", unit_stride=four.unit_stride, replace=True)
+    with pytest.raises(ps.ScheduleError, match="axis v_i needs 4"):
+        tz.match_intrinsic(blk, ps.intrinsics.get(name))
+    ps.intrinsics.register(name, ps.intrinsics.matmul.matmul_description(6, 16), six.implementation,
+                           panel_axis="v_k", unit_stride=six.unit_stride, replace=True)
+    assert tz.match_intrinsic(blk, ps.intrinsics.get(name))[0] == ["i_1", "j_1", "k_1"]

@@ -22,7 +22,7 @@ from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, fr
 from ..ir.stmt import Block, Loop, PrimFunc, Store
 from .analysis import affine_in, simplify
 from .loops import lookup_block
-from .tree import TreeIndex, replace_at, require
+from .tree import ScheduleError, TreeIndex, make_room, replace_at, require
 
 TENSORIZE_KEY = "tensorize"
 AXES_KEY = "tensorize_axes"
@@ -137,8 +137,36 @@ def _check_guard(inner: Block, sigma: Dict[str, str], intrin) -> None:
             )
 
 
+#: (block, intrinsic name, id) -> (intrinsic, (axes, bufmap) or None, error message or None).
+#: The search replays the same tiles thousands of times per round (every mutation re-runs
+#: the space and re-checks each rebuilt tensorized block); IR nodes are immutable and hash
+#: structurally, so a match is a pure function of the block and the intrinsic. The entry
+#: holds the intrinsic so that its id cannot be reused by another object while cached.
+_MATCHES: Dict[tuple, tuple] = {}
+_MATCHES_MAX = 8192
+
+
 def match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
-    """Tile loop names in description-iterator order and the buffer mapping, or ScheduleError."""
+    """Tile loop names in description-iterator order and the buffer mapping, or ScheduleError.
+
+    Memoized on the block's structure (see ``_MATCHES``); the result is a fresh copy.
+    """
+    key = (blk, intrin.name, id(intrin))
+    hit = _MATCHES.get(key)
+    if hit is None:
+        try:
+            hit = (intrin, _match_intrinsic(blk, intrin), None)
+        except ScheduleError as exc:
+            hit = (intrin, None, str(exc))
+        make_room(_MATCHES, _MATCHES_MAX)
+        _MATCHES[key] = hit
+    if hit[2] is not None:
+        raise ScheduleError(hit[2])
+    axes, bufmap = hit[1]
+    return list(axes), dict(bufmap)
+
+
+def _match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
     prim = "tensorize"
     loops, inner = tile_nest(blk, prim)
     require(

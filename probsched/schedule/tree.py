@@ -43,6 +43,21 @@ def with_children(s, new_children: tuple):
     raise TypeError(f"{type(s).__name__} has no children")
 
 
+def make_room(cache: dict, limit: int) -> None:
+    """Drop the oldest entry of a memo ``cache`` (dicts keep insertion order) when it holds
+    ``limit`` entries, tolerating another thread emptying or resizing it meanwhile.
+
+    >>> c = {1: "a", 2: "b"}
+    >>> make_room(c, 2); c
+    {2: 'b'}
+    """
+    if len(cache) >= limit:
+        try:
+            cache.pop(next(iter(cache)), None)
+        except (StopIteration, RuntimeError):
+            pass
+
+
 #: recently built indexes by id of their function (see TreeIndex.of)
 _RECENT: Dict[int, "TreeIndex"] = {}
 _RECENT_MAX = 32
@@ -86,11 +101,7 @@ class TreeIndex:
         if hit is not None and hit.func is func:
             return hit
         idx = cls(func)
-        if len(_RECENT) >= _RECENT_MAX:
-            try:
-                _RECENT.pop(next(iter(_RECENT)), None)  # the oldest entry
-            except (StopIteration, RuntimeError):  # emptied or resized by another thread
-                pass
+        make_room(_RECENT, _RECENT_MAX)
         _RECENT[id(func)] = idx  # the entry holds ``func``, so its id is not reused meanwhile
         return idx
 
