@@ -105,6 +105,21 @@ def test_compacted_local_buffer_matches_lowered():
     assert value(x, 0, "alloc.is_local") == 1 and value(x, 0, "alloc.bytes") == 8 * 4
 
 
+def test_intermediate_computed_per_tile_is_featured_as_the_local_tile_lowering_makes():
+    A = ps.placeholder((64,), name="A")
+    B = ps.compute((64,), lambda i: A[i] * 2.0, name="B")
+    C = ps.compute((64,), lambda i: B[i] + 1.0, name="C")
+    sch = ps.Schedule(ps.create_func([A, C]))
+    i0, _ = sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 8])
+    root = F.extract(sch)
+    assert value(root, 0, "alloc.is_local") == 0 and value(root, 0, "alloc.bytes") == 64 * 4
+    sch.compute_at(sch.get_block("B"), i0)
+    x = F.extract(sch)
+    assert lower(sch.mod).buffer("B").shape == (8,)
+    np.testing.assert_array_equal(x, F.extract(lower(sch.mod)))
+    assert value(x, 0, "alloc.is_local") == 1 and value(x, 0, "alloc.bytes") == 8 * 4
+
+
 def copy_rows(transposed: bool):
     """B[i, j] = A[i, j] over 64 rows of 4 KiB (one page each), row by row or column by column."""
     A = ps.placeholder((64, 1024), name="A")

@@ -370,6 +370,40 @@ def test_compaction_sees_through_fused_outer_loops():
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
 
 
+def test_an_intermediate_computed_per_tile_becomes_a_local_tile():
+    # the padding computed at the consumer's outer tile loop: lowering keeps only the rows
+    # one tile reads (2 outputs x stride 2 + a 3-tap window = 5 rows), as a local buffer
+    # per iteration of that loop, and the compiled kernel still computes the convolution
+    sch = ps.Schedule(pad_conv1d())
+    o = sch.get_block("O")
+    l, co, rl, rc = sch.get_loops(o)
+    l0, l1 = sch.split(l, [None, 2])
+    sch.reorder(l0, co, l1, rl, rc)
+    sch.compute_at(sch.get_block("P"), l0)
+    sch.parallel(l0)
+    assert_same(sch)
+    lowered = lower(sch.mod)
+    p = lowered.buffer("P")
+    assert (p.shape, p.scope) == ((5, 3), "local")
+    assert dict(lowered.attr("local_alloc_loops")) == {"P": sch.get(l0).name}
+    inputs, expected = reference_of(sch.func)
+    out = [np.empty_like(e) for e in expected]
+    kernel = ps.build(sch)
+    kernel(*inputs, *out)
+    np.testing.assert_allclose(out[0], expected[0], rtol=1e-5, atol=1e-5)
+    assert "local P: float32[5, 3], on the stack" in kernel.source
+
+
+def test_an_intermediate_computed_at_the_root_stays_whole():
+    from probsched.lowering.compact import compact_local_buffers
+
+    sch = ps.Schedule(pad_conv1d())
+    assert compact_local_buffers(sch.mod) == sch.mod
+    l, co, rl, rc = sch.get_loops(sch.get_block("O"))
+    sch.compute_at(sch.get_block("P"), l)
+    assert compact_local_buffers(sch.mod, intermediates=False).buffer("P").scope == "global"
+
+
 def test_cache_preconditions():
     sch = ps.Schedule(matmul_relu())
     c = sch.get_block("C")

@@ -36,6 +36,11 @@ from numba.extending import intrinsic
 #: leaves room for several and still covers every register tile.
 MAX_STACK_BYTES = 32 * 1024
 
+#: Byte alignment of a stack array: a cache line. LLVM would give an ``alloca`` of floats
+#: the element's alignment (4, or 16 in practice), and then every other 32-byte vector
+#: access of a tile read row by row straddles two cache lines.
+STACK_ALIGN = 64
+
 
 @intrinsic
 def stack_empty(typingctx, n, dtype):
@@ -49,6 +54,7 @@ def stack_empty(typingctx, n, dtype):
     def codegen(context, builder, signature, args):
         data_type = context.get_data_type(elt)
         ptr = cgutils.alloca_once(builder, data_type, size=count)
+        ptr.align = STACK_ALIGN
         intp = context.get_value_type(types.intp)
         itemsize = context.get_abi_sizeof(data_type)
         ary = context.make_array(arrty)(context, builder)

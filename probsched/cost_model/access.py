@@ -175,14 +175,13 @@ def buffer_row(b: Buf, bufs: List[Buf], names, extents, inner: List[float], tota
 
 
 def local_shapes(func: PrimFunc, ctxs: List[StoreContext]) -> Tuple[Dict[str, Tuple[int, ...]], Dict[str, set]]:
-    """Shapes ``compact_local_buffers`` gives local buffers: the box each one spans inside the
+    """Shapes ``compact_local_buffers`` gives local buffers, and global intermediates that a
+    loop encloses every access to (it makes those local): the box each one spans inside the
     innermost loop enclosing all its accesses (estimated from the linear forms), and those
     enclosing loops: compacted indices are relative to a start that only they move."""
     out: Dict[str, Tuple[int, ...]] = {}
     fixed_of: Dict[str, set] = {}
     for buf in func.allocs:
-        if buf.scope != "local":
-            continue
         users = [(c, [a for a in c.accesses if a.buffer.name == buf.name]) for c in ctxs]
         users = [(c, acc) for c, acc in users if acc]
         if not users:
@@ -194,6 +193,8 @@ def local_shapes(func: PrimFunc, ctxs: List[StoreContext]) -> Tuple[Dict[str, Tu
             while k < min(len(common), len(names)) and common[k] == names[k]:
                 k += 1
             common = common[:k]
+        if buf.scope == "global" and not common:  # computed at the root: stays whole
+            continue
         fixed = fixed_of[buf.name] = set(common)
         spans = [0.0] * len(buf.shape)
         for c, accs in users:
@@ -202,7 +203,11 @@ def local_shapes(func: PrimFunc, ctxs: List[StoreContext]) -> Tuple[Dict[str, Tu
                 for d, (coefs, _) in enumerate(a.forms):
                     s = sum(abs(k) * (ext[v] - 1) for v, k in coefs.items() if v in ext)
                     spans[d] = max(spans[d], s)
-        out[buf.name] = tuple(min(dim, int(math.ceil(s)) + 1) for dim, s in zip(buf.shape, spans))
+        shape = tuple(min(dim, int(math.ceil(s)) + 1) for dim, s in zip(buf.shape, spans))
+        if buf.scope == "global" and shape == buf.shape:  # nothing to shrink: lowering leaves it
+            del fixed_of[buf.name]
+            continue
+        out[buf.name] = shape
     return out, fixed_of
 
 

@@ -300,7 +300,8 @@ def extract(sch_or_func) -> np.ndarray:
     func = as_func(sch_or_func)
     ctxs = store_contexts(func)
     shapes, fixed = local_shapes(func, ctxs)
-    info = {"shapes": shapes, "fixed": fixed, "scope": {b.name: b.scope for b in func.allocs}}
+    # lowering compacts what ``fixed`` names into local tiles, global intermediates included
+    info = {"shapes": shapes, "fixed": fixed, "scope": {b.name: "local" if b.name in fixed else b.scope for b in func.allocs}}
     info["alloc_bytes"] = float(
         sum(float(np.prod(info["shapes"].get(b.name, b.shape))) * elem_bytes(b.dtype) for b in func.allocs)
     )

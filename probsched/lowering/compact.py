@@ -1,4 +1,5 @@
-"""Lowering step: shrink each ``local`` buffer to the region used under its allocation point.
+"""Lowering step: shrink each ``local`` buffer (and each ``global`` intermediate computed under
+a loop) to the region used under its allocation point.
 
 ``cache_read``/``cache_write`` create full-size local buffers; after ``compute_at`` moves the
 copy block under a tile loop, only a tile of the buffer is live per iteration of that loop.
@@ -7,6 +8,12 @@ access, the region accessed per iteration of it, and rewrites the buffer to that
 shape with indices relative to its start. The rewritten indices are expressed with the
 enclosing loop variables, which code generation keeps in scope: this is a post-scheduling
 form, not one that schedule primitives accept.
+
+A ``global`` intermediate whose producer ``compute_at`` put under a loop of its consumers
+(a convolution's padding computed per tile) is the same situation: the pass makes it a
+compacted ``local`` buffer of that loop, so that each thread fills its own tile, which stays
+in cache, rather than a part of a whole-size buffer. One computed at the root, whose
+accesses no loop encloses, stays a whole buffer that the kernel wrapper allocates.
 
 The same element of a compacted buffer stands for another element of the full buffer in
 each iteration of that loop, so nothing written in one iteration may be read in the next.
@@ -101,17 +108,28 @@ def _plan(func: PrimFunc, idx: TreeIndex, buf: Buffer) -> Optional[Tuple[Buffer,
     return Buffer(buf.name, shape, buf.dtype, buf.scope), starts, (idx.at(common).name if common else None)
 
 
-def compact_local_buffers(func: PrimFunc) -> PrimFunc:
-    """Shrink every ``local`` buffer to its per-iteration region (see module doc)."""
-    locals_ = [b for b in func.allocs if b.scope == "local"]
-    if not locals_:
+def compact_local_buffers(func: PrimFunc, intermediates: bool = True) -> PrimFunc:
+    """Shrink every ``local`` buffer to its per-iteration region (see module doc).
+
+    With ``intermediates``, a ``global`` intermediate whose accesses a loop encloses (a
+    producer computed at a loop of its consumers: a convolution's padding per tile) becomes
+    such a ``local`` tile too, instead of a whole-size buffer that each iteration fills a
+    part of: the tile stays in L1 (or on the stack), and each thread gets its own.
+    """
+    kept = [b for b in func.allocs if b.scope == "local" or (intermediates and b.scope == "global")]
+    if not kept:
         return func
     idx = TreeIndex.of(func)
     plans: Dict[str, Tuple[Buffer, List[Expr], Optional[str]]] = {}
-    for b in locals_:
+    for b in kept:
         p = _plan(func, idx, b)
-        if p is not None:
-            plans[b.name] = p
+        if p is None:
+            continue
+        if b.scope == "global":
+            if p[2] is None:  # computed at the root: it stays one buffer the wrapper allocates
+                continue
+            p = (Buffer(b.name, p[0].shape, b.dtype, "local"), p[1], p[2])
+        plans[b.name] = p
     if not plans:
         return func
 
