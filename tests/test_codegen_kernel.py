@@ -226,3 +226,24 @@ def test_intermediates_and_run_outputs_are_cache_line_aligned():
     x = np.arange(37, dtype="float32")
     (out,) = kern.run(x)
     assert out.ctypes.data % 64 == 0 and np.array_equal(out, x * 2 + 1)
+
+
+def test_stack_arrays_are_cache_line_aligned():
+    # a tile read as 32-byte vectors must not straddle cache lines: the alloca says align 64
+    from probsched.codegen.compile import compile_options, configure_numba
+    from probsched.codegen.stackalloc import STACK_ALIGN, stack_empty
+
+    numba = configure_numba()
+
+    def tile_pick(x, k):
+        t = stack_empty(24, np.float32)  # indexed by data: it stays memory, not registers
+        for i in range(24):
+            t[i] = x[i] * 2.0
+        return t[k]
+
+    f = numba.njit(**compile_options())(tile_pick)
+    x = np.arange(24, dtype=np.float32)
+    assert f(x, 5) == 10.0
+    (llvm,) = f.inspect_llvm().values()
+    allocas = re.findall(r"alloca \[24 x float\][^\n]*", llvm)
+    assert allocas and all(f"align {STACK_ALIGN}" in a for a in allocas), allocas
