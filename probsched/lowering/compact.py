@@ -65,8 +65,8 @@ def loop_bindings(idx: TreeIndex, blk: Block) -> dict:
 
 
 def _plan(func: PrimFunc, idx: TreeIndex, buf: Buffer) -> Optional[Tuple[Buffer, List[Expr], Optional[str]]]:
-    """The compacted buffer, the tile start per dimension, and the allocation loop's name
-    (None: the function root); None when the buffer cannot shrink."""
+    """The compacted (``local``) buffer, the tile start per dimension, and the allocation
+    loop's name (None: the function root); None when the buffer cannot shrink."""
     users = [b for b in func.blocks() if _accesses(b, buf.name)]
     if not users:
         return None
@@ -105,7 +105,7 @@ def _plan(func: PrimFunc, idx: TreeIndex, buf: Buffer) -> Optional[Tuple[Buffer,
             shape.append(acc[1])
     if tuple(shape) == buf.shape:
         return None
-    return Buffer(buf.name, shape, buf.dtype, buf.scope), starts, (idx.at(common).name if common else None)
+    return Buffer(buf.name, shape, buf.dtype, "local"), starts, (idx.at(common).name if common else None)
 
 
 def compact_local_buffers(func: PrimFunc, intermediates: bool = True) -> PrimFunc:
@@ -116,20 +116,16 @@ def compact_local_buffers(func: PrimFunc, intermediates: bool = True) -> PrimFun
     such a ``local`` tile too, instead of a whole-size buffer that each iteration fills a
     part of: the tile stays in L1 (or on the stack), and each thread gets its own.
     """
-    kept = [b for b in func.allocs if b.scope == "local" or (intermediates and b.scope == "global")]
-    if not kept:
+    candidates = [b for b in func.allocs if b.scope == "local" or (intermediates and b.scope == "global")]
+    if not candidates:
         return func
     idx = TreeIndex.of(func)
     plans: Dict[str, Tuple[Buffer, List[Expr], Optional[str]]] = {}
-    for b in kept:
+    for b in candidates:
         p = _plan(func, idx, b)
-        if p is None:
-            continue
-        if b.scope == "global":
-            if p[2] is None:  # computed at the root: it stays one buffer the wrapper allocates
-                continue
-            p = (Buffer(b.name, p[0].shape, b.dtype, "local"), p[1], p[2])
-        plans[b.name] = p
+        # an intermediate computed at the root stays one buffer that the wrapper allocates
+        if p is not None and (b.scope == "local" or p[2] is not None):
+            plans[b.name] = p
     if not plans:
         return func
 
