@@ -5,6 +5,15 @@ Usage::
     python benchmarks/bench_cost_model.py speed                 # (a) speed on GMM:2 candidates
     python benchmarks/bench_cost_model.py collect --n 40 --out benchmarks/data/records.jsonl
     python benchmarks/bench_cost_model.py quality benchmarks/data/records.jsonl [more.jsonl ...] [--skip-sessions 0]
+    python benchmarks/bench_cost_model.py transfer              # the shipped prior, leave one workload out
+
+``transfer`` asks what the shipped prior (:mod:`probsched.cost_model.transfer`) is worth on a
+workload it has never seen: for each workload of the prior, an MLP trained on the other
+workloads' records ranks that workload's records; the report compares the true run times of
+its top 32 with 32 drawn at random (several model and draw seeds), as a tuning run's first
+batch would be chosen. The held-out workload's records are a tuning run's (its first 32
+prior draws, then the search's picks), so random picks here are already better than prior
+draws: the ratios understate the gain over a blind first batch.
 
 ``collect`` draws candidates per workload (GMM:2, C2D:2, DEP:0, SFM:2 by default) from
 ``ps.space.default()``, builds each with ``ps.build``, checks it against the numpy reference
@@ -481,6 +490,39 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
     return results
 
 
+def transfer(path: Optional[str] = None, k: int = 32, seeds: int = 3, log=print) -> dict:
+    """Leave-one-workload-out value of the prior at ``path`` (see the module docstring):
+    per workload, the median and best true time of the model's top ``k`` and of ``k``
+    random picks, as ratios to the workload's best record (medians over ``seeds``)."""
+    from probsched import cost_model as cm
+    from probsched.cost_model.transfer import load_prior
+
+    prior = load_prior(path)
+    if prior is None:
+        raise SystemExit("no usable prior (see the warning above)")
+    secs = np.asarray(prior.seconds)
+    out = {}
+    log(f"| workload | records | top {k} by the model: median / best | {k} at random: median / best | random / model (medians) |")
+    log("|---|---:|---|---|---:|")
+    for g, name in prior.names.items():
+        held = np.array([x == g for x in prior.groups])
+        idx = np.nonzero(held & np.isfinite(secs))[0]
+        train = np.nonzero(~held)[0]
+        t = secs[idx] / secs[idx].min()
+        rows = []
+        for s in range(seeds):
+            m = cm.MLPModel(seed=s).fit_features([prior.features[i] for i in train], secs[train], [prior.groups[i] for i in train])
+            top = np.argsort(-m.predict_features([prior.features[i] for i in idx]))[:k]
+            rnd = np.random.default_rng(s).choice(len(idx), min(k, len(idx)), replace=False)
+            rows.append((np.median(t[top]), t[top].min(), np.median(t[rnd]), t[rnd].min()))
+        mm, mb, rm, rb = np.median(np.array(rows), axis=0)
+        out[name] = {"model_median": mm, "model_best": mb, "random_median": rm, "random_best": rb}
+        log(f"| {name} | {len(idx)} | {mm:.2f} / {mb:.2f} | {rm:.2f} / {rb:.2f} | {rm / mm:.2f} |")
+    gm = float(np.exp(np.mean([np.log(v["random_median"] / v["model_median"]) for v in out.values()])))
+    log(f"geomean random / model (medians of the picks): {gm:.2f}")
+    return out
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -500,7 +542,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     q.add_argument("--splits", type=int, default=5, help="random same-workload splits to average")
     q.add_argument("--per-session", action="store_true", help="train only on pairs of the same workload and measurement session")
     q.add_argument("--skip-sessions", default="", help="comma-separated measurement sessions (0 = oldest, as printed) to leave out of training and testing")
+    t = sub.add_parser("transfer", help="leave-one-workload-out value of the shipped cost-model prior")
+    t.add_argument("--prior", default=None, help="prior .npz (default: the shipped one)")
+    t.add_argument("--k", type=int, default=32, help="picks per workload (a first batch)")
+    t.add_argument("--seeds", type=int, default=3)
     args = p.parse_args(argv)
+    if args.cmd == "transfer":
+        transfer(args.prior, args.k, args.seeds)
     if args.cmd == "speed":
         speed(args.n, args.rounds)
     if args.cmd == "quality":

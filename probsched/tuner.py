@@ -145,17 +145,35 @@ def _resolve_workload(workload) -> Union[Workload, PrimFunc]:
     raise TypeError(f"tune: expected a Workload, a PrimFunc or a name like 'GMM:2', got {type(workload).__name__}")
 
 
+#: Cost models by name: "mlp" starts from the shipped records of other workloads
+#: (:mod:`probsched.cost_model.transfer`), "mlp-scratch" from nothing.
+COST_MODELS = ("mlp", "mlp-scratch", "ridge", "random")
+
+
 def _resolve_model(cost_model, seed):
+    """(model, whether it starts from the shipped prior)."""
     from . import cost_model as cm
 
     if cost_model is None:
-        return None
+        return None, False
     if isinstance(cost_model, str):
-        kinds = {"mlp": cm.MLPModel, "ridge": cm.RidgeModel, "random": cm.RandomModel}
-        if cost_model not in kinds:
-            raise ValueError(f"unknown cost model {cost_model!r}; known: {', '.join(kinds)}")
-        return kinds[cost_model](seed=seed or 0) if cost_model != "ridge" else kinds[cost_model]()
-    return cost_model
+        if cost_model not in COST_MODELS:
+            raise ValueError(f"unknown cost model {cost_model!r}; known: {', '.join(COST_MODELS)}")
+        if cost_model == "ridge":
+            return cm.RidgeModel(), False
+        if cost_model == "random":
+            return cm.RandomModel(seed=seed or 0), False
+        return cm.MLPModel(seed=seed or 0), cost_model == "mlp"
+    return cost_model, False
+
+
+def _start_from_prior(model, wkey: str) -> None:
+    """Give ``model`` the shipped records of the other workloads (never ``wkey``'s own)."""
+    from .cost_model.transfer import load_prior
+
+    prior = load_prior(exclude=[wkey])
+    if prior is not None and len(prior):
+        model.set_prior(prior.features, prior.seconds, prior.groups, train=False)
 
 
 def _features_of_records(records: Sequence[TuningRecord], func: PrimFunc) -> tuple:
@@ -190,8 +208,10 @@ def tune(
     ``trials`` new measurements; see the module docstring.
 
     ``space``: a design space (default ``ps.space.default()``). ``strategy``: ``"replay"``,
-    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``: ``"mlp"``,
-    ``"ridge"``, ``"random"``, a model object or None. ``database``: a
+    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``: ``"mlp"`` (the MLP
+    starting from the shipped records of the other workloads, so the first batch is
+    already ranked: :mod:`probsched.cost_model.transfer`), ``"mlp-scratch"`` (the MLP
+    starting from nothing), ``"ridge"``, ``"random"``, a model object or None. ``database``: a
     :class:`~probsched.database.Database`, a path, or None (in memory). ``measurer``: a
     :class:`~probsched.measure.LocalMeasurer` (default: one made and closed here).
     ``callbacks``: called as ``cb(trial, result_so_far)`` after each measured trial.
@@ -211,7 +231,7 @@ def tune(
     flops = getattr(workload, "flops", None)
     space = space or space_mod.default()
     strat = get_strategy(strategy)
-    model = _resolve_model(cost_model, seed)
+    model, use_prior = _resolve_model(cost_model, seed)
     own_db = not isinstance(database, Database)
     db = Database(":memory:" if database is None else database) if own_db else database
     own_measurer = measurer is None
@@ -223,9 +243,11 @@ def tune(
         ok_past = [r for r in past if r.ok]
         ctx = SearchContext(workload, space, model, seed, measured={r.candidate_hash for r in past})
         ctx.records = db.best(wkey, k=64)
-        if model is not None and ok_past:
+        if use_prior:
+            _start_from_prior(model, wkey)
+        if model is not None:
             feats, times = _features_of_records(ok_past, func)
-            if feats:
+            if feats or getattr(model, "n_prior", 0):
                 model.fit_features(feats, times, [wkey] * len(feats))
         best = min((r.median for r in ok_past), default=math.inf)
         start = time.perf_counter()

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..database import Database
 from ..search import STRATEGIES
 from ..selection import DEFAULT_RETIME_TOP
+from ..tuner import COST_MODELS
 from .common import (
     DB_HELP,
     WORKLOAD_HELP,
@@ -38,14 +39,15 @@ from .common import (
     workload_name,
 )
 
-COST_MODELS = ("mlp", "ridge", "random")
 
 
 def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
     """The options ``tune`` and ``bench`` share (how to search and measure)."""
     p.add_argument("--trials", type=non_negative_int, default=trials, help=f"new candidates to measure (default {trials})")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="evolutionary", help="search strategy (default evolutionary)")
-    p.add_argument("--cost-model", choices=COST_MODELS, default="mlp", help="model ranking candidates (default mlp)")
+    p.add_argument("--cost-model", choices=COST_MODELS, default="mlp",
+                   help="model ranking candidates (default mlp: it starts from the shipped records of the other "
+                        "workloads; mlp-scratch: from nothing)")
     p.add_argument("--space", default="default", metavar="SPACE",
                    help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
                         "(or of a function returning one)")

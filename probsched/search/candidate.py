@@ -123,7 +123,10 @@ class SearchContext:
     @property
     def model_trained(self) -> bool:
         """Whether the cost model has learnt anything yet (else scores are all zero)."""
-        return self.model is not None and getattr(self.model, "n_trained", 0) > 0
+        if self.model is None:
+            return False
+        trained = getattr(self.model, "trained", None)  # a CostModel; else any object with n_trained
+        return bool(trained) if trained is not None else getattr(self.model, "n_trained", 0) > 0
 
     def score(self, candidates: Sequence[Candidate]) -> np.ndarray:
         """Cost-model scores (higher = predicted faster); zeros without a trained model."""
