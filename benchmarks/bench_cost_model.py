@@ -5,10 +5,10 @@ Usage::
     python benchmarks/bench_cost_model.py speed                 # (a) speed on GMM:2 candidates
     python benchmarks/bench_cost_model.py collect --n 40 --out benchmarks/data/records.jsonl
     python benchmarks/bench_cost_model.py quality benchmarks/data/records.jsonl [more.jsonl ...] [--skip-sessions 0]
-    python benchmarks/bench_cost_model.py transfer              # the shipped prior, leave one workload out
+    python benchmarks/bench_cost_model.py transfer              # the shipped transfer records, one workload left out
 
-``transfer`` asks what the shipped prior (:mod:`probsched.cost_model.transfer`) is worth on a
-workload it has never seen: for each workload of the prior, an MLP trained on the other
+``transfer`` asks what the shipped transfer records (:mod:`probsched.cost_model.transfer`) are
+worth on a workload they do not hold: for each workload of the file, an MLP trained on the other
 workloads' records ranks that workload's records; the report compares the true run times of
 its top 32 with 32 drawn at random (several model and draw seeds), as a tuning run's first
 batch would be chosen. The held-out workload's records are a tuning run's (its first 32
@@ -491,15 +491,15 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
 
 
 def transfer(path: Optional[str] = None, k: int = 32, seeds: int = 3, log=print) -> dict:
-    """Leave-one-workload-out value of the prior at ``path`` (see the module docstring):
+    """Leave-one-workload-out value of the transfer records at ``path`` (see the module docstring):
     per workload, the median and best true time of the model's top ``k`` and of ``k``
     random picks, as ratios to the workload's best record (medians over ``seeds``)."""
     from probsched import cost_model as cm
-    from probsched.cost_model.transfer import load_prior
+    from probsched.cost_model.transfer import load_transfer
 
-    prior = load_prior(path)
+    prior = load_transfer(path)
     if prior is None:
-        raise SystemExit("no usable prior (see the warning above)")
+        raise SystemExit("no usable transfer records (see the warning above)")
     secs = np.asarray(prior.seconds)
     out = {}
     log(f"| workload | records | top {k} by the model: median / best | {k} at random: median / best | random / model (medians) |")
@@ -542,13 +542,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     q.add_argument("--splits", type=int, default=5, help="random same-workload splits to average")
     q.add_argument("--per-session", action="store_true", help="train only on pairs of the same workload and measurement session")
     q.add_argument("--skip-sessions", default="", help="comma-separated measurement sessions (0 = oldest, as printed) to leave out of training and testing")
-    t = sub.add_parser("transfer", help="leave-one-workload-out value of the shipped cost-model prior")
-    t.add_argument("--prior", default=None, help="prior .npz (default: the shipped one)")
+    t = sub.add_parser("transfer", help="leave-one-workload-out value of the shipped transfer records")
+    t.add_argument("--records", default=None, help="transfer records .npz (default: the shipped one)")
     t.add_argument("--k", type=int, default=32, help="picks per workload (a first batch)")
     t.add_argument("--seeds", type=int, default=3)
     args = p.parse_args(argv)
     if args.cmd == "transfer":
-        transfer(args.prior, args.k, args.seeds)
+        transfer(args.records, args.k, args.seeds)
     if args.cmd == "speed":
         speed(args.n, args.rounds)
     if args.cmd == "quality":

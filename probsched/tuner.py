@@ -151,7 +151,7 @@ COST_MODELS = ("mlp", "mlp-scratch", "ridge", "random")
 
 
 def _resolve_model(cost_model, seed):
-    """(model, whether it starts from the shipped prior)."""
+    """(model, whether it starts from the shipped transfer records)."""
     from . import cost_model as cm
 
     if cost_model is None:
@@ -167,13 +167,13 @@ def _resolve_model(cost_model, seed):
     return cost_model, False
 
 
-def _start_from_prior(model, wkey: str) -> None:
+def _start_from_transfer(model, wkey: str) -> None:
     """Give ``model`` the shipped records of the other workloads (never ``wkey``'s own)."""
-    from .cost_model.transfer import load_prior
+    from .cost_model.transfer import load_transfer
 
-    prior = load_prior(exclude=[wkey])
-    if prior is not None and len(prior):
-        model.set_prior(prior.features, prior.seconds, prior.groups, train=False)
+    records = load_transfer(exclude=[wkey])
+    if records is not None and len(records):
+        model.set_transfer(records.features, records.seconds, records.groups, train=False)
 
 
 def _features_of_records(records: Sequence[TuningRecord], func: PrimFunc) -> tuple:
@@ -208,9 +208,9 @@ def tune(
     ``trials`` new measurements; see the module docstring.
 
     ``space``: a design space (default ``ps.space.default()``). ``strategy``: ``"replay"``,
-    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``: ``"mlp"`` (the MLP
-    starting from the shipped records of the other workloads, so the first batch is
-    already ranked: :mod:`probsched.cost_model.transfer`), ``"mlp-scratch"`` (the MLP
+    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``: ``"mlp"`` (the MLP;
+    until the workload has records of its own, it ranks by the shipped records of the
+    other workloads: :mod:`probsched.cost_model.transfer`), ``"mlp-scratch"`` (the MLP
     starting from nothing), ``"ridge"``, ``"random"``, a model object or None. ``database``: a
     :class:`~probsched.database.Database`, a path, or None (in memory). ``measurer``: a
     :class:`~probsched.measure.LocalMeasurer` (default: one made and closed here).
@@ -231,7 +231,7 @@ def tune(
     flops = getattr(workload, "flops", None)
     space = space or space_mod.default()
     strat = get_strategy(strategy)
-    model, use_prior = _resolve_model(cost_model, seed)
+    model, use_transfer = _resolve_model(cost_model, seed)
     own_db = not isinstance(database, Database)
     db = Database(":memory:" if database is None else database) if own_db else database
     own_measurer = measurer is None
@@ -243,11 +243,11 @@ def tune(
         ok_past = [r for r in past if r.ok]
         ctx = SearchContext(workload, space, model, seed, measured={r.candidate_hash for r in past})
         ctx.records = db.best(wkey, k=64)
-        if use_prior:
-            _start_from_prior(model, wkey)
+        if use_transfer:
+            _start_from_transfer(model, wkey)
         if model is not None:
             feats, times = _features_of_records(ok_past, func)
-            if feats or getattr(model, "n_prior", 0):
+            if feats or getattr(model, "n_transfer", 0):
                 model.fit_features(feats, times, [wkey] * len(feats))
         best = min((r.median for r in ok_past), default=math.inf)
         start = time.perf_counter()

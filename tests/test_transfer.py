@@ -1,5 +1,5 @@
-"""The cost model's transfer prior: the shipped records, how a model starts from them, and
-how ``ps.tune`` uses them (never a workload's own records)."""
+"""The cost model's transfer records: the shipped file, how a model starts from them, and
+how ``ps.tune`` and the evolutionary search use them (never a workload's own records)."""
 
 import logging
 
@@ -14,41 +14,41 @@ from probsched.ir.stmt import PrimFunc
 from probsched.measure import LocalMeasurer
 from probsched.schedule import Schedule, ScheduleTrace
 from probsched.search import EvolutionarySearch
-from probsched.tuner import _resolve_model, _start_from_prior
+from probsched.tuner import _resolve_model, _start_from_transfer
 
 
 @pytest.fixture(scope="module")
-def prior():
-    p = transfer.load_prior()
-    assert p is not None, "the shipped prior is missing or stale: rebuild it (probsched/cost_model/transfer.py)"
-    return p
+def shipped():
+    records = transfer.load_transfer()
+    assert records is not None, "the shipped transfer records are missing or stale: rebuild them (probsched/cost_model/transfer.py)"
+    return records
 
 
-def test_shipped_prior_holds_every_suite_workload_with_todays_features(prior):
-    assert set(prior.names.values()) == {"GMM:2", "GMM:3", "C1D:0", "C2D:2", "DEP:0", "T2D:0", "CBR:1", "SFM:2", "NRM:2"}
-    assert len(prior.samples) == len(prior.names)
-    for s in prior.samples:
+def test_shipped_records_hold_every_suite_workload_with_todays_features(shipped):
+    assert set(shipped.names.values()) == {"GMM:2", "GMM:3", "C1D:0", "C2D:2", "DEP:0", "T2D:0", "CBR:1", "SFM:2", "NRM:2"}
+    assert len(shipped.samples) == len(shipped.names)
+    for s in shipped.samples:
         sch = ScheduleTrace.from_json(s["instructions"]).apply(Schedule(PrimFunc.from_json(s["func"])))
-        stored = prior.features[s["index"]]
-        assert prior.groups[s["index"]] == s["group"]
-        # a failure here means the features changed: rebuild the prior (module docstring)
-        np.testing.assert_allclose(cm.extract(sch), stored, rtol=1e-5, atol=1e-5, err_msg=prior.names[s["group"]])
-    assert np.all(np.isfinite(prior.seconds) & (prior.seconds > 0))
+        stored = shipped.features[s["index"]]
+        assert shipped.groups[s["index"]] == s["group"]
+        # a failure here means the features changed: rebuild the records (module docstring)
+        np.testing.assert_allclose(cm.extract(sch), stored, rtol=1e-5, atol=1e-5, err_msg=shipped.names[s["group"]])
+    assert np.all(np.isfinite(shipped.seconds) & (shipped.seconds > 0))
 
 
-def test_load_prior_leaves_out_the_excluded_groups(prior):
-    t2d = next(g for g, n in prior.names.items() if n == "T2D:0")
-    rest = transfer.load_prior(exclude=[t2d])
+def test_load_transfer_leaves_out_the_excluded_groups(shipped):
+    t2d = next(g for g, n in shipped.names.items() if n == "T2D:0")
+    rest = transfer.load_transfer(exclude=[t2d])
     assert t2d not in rest.groups and "T2D:0" not in rest.names.values()
-    assert len(rest) == len(prior) - prior.groups.count(t2d)
+    assert len(rest) == len(shipped) - shipped.groups.count(t2d)
     assert all(s["group"] != t2d for s in rest.samples)
 
 
-def test_a_missing_or_stale_prior_is_not_used_and_says_why(tmp_path, caplog):
+def test_missing_or_stale_records_are_not_used_and_say_why(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="probsched.cost_model.transfer"):
-        assert transfer.load_prior(str(tmp_path / "none.npz")) is None
+        assert transfer.load_transfer(str(tmp_path / "none.npz")) is None
     assert "missing" in caplog.text
-    with np.load(transfer.PRIOR_PATH) as z:
+    with np.load(transfer.TRANSFER_PATH) as z:
         data = {k: z[k] for k in z.files}
     data["schema"] = np.asarray("0123456789abcdef")
     stale = tmp_path / "stale.npz"
@@ -56,7 +56,7 @@ def test_a_missing_or_stale_prior_is_not_used_and_says_why(tmp_path, caplog):
         np.savez(fh, **data)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="probsched.cost_model.transfer"):
-        assert transfer.load_prior(str(stale)) is None
+        assert transfer.load_transfer(str(stale)) is None
     assert "other features" in caplog.text and "0123456789abcdef" in caplog.text
 
 
@@ -66,56 +66,70 @@ def _synthetic(rng, n, group):
     return feats, [1.0 + 4.0 * float(f[:, 0].sum()) for f in feats], [group] * n
 
 
-def test_a_model_with_a_prior_ranks_a_new_group_before_seeing_it():
+def test_a_model_ranks_a_new_group_by_transfer_until_it_has_records_of_its_own():
     rng = np.random.default_rng(0)
     px, pt, pg = _synthetic(rng, 96, "other")
     x, t, g = _synthetic(rng, 64, "new")
     model = cm.MLPModel(seed=0, hidden=(32,), epochs=300)
     assert not model.trained
-    model.set_prior(px, pt, pg)
-    assert model.trained and model.n_prior == 96 and model.n_trained == 0
+    model.set_transfer(px, pt, pg)
+    assert model.trained and model.transfer_only and model.n_transfer == 96 and model.n_trained == 0
     assert cm.pairwise_accuracy(model.predict_features(x), t) > 0.8
-    # own records count for the retraining schedule, prior ones do not
-    assert model.update_features(x[:8], t[:8], g[:8]) and model.n_trained == 8
+    # from its first own records on, the model is the one those records alone make
+    assert model.update_features(x[:8], t[:8], g[:8]) and model.n_trained == 8 and not model.transfer_only
+    alone = cm.MLPModel(seed=0, hidden=(32,), epochs=300).fit_features(x[:8], t[:8], g[:8])
+    np.testing.assert_allclose(model.predict_features(x), alone.predict_features(x), rtol=1e-5, atol=1e-5)
+    # the retraining schedule counts own records
     assert not model.update_features(x[8:16], t[8:16], g[8:16]) and model.n_trained == 8
     assert model.update_features(x[16:], t[16:], g[16:]) and model.n_trained == 64
-    # fit replaces the own records and keeps the prior
     model.fit_features(x[:10], t[:10], g[:10])
-    assert model.n_trained == 10 and model.n_prior == 96
+    assert model.n_trained == 10 and model.n_transfer == 96
 
 
-def test_tune_starts_the_default_model_from_the_other_workloads_only(prior):
+def test_tune_starts_the_default_model_from_the_other_workloads_only(shipped):
     t2d = ps.workloads.get("T2D:0")
     key = t2d.func.structural_hash()
-    assert key in prior.groups
-    model, use_prior = _resolve_model("mlp", 0)
-    assert use_prior and isinstance(model, cm.MLPModel)
-    _start_from_prior(model, key)
-    assert model.n_prior == len(prior) - prior.groups.count(key) and key not in model._prior_g
-    scratch, use_prior = _resolve_model("mlp-scratch", 0)
-    assert not use_prior and not scratch.trained
+    assert key in shipped.groups
+    model, use_transfer = _resolve_model("mlp", 0)
+    assert use_transfer and isinstance(model, cm.MLPModel)
+    _start_from_transfer(model, key)
+    assert model.n_transfer == len(shipped) - shipped.groups.count(key) and key not in model._transfer_g
+    scratch, use_transfer = _resolve_model("mlp-scratch", 0)
+    assert not use_transfer and not scratch.trained
     with pytest.raises(ValueError, match="mlp-scratch"):
         _resolve_model("xgb", 0)
 
 
 class _Spy(EvolutionarySearch):
-    """Evolutionary search that notes whether the model could rank each batch."""
+    """Evolutionary search that notes, per batch, whether the model could rank it and what
+    share it left to draws from the design space's prior."""
 
     def __init__(self):
         super().__init__(population=16, genetic_iters=1)
-        self.ranked = []
+        self.batches = []
 
     def generate(self, ctx, n):
-        self.ranked.append(ctx.model_trained)
+        explore = self.transfer_explore if getattr(ctx.model, "transfer_only", False) else self.eps_greedy
+        self.batches.append((ctx.model_trained, explore))
         return super().generate(ctx, n)
 
 
-@pytest.mark.parametrize("cost_model, first_batch_ranked", [("mlp", True), ("mlp-scratch", False)])
-def test_the_first_batch_is_ranked_only_with_the_prior(cost_model, first_batch_ranked, tmp_path):
+@pytest.mark.parametrize(
+    "cost_model, first_batch",
+    [("mlp", (True, 0.5)), ("mlp-scratch", (False, 0.05))],
+)
+def test_the_first_batch_is_ranked_by_transfer_and_half_explored(cost_model, first_batch, tmp_path, monkeypatch):
+    from probsched.search import evolutionary
+
+    shares = []
+    real = evolutionary.best_then_prior
+    monkeypatch.setattr(evolutionary, "best_then_prior", lambda ctx, ranked, n, eps: shares.append(eps) or real(ctx, ranked, n, eps))
     spy = _Spy()
     with LocalMeasurer(workers=1, repeat=1, min_repeat_ms=1) as m:
         ps.tune("GMM:small", trials=4, strategy=spy, cost_model=cost_model, database=str(tmp_path / "t.db"),
                 measurer=m, seed=0, batch_size=2, retime_top=0)
-    assert spy.ranked == [first_batch_ranked, True]
+    assert spy.batches == [first_batch, (True, 0.05)]
+    # the share reached the batch selection; a blind first batch never gets there
+    assert shares == ([0.5, 0.05] if first_batch[0] else [0.05])
     with Database(str(tmp_path / "t.db")) as db:
         assert len(db.records(ps.workloads.small("GMM"))) == 4

@@ -1,25 +1,26 @@
-"""Transfer: measured records of other workloads that a cost model starts from.
+"""Transfer: measured records of other workloads that rank a tuning run's first batch.
 
 A tuning run's first batch is otherwise chosen blind: the model has seen nothing of the
-workload yet, so the evolutionary search falls back to prior draws. The features are
-workload-agnostic (per store: arithmetic, loop kinds, footprints, reuse), so what the model
-learns on one workload ranks another's candidates far better than chance: trained on the
-other eight workloads of the suite, its top 32 of a workload's prior draws run a median 1.2-2.3x
-faster than 32 random ones (``python benchmarks/bench_cost_model.py transfer``). With a
-prior, round 0 is already a model-guided round, and every later training keeps the other
-workloads' pairs beside the workload's own (pairs never cross groups).
+workload yet, so the evolutionary search falls back to draws from the design space's prior.
+The features are workload-agnostic (per store: arithmetic, loop kinds, footprints, reuse),
+so a model trained on other workloads ranks a new workload's candidates far better than
+chance (``python benchmarks/bench_cost_model.py transfer`` measures it, one workload left
+out at a time). With transfer records, ``CostModel.set_transfer`` trains the model on them
+until the workload has records of its own; the evolutionary search then takes half of its
+first batch from that ranking and draws the other half from the design space's prior (a
+spread sample for the workload's own model, trained on it from the next round on).
 
-The shipped prior (:data:`PRIOR_PATH`, ~170 KB) holds features, run times and workload
-groups of 128 tuned records per suite workload, measured on this project's reference
-machine. :func:`load_prior` leaves out the group being tuned (a workload's own records come
-from its database, never from here) and returns None, with a warning, when the file is
-missing or was made with other features: rebuild it with ``python -m
-probsched.cost_model.transfer DB... --out probsched/cost_model/data/prior_records.npz``.
+The shipped records (:data:`TRANSFER_PATH`, ~190 KB) hold features, run times and workload
+groups of up to 128 tuned records per suite workload, measured on this project's reference
+machine. :func:`load_transfer` leaves out the group being tuned (a workload's own records
+come from its database, never from here) and returns None, with a warning, when the file is
+missing or was made with other feature columns: rebuild it with ``python -m
+probsched.cost_model.transfer DB... --out probsched/cost_model/data/transfer_records.npz``.
 
->>> prior = load_prior()
->>> prior is not None and len(prior) > 500 and prior.features[0].shape[1] == N_FEATURES
+>>> records = load_transfer()
+>>> records is not None and len(records) > 500 and records.features[0].shape[1] == N_FEATURES
 True
->>> len(load_prior(exclude=[prior.groups[0]])) < len(prior)
+>>> len(load_transfer(exclude=[records.groups[0]])) < len(records)
 True
 """
 
@@ -39,17 +40,17 @@ from .features import N_FEATURES, extract, feature_names
 
 log = logging.getLogger(__name__)
 
-#: The prior shipped with the package.
-PRIOR_PATH = os.path.join(os.path.dirname(__file__), "data", "prior_records.npz")
+#: The transfer records shipped with the package.
+TRANSFER_PATH = os.path.join(os.path.dirname(__file__), "data", "transfer_records.npz")
 
 
 def feature_schema() -> str:
-    """A digest of the feature columns' names: a prior made with other columns is stale."""
+    """A digest of the feature columns' names: records made with other columns are stale."""
     return hashlib.sha256("\n".join(feature_names()).encode()).hexdigest()[:16]
 
 
 @dataclass
-class PriorRecords:
+class TransferRecords:
     """Measured programs of other workloads: one feature matrix, run time and group each.
 
     ``names`` maps a group (workload hash) to the workload's name; ``samples`` holds, per
@@ -66,11 +67,11 @@ class PriorRecords:
     def __len__(self) -> int:
         return len(self.features)
 
-    def without(self, exclude: Iterable[str]) -> "PriorRecords":
+    def without(self, exclude: Iterable[str]) -> "TransferRecords":
         """The records whose group is not in ``exclude``."""
         drop = set(exclude)
         keep = [i for i, g in enumerate(self.groups) if g not in drop]
-        return PriorRecords(
+        return TransferRecords(
             [self.features[i] for i in keep],
             self.seconds[keep],
             [self.groups[i] for i in keep],
@@ -79,32 +80,32 @@ class PriorRecords:
         )
 
 
-def load_prior(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Optional[PriorRecords]:
-    """The prior records at ``path`` (default :data:`PRIOR_PATH`) without the groups in
+def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Optional[TransferRecords]:
+    """The transfer records at ``path`` (default :data:`TRANSFER_PATH`) without the groups in
     ``exclude``; None (and a warning) when the file is missing or its features are stale."""
-    path = path or PRIOR_PATH
+    path = path or TRANSFER_PATH
     if not os.path.exists(path):
-        log.warning("cost-model prior %s is missing: the first batch is drawn from the prior", path)
+        log.warning("cost-model transfer records %s are missing: the first batch is drawn blind", path)
         return None
     with np.load(path, allow_pickle=False) as z:
         if str(z["schema"]) != feature_schema() or int(z["n_features"]) != N_FEATURES:
             log.warning(
-                "cost-model prior %s was made with other features (schema %s, today %s): not used; "
+                "cost-model transfer records %s were made with other features (schema %s, today %s): not used; "
                 "rebuild it with python -m probsched.cost_model.transfer",
                 path, str(z["schema"]), feature_schema(),
             )
             return None
         lengths = z["lengths"]
         features = np.split(z["x"], np.cumsum(lengths)[:-1]) if len(lengths) else []
-        prior = PriorRecords(
+        records = TransferRecords(
             list(features), z["seconds"].astype(np.float64), [str(g) for g in z["groups"]],
             json.loads(str(z["names"])), json.loads(str(z["samples"])),
         )
-    return prior.without(exclude)
+    return records.without(exclude)
 
 
-def build_prior(databases: Sequence[str], out: str, per_workload: int = 128) -> PriorRecords:
-    """Write a prior from the successful records of ``databases``: per workload, its
+def build_transfer(databases: Sequence[str], out: str, per_workload: int = 128) -> TransferRecords:
+    """Write transfer records from the successful records of ``databases``: per workload, its
     ``per_workload`` first records in measurement order (a tuning run's spread, from its
     prior draws to its best), features extracted by replaying each record's trace today."""
     from ..database import Database
@@ -128,32 +129,32 @@ def build_prior(databases: Sequence[str], out: str, per_workload: int = 128) -> 
                     features.append(f.astype(np.float32))
                     seconds.append(rec.median)
                     groups.append(wl.hash)
-    prior = PriorRecords(features, np.asarray(seconds, np.float64), groups, names, samples)
+    records = TransferRecords(features, np.asarray(seconds, np.float64), groups, names, samples)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "wb") as fh:  # a file object: numpy would append ".npz" to a str
         np.savez_compressed(
             fh,
             x=np.concatenate(features) if features else np.zeros((0, N_FEATURES), np.float32),
             lengths=np.asarray([len(f) for f in features], np.int64),
-            seconds=prior.seconds,
+            seconds=records.seconds,
             groups=np.asarray(groups),
             names=np.asarray(json.dumps(names)),
             samples=np.asarray(json.dumps(samples)),
             schema=np.asarray(feature_schema()),
             n_features=np.asarray(N_FEATURES),
         )
-    return prior
+    return records
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m probsched.cost_model.transfer", description=build_prior.__doc__)
+    p = argparse.ArgumentParser(prog="python -m probsched.cost_model.transfer", description=build_transfer.__doc__)
     p.add_argument("databases", nargs="+", help="tuning databases (SQLite)")
-    p.add_argument("--out", default=PRIOR_PATH, help=f"output .npz (default {PRIOR_PATH})")
+    p.add_argument("--out", default=TRANSFER_PATH, help=f"output .npz (default {TRANSFER_PATH})")
     p.add_argument("--per-workload", type=int, default=128)
     args = p.parse_args(argv)
-    prior = build_prior(args.databases, args.out, args.per_workload)
-    counts = {n: prior.groups.count(g) for g, n in prior.names.items()}
-    print(f"{args.out}: {len(prior)} records, {os.path.getsize(args.out) / 1e3:.0f} KB; per workload {counts}")
+    records = build_transfer(args.databases, args.out, args.per_workload)
+    counts = {n: records.groups.count(g) for g, n in records.names.items()}
+    print(f"{args.out}: {len(records)} records, {os.path.getsize(args.out) / 1e3:.0f} KB; per workload {counts}")
     return 0
 
 
