@@ -145,9 +145,9 @@ def _resolve_workload(workload) -> Union[Workload, PrimFunc]:
     raise TypeError(f"tune: expected a Workload, a PrimFunc or a name like 'GMM:2', got {type(workload).__name__}")
 
 
-#: Cost models by name: "mlp" starts from the shipped records of other workloads
-#: (:mod:`probsched.cost_model.transfer`), "mlp-scratch" from nothing.
-COST_MODELS = ("mlp", "mlp-scratch", "ridge", "random")
+#: Cost models by name: "mlp-transfer" is the MLP that starts from the shipped records of
+#: the other workloads (:mod:`probsched.cost_model.transfer`), "mlp" starts from nothing.
+COST_MODELS = ("mlp", "mlp-transfer", "ridge", "random")
 
 
 def _resolve_model(cost_model, seed):
@@ -163,7 +163,7 @@ def _resolve_model(cost_model, seed):
             return cm.RidgeModel(), False
         if cost_model == "random":
             return cm.RandomModel(seed=seed or 0), False
-        return cm.MLPModel(seed=seed or 0), cost_model == "mlp"
+        return cm.MLPModel(seed=seed or 0), cost_model == "mlp-transfer"
     return cost_model, False
 
 
@@ -208,10 +208,11 @@ def tune(
     ``trials`` new measurements; see the module docstring.
 
     ``space``: a design space (default ``ps.space.default()``). ``strategy``: ``"replay"``,
-    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``: ``"mlp"`` (the MLP;
-    until the workload has records of its own, it ranks by the shipped records of the
-    other workloads: :mod:`probsched.cost_model.transfer`), ``"mlp-scratch"`` (the MLP
-    starting from nothing), ``"ridge"``, ``"random"``, a model object or None. ``database``: a
+    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``: ``"mlp"``,
+    ``"mlp-transfer"`` (the MLP trained on the shipped records of the other workloads
+    beside the workload's own, so the first batch is ranked too:
+    :mod:`probsched.cost_model.transfer`), ``"ridge"``, ``"random"``, a model object or
+    None. ``database``: a
     :class:`~probsched.database.Database`, a path, or None (in memory). ``measurer``: a
     :class:`~probsched.measure.LocalMeasurer` (default: one made and closed here).
     ``callbacks``: called as ``cb(trial, result_so_far)`` after each measured trial.

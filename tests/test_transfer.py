@@ -1,5 +1,5 @@
 """The cost model's transfer records: the shipped file, how a model starts from them, and
-how ``ps.tune`` and the evolutionary search use them (never a workload's own records)."""
+how ``ps.tune`` uses them (never a workload's own records)."""
 
 import logging
 
@@ -66,70 +66,59 @@ def _synthetic(rng, n, group):
     return feats, [1.0 + 4.0 * float(f[:, 0].sum()) for f in feats], [group] * n
 
 
-def test_a_model_ranks_a_new_group_by_transfer_until_it_has_records_of_its_own():
+def test_a_model_with_transfer_records_ranks_a_new_group_before_seeing_it():
     rng = np.random.default_rng(0)
     px, pt, pg = _synthetic(rng, 96, "other")
     x, t, g = _synthetic(rng, 64, "new")
     model = cm.MLPModel(seed=0, hidden=(32,), epochs=300)
     assert not model.trained
     model.set_transfer(px, pt, pg)
-    assert model.trained and model.transfer_only and model.n_transfer == 96 and model.n_trained == 0
+    assert model.trained and model.n_transfer == 96 and model.n_trained == 0
     assert cm.pairwise_accuracy(model.predict_features(x), t) > 0.8
-    # from its first own records on, the model is the one those records alone make
-    assert model.update_features(x[:8], t[:8], g[:8]) and model.n_trained == 8 and not model.transfer_only
-    alone = cm.MLPModel(seed=0, hidden=(32,), epochs=300).fit_features(x[:8], t[:8], g[:8])
-    np.testing.assert_allclose(model.predict_features(x), alone.predict_features(x), rtol=1e-5, atol=1e-5)
-    # the retraining schedule counts own records
+    # own records count for the retraining schedule, transfer ones do not
+    assert model.update_features(x[:8], t[:8], g[:8]) and model.n_trained == 8
     assert not model.update_features(x[8:16], t[8:16], g[8:16]) and model.n_trained == 8
     assert model.update_features(x[16:], t[16:], g[16:]) and model.n_trained == 64
+    # every training keeps the transfer records: not the model the own records alone make
+    alone = cm.MLPModel(seed=0, hidden=(32,), epochs=300).fit_features(x, t, g)
+    assert not np.allclose(model.predict_features(x), alone.predict_features(x))
+    # fit replaces the own records and keeps the transfer ones
     model.fit_features(x[:10], t[:10], g[:10])
     assert model.n_trained == 10 and model.n_transfer == 96
 
 
-def test_tune_starts_the_default_model_from_the_other_workloads_only(shipped):
+def test_tune_starts_mlp_transfer_from_the_other_workloads_only(shipped):
     t2d = ps.workloads.get("T2D:0")
     key = t2d.func.structural_hash()
     assert key in shipped.groups
-    model, use_transfer = _resolve_model("mlp", 0)
+    model, use_transfer = _resolve_model("mlp-transfer", 0)
     assert use_transfer and isinstance(model, cm.MLPModel)
     _start_from_transfer(model, key)
     assert model.n_transfer == len(shipped) - shipped.groups.count(key) and key not in model._transfer_g
-    scratch, use_transfer = _resolve_model("mlp-scratch", 0)
+    scratch, use_transfer = _resolve_model("mlp", 0)
     assert not use_transfer and not scratch.trained
-    with pytest.raises(ValueError, match="mlp-scratch"):
+    with pytest.raises(ValueError, match="mlp-transfer"):
         _resolve_model("xgb", 0)
 
 
 class _Spy(EvolutionarySearch):
-    """Evolutionary search that notes, per batch, whether the model could rank it and what
-    share it left to draws from the design space's prior."""
+    """Evolutionary search that notes whether the model could rank each batch."""
 
     def __init__(self):
         super().__init__(population=16, genetic_iters=1)
-        self.batches = []
+        self.ranked = []
 
     def generate(self, ctx, n):
-        explore = self.transfer_explore if getattr(ctx.model, "transfer_only", False) else self.eps_greedy
-        self.batches.append((ctx.model_trained, explore))
+        self.ranked.append(ctx.model_trained)
         return super().generate(ctx, n)
 
 
-@pytest.mark.parametrize(
-    "cost_model, first_batch",
-    [("mlp", (True, 0.5)), ("mlp-scratch", (False, 0.05))],
-)
-def test_the_first_batch_is_ranked_by_transfer_and_half_explored(cost_model, first_batch, tmp_path, monkeypatch):
-    from probsched.search import evolutionary
-
-    shares = []
-    real = evolutionary.best_then_prior
-    monkeypatch.setattr(evolutionary, "best_then_prior", lambda ctx, ranked, n, eps: shares.append(eps) or real(ctx, ranked, n, eps))
+@pytest.mark.parametrize("cost_model, first_batch_ranked", [("mlp-transfer", True), ("mlp", False)])
+def test_the_first_batch_is_ranked_only_with_transfer_records(cost_model, first_batch_ranked, tmp_path):
     spy = _Spy()
     with LocalMeasurer(workers=1, repeat=1, min_repeat_ms=1) as m:
         ps.tune("GMM:small", trials=4, strategy=spy, cost_model=cost_model, database=str(tmp_path / "t.db"),
                 measurer=m, seed=0, batch_size=2, retime_top=0)
-    assert spy.batches == [first_batch, (True, 0.05)]
-    # the share reached the batch selection; a blind first batch never gets there
-    assert shares == ([0.5, 0.05] if first_batch[0] else [0.05])
+    assert spy.ranked == [first_batch_ranked, True]
     with Database(str(tmp_path / "t.db")) as db:
         assert len(db.records(ps.workloads.small("GMM"))) == 4

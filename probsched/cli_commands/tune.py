@@ -46,8 +46,8 @@ def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
     p.add_argument("--trials", type=non_negative_int, default=trials, help=f"new candidates to measure (default {trials})")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="evolutionary", help="search strategy (default evolutionary)")
     p.add_argument("--cost-model", choices=COST_MODELS, default="mlp",
-                   help="model ranking candidates (default mlp: it starts from the shipped records of the other "
-                        "workloads; mlp-scratch: from nothing)")
+                   help="model ranking candidates (default mlp; mlp-transfer also trains on the shipped records "
+                        "of the other workloads, so it ranks the first batch too)")
     p.add_argument("--space", default="default", metavar="SPACE",
                    help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
                         "(or of a function returning one)")

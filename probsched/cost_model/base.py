@@ -16,9 +16,8 @@ what the model was last trained on, and by at least ``retrain_min`` (32) records
 
 ``set_transfer`` gives a model records of *other* workloads to start from (see
 :mod:`.transfer`): it is trained on them at once, so a search can rank its first batch,
-and from the first training on records of its own it learns from those alone. (Trained on
-both, the own records' pairs were under 1% of the loss beside a thousand transfer records
-and the model kept their taste: DEP:0 ended 1.6x slower than from scratch.)
+and every later training sees them beside the workload's own records (pairs stay within a
+group). The retraining schedule counts the own records only.
 
 >>> import numpy as np
 >>> normalized_throughput([2.0, 1.0, 4.0, float("inf"), 1.0], ["a", "a", "a", "a", "b"]).tolist()
@@ -144,16 +143,12 @@ class CostModel(ABC):
         """Whether the predictor has learnt anything (from transfer or own records)."""
         return self.n_trained > 0 or self.n_transfer > 0
 
-    @property
-    def transfer_only(self) -> bool:
-        """Whether the predictor knows other workloads only (no own record yet)."""
-        return self.n_trained == 0 and self.n_transfer > 0
-
     def set_transfer(
         self, features: Sequence[np.ndarray], run_seconds: Sequence[float], groups: Sequence, train: bool = True
     ) -> "CostModel":
-        """Start from measured records of other workloads (transfer): the model is trained on
-        them while it has no record of its own (``train=False``: at the next ``fit``)."""
+        """Start from measured records of other workloads (transfer) and train on them with
+        the own records so far (``train=False``: at the next ``fit``). Their groups should
+        differ from the workload's own: pairs are formed within groups."""
         if not (len(features) == len(run_seconds) == len(groups)):
             raise ValueError(f"set_transfer: {len(features)} programs, {len(run_seconds)} times, {len(groups)} groups")
         self._transfer_x = list(features)
@@ -164,11 +159,9 @@ class CostModel(ABC):
         return self
 
     def _retrain(self) -> None:
-        """Train from scratch on the own records, or on the transfer records while there are none."""
-        if self._data_x:
-            self._train(self._data_x, self._data_t, self._data_g)
-        elif self._transfer_x:
-            self._train(self._transfer_x, self._transfer_t, self._transfer_g)
+        """Train from scratch on the transfer records and the own ones."""
+        if self._transfer_x or self._data_x:
+            self._train(self._transfer_x + self._data_x, self._transfer_t + self._data_t, self._transfer_g + self._data_g)
         self.n_trained = len(self._data_x)
 
     # ------------------------------------------------------------------ schedule level
@@ -242,8 +235,8 @@ class CostModel(ABC):
     def save(self, path: str) -> None:
         """Write the model to an ``.npz`` file: the trained predictor and the accumulated
         training data, so a loaded model predicts the same and ``update`` goes on as it would
-        have (groups are stored as strings). Transfer records are not written (a model with
-        own records never trains on them again)."""
+        have (groups are stored as strings). Transfer records are not written: a loaded model
+        retrains on its own records only unless it is given them again."""
         state = {k: np.asarray(v) for k, v in self._state().items()}
         f = self._data_x[0].shape[1] if self._data_x else 0
         data = {

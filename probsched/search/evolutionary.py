@@ -12,13 +12,10 @@ One round (``generate``):
 3. **Selection**: the best-scored unmeasured candidates seen in any generation, except an
    ``eps_greedy`` share of the batch drawn from the prior (exploration).
 
-Until the cost model has been trained (the first round of a new tuning run), the batch is
-drawn from the prior. While it knows only other workloads (a model started from the
-shipped records: :mod:`probsched.cost_model.transfer`), ``transfer_explore`` (half) of the
-batch is drawn from the prior instead of ``eps_greedy``'s share: the first batch takes the
-transferred ranking's best guesses and also gives the workload's own model, trained on that
-batch, a spread sample to learn from. Defaults are otherwise MetaSchedule's: population
-512, 20% from the best records, 4 iterations, mutation probability 0.85, epsilon-greedy 0.05.
+Until the cost model has been trained (the first round of a new tuning run, unless the
+model starts from other workloads' records: :mod:`probsched.cost_model.transfer`), the
+batch is drawn from the prior. Defaults are MetaSchedule's: population 512, 20% from the
+best records, 4 iterations, mutation probability 0.85, epsilon-greedy 0.05.
 
 >>> import probsched as ps
 >>> from probsched.search.candidate import SearchContext
@@ -51,14 +48,12 @@ class EvolutionarySearch(SearchStrategy):
         mutate_prob: float = 0.85,
         eps_greedy: float = 0.05,
         mutators=None,
-        transfer_explore: float = 0.5,
     ) -> None:
         self.population = population
         self.init_measured_ratio = init_measured_ratio
         self.genetic_iters = genetic_iters
         self.mutate_prob = mutate_prob
         self.eps_greedy = eps_greedy
-        self.transfer_explore = transfer_explore
         self.mutators = MUTATORS if mutators is None else mutators
 
     def _initial(self, ctx: SearchContext) -> List[Candidate]:
@@ -109,8 +104,7 @@ class EvolutionarySearch(SearchStrategy):
         everything = list(seen.values())
         s = score(everything)
         ranked = [everything[i] for i in np.argsort(-s, kind="stable")]
-        explore = self.transfer_explore if getattr(ctx.model, "transfer_only", False) else self.eps_greedy
-        return best_then_prior(ctx, ranked, n, explore)
+        return best_then_prior(ctx, ranked, n, self.eps_greedy)
 
 
 __all__ = ["EvolutionarySearch"]
