@@ -1,4 +1,4 @@
-"""Transfer: measured records of other workloads that rank a tuning run's first batch.
+"""Transfer: measured records of other workloads that a cost model starts from.
 
 A tuning run's first batch is otherwise chosen blind: the model has seen nothing of the
 workload yet, so the evolutionary search falls back to draws from the design space's prior.
@@ -9,10 +9,11 @@ out at a time). ``CostModel.set_transfer`` trains the model on such records at o
 keeps them beside the workload's own in every later training; ``ps.tune(...,
 cost_model="mlp-transfer")`` does so with the shipped records.
 
-It is not the default: on T2D:0 it reached in its first batch what random search needs 128
-trials for, but on DEP:0 (one seed) it ended 1.6x slower than the MLP from scratch. Among
-a thousand transfer records the workload's own pairs are a small share of the loss, so the
-model keeps the other workloads' taste where the workload differs from them.
+It is not the default yet: on T2D:0 it reached in its first batch what random search
+needs 128 trials for (three seeds); on DEP:0 two seeds of three beat the MLP from scratch
+and one ended 1.6x slower, and the other workloads are not measured. Among a thousand
+transfer records the workload's own pairs are a small share of the loss, so the model can
+keep the other workloads' taste where the workload differs from them.
 
 The shipped records (:data:`TRANSFER_PATH`, ~190 KB) hold features, run times and workload
 groups of up to 128 tuned records per suite workload, measured on this project's reference
@@ -95,7 +96,7 @@ def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Op
         if str(z["schema"]) != feature_schema() or int(z["n_features"]) != N_FEATURES:
             log.warning(
                 "cost-model transfer records %s were made with other features (schema %s, today %s): not used; "
-                "rebuild it with python -m probsched.cost_model.transfer",
+                "rebuild them with python -m probsched.cost_model.transfer",
                 path, str(z["schema"]), feature_schema(),
             )
             return None
