@@ -497,22 +497,22 @@ def transfer(path: Optional[str] = None, k: int = 32, seeds: int = 3, log=print)
     from probsched import cost_model as cm
     from probsched.cost_model.transfer import load_transfer
 
-    prior = load_transfer(path)
-    if prior is None:
+    records = load_transfer(path)
+    if records is None:
         raise SystemExit("no usable transfer records (see the warning above)")
-    secs = np.asarray(prior.seconds)
+    secs = np.asarray(records.seconds)
     out = {}
     log(f"| workload | records | top {k} by the model: median / best | {k} at random: median / best | random / model (medians) |")
     log("|---|---:|---|---|---:|")
-    for g, name in prior.names.items():
-        held = np.array([x == g for x in prior.groups])
+    for g, name in records.names.items():
+        held = np.array([x == g for x in records.groups])
         idx = np.nonzero(held & np.isfinite(secs))[0]
         train = np.nonzero(~held)[0]
         t = secs[idx] / secs[idx].min()
         rows = []
         for s in range(seeds):
-            m = cm.MLPModel(seed=s).fit_features([prior.features[i] for i in train], secs[train], [prior.groups[i] for i in train])
-            top = np.argsort(-m.predict_features([prior.features[i] for i in idx]))[:k]
+            m = cm.MLPModel(seed=s).fit_features([records.features[i] for i in train], secs[train], [records.groups[i] for i in train])
+            top = np.argsort(-m.predict_features([records.features[i] for i in idx]))[:k]
             rnd = np.random.default_rng(s).choice(len(idx), min(k, len(idx)), replace=False)
             rows.append((np.median(t[top]), t[top].min(), np.median(t[rnd]), t[rnd].min()))
         mm, mb, rm, rb = np.median(np.array(rows), axis=0)

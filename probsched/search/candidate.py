@@ -123,10 +123,8 @@ class SearchContext:
     @property
     def model_trained(self) -> bool:
         """Whether the cost model has learnt anything yet (else scores are all zero)."""
-        if self.model is None:
-            return False
-        trained = getattr(self.model, "trained", None)  # a CostModel; else any object with n_trained
-        return bool(trained) if trained is not None else getattr(self.model, "n_trained", 0) > 0
+        # a CostModel says ``trained`` (transfer records count); other models, ``n_trained``
+        return self.model is not None and bool(getattr(self.model, "trained", getattr(self.model, "n_trained", 0) > 0))
 
     def score(self, candidates: Sequence[Candidate]) -> np.ndarray:
         """Cost-model scores (higher = predicted faster); zeros without a trained model."""
