@@ -6,6 +6,7 @@ Usage::
     python benchmarks/bench_cost_model.py collect --n 40 --out benchmarks/data/records.jsonl
     python benchmarks/bench_cost_model.py quality benchmarks/data/records.jsonl [more.jsonl ...] [--skip-sessions 0]
     python benchmarks/bench_cost_model.py transfer              # the shipped transfer records, one workload left out
+    python benchmarks/bench_cost_model.py transfer --later 32,64,96   # ... once the run has N records of its own
 
 ``transfer`` asks what the shipped transfer records (:mod:`probsched.cost_model.transfer`) are
 worth on a workload they do not hold: for each workload of the file, an MLP trained on the other
@@ -13,7 +14,10 @@ workloads' records ranks that workload's records; the report compares the true r
 its top 32 with 32 drawn at random (several model and draw seeds), as a tuning run's first
 batch would be chosen. The held-out workload's records are a tuning run's (its first 32
 prior draws, then the search's picks), so random picks here are already better than prior
-draws: the ratios understate the gain over a blind first batch.
+draws: the ratios understate the gain over a blind first batch. ``transfer --later N,...``
+asks the same of the later rounds: the held-out workload's first N records train ``mlp``
+alone and ``mlp-transfer`` (those records beside the other workloads'), and both rank the
+workload's remaining records (:func:`transfer_later`).
 
 ``collect`` draws candidates per workload (GMM:2, C2D:2, DEP:0, SFM:2 by default) from
 ``ps.space.default()``, builds each with ``ps.build``, checks it against the numpy reference
@@ -523,6 +527,56 @@ def transfer(path: Optional[str] = None, k: int = 32, seeds: int = 3, log=print)
     return out
 
 
+def transfer_later(records=None, own: Tuple[int, ...] = (32, 64, 96), k: int = 16, seeds: int = 2,
+                   log=print) -> Dict[Tuple[int, str], Tuple[float, float]]:
+    """What transfer is worth once a run has records of its own (the later rounds): per
+    workload of the transfer file and per ``n`` in ``own``, the workload's first ``n`` records
+    (measurement order) train ``mlp`` (own records only) and ``mlp-transfer`` (the other
+    workloads' records beside them, as ``ps.tune`` trains it); both rank the workload's
+    remaining records. Reports the mean pairwise accuracy on pairs more than 10% apart and
+    the geomean over workloads of the median true time of each model's top ``k`` (ratio to
+    the workload's best record). ``records``: a ``TransferRecords`` or the path of a transfer
+    file (default: the shipped one). Returns (n, model) -> (accuracy, top-k median ratio)."""
+    from probsched import cost_model as cm
+    from probsched.cost_model.transfer import load_transfer
+
+    if records is None or isinstance(records, str):
+        records = load_transfer(records)
+    if records is None:
+        raise SystemExit("no usable transfer records (see the warning above)")
+    secs = np.asarray(records.seconds)
+    res: Dict[Tuple[str, int, str], List[Tuple[float, float]]] = defaultdict(list)
+    for g, name in records.names.items():
+        idx = np.array([i for i, x in enumerate(records.groups) if x == g])
+        others = [i for i, x in enumerate(records.groups) if x != g]
+        tx, tt, tg = [records.features[i] for i in others], secs[others], [records.groups[i] for i in others]
+        for n in own:
+            fit, rest = idx[:n], idx[n:]
+            ox, ot = [records.features[i] for i in fit], secs[fit]
+            rx, rt = [records.features[i] for i in rest], secs[rest]
+            rel = rt / secs[idx].min()
+            for s in range(seeds):
+                models = {"mlp": cm.MLPModel(seed=s),
+                          "mlp-transfer": cm.MLPModel(seed=s).set_transfer(tx, tt, tg, train=False)}
+                for label, m in models.items():
+                    scores = m.fit_features(ox, ot, [g] * len(ox)).predict_features(rx)
+                    top = np.argsort(-scores)[:k]
+                    res[(name, n, label)].append((cm.pairwise_accuracy(scores, rt, min_gap=0.1), float(np.median(rel[top]))))
+        log(f"{name}: " + "; ".join(f"{n} own: " + ", ".join(
+            f"{label} {np.mean([a for a, _ in res[(name, n, label)]]):.2f} / {np.mean([t for _, t in res[(name, n, label)]]):.2f}"
+            for label in ("mlp", "mlp-transfer")) for n in own))
+    out = {}
+    log(f"| own records | model | pairwise accuracy (mean) | top {k}: median time / best (geomean) |")
+    log("|---:|---|---:|---:|")
+    for n in own:
+        for label in ("mlp", "mlp-transfer"):
+            acc = float(np.mean([np.mean([a for a, _ in res[(w, n, label)]]) for w in records.names.values()]))
+            med = float(np.exp(np.mean([np.log(np.mean([t for _, t in res[(w, n, label)]])) for w in records.names.values()])))
+            out[(n, label)] = (acc, med)
+            log(f"| {n} | {label} | {acc:.3f} | {med:.3f} |")
+    return out
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -546,8 +600,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     t.add_argument("--records", default=None, help="transfer records .npz (default: the shipped one)")
     t.add_argument("--k", type=int, default=32, help="picks per workload (a first batch)")
     t.add_argument("--seeds", type=int, default=3)
+    t.add_argument("--later", default="", help="comma-separated own-record counts: rank the later records instead "
+                   "(mlp on the first N own records against mlp-transfer on them plus the other workloads')")
     args = p.parse_args(argv)
-    if args.cmd == "transfer":
+    if args.cmd == "transfer" and args.later:
+        transfer_later(args.records, tuple(int(x) for x in args.later.split(",")), seeds=args.seeds)
+    elif args.cmd == "transfer":
         transfer(args.records, args.k, args.seeds)
     if args.cmd == "speed":
         speed(args.n, args.rounds)

@@ -235,3 +235,21 @@ def test_benchmark_quality_skips_sessions_and_reports_per_workload(tmp_path):
     per = res["same-workload split, per workload"]
     assert set(per) == {("MLP", "GMM:2"), ("Ridge", "GMM:2"), ("Random", "GMM:2")}
     assert per[("Ridge", "GMM:2")] == res["same-workload split"]["Ridge"][0]  # one workload: the same pairs
+
+
+def test_benchmark_transfer_later_compares_the_two_models_on_later_records():
+    from probsched.cost_model.transfer import TransferRecords
+
+    bench = _bench_module()
+    rng = np.random.default_rng(0)
+    feats = [rng.random((int(rng.integers(1, 4)), 6)).astype("float32") for _ in range(90)]
+    secs = np.array([1.0 + 4.0 * float(f[:, 0].sum()) for f in feats])  # one law in every group
+    groups = [f"g{i % 3}" for i in range(90)]
+    records = TransferRecords(feats, secs, groups, {f"g{i}": f"W{i}" for i in range(3)}, [])
+    lines = []
+    out = bench.transfer_later(records, own=(4,), k=4, seeds=1, log=lines.append)
+    assert set(out) == {(4, "mlp"), (4, "mlp-transfer")}
+    # with 4 own records, the 60 of the other groups that follow the same law carry the ranking
+    assert out[(4, "mlp-transfer")][0] > 0.8 and out[(4, "mlp-transfer")][0] > out[(4, "mlp")][0]
+    assert all(ratio >= 1.0 for _, ratio in out.values())
+    assert any(line.startswith("| 4 | mlp-transfer |") for line in lines)

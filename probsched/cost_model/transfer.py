@@ -10,10 +10,11 @@ keeps them beside the workload's own in every later training; ``ps.tune(...,
 cost_model="mlp-transfer")`` does so with the shipped records.
 
 It is not the default yet: on T2D:0 it reached in its first batch what random search
-needs 128 trials for (three seeds); on DEP:0 two seeds of three beat the MLP from scratch
-and one ended 1.6x slower, and the other workloads are not measured. Among a thousand
-transfer records the workload's own pairs are a small share of the loss, so the model can
-keep the other workloads' taste where the workload differs from them.
+needs 128 trials for (three seeds); paired with the MLP from scratch on DEP:0 (three
+seeds), GMM:2, C2D:2 (two), GMM:3 and NRM:2 (one), it won five, tied two and lost two, and
+three suite workloads are not measured (the README's section "Transfer"). Offline, its lead
+is in the first rounds: with 64 records of the workload's own, both models rank the rest
+alike (``python benchmarks/bench_cost_model.py transfer --later 32,64,96``).
 
 The shipped records (:data:`TRANSFER_PATH`, ~190 KB) hold features, run times and workload
 groups of up to 128 tuned records per suite workload, measured on this project's reference
