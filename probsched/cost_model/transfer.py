@@ -11,8 +11,9 @@ cost_model="mlp-transfer")`` does so with the shipped records.
 
 It is not the default yet: on T2D:0 it reached in its first batch what random search
 needs 128 trials for (three seeds); paired with the MLP from scratch on DEP:0 (three
-seeds), GMM:2, C2D:2 (two), GMM:3 and NRM:2 (one), it won five, tied two and lost two, and
-three suite workloads are not measured (the README's section "Transfer"). Offline, its lead
+seeds), GMM:2, C2D:2 (two), GMM:3, NRM:2, C1D:0 and SFM:2 (one), it won four, lost two
+(DEP:0 by 1.6x once) and was level or split on five: a small lead on average, not a
+consistent one (the README's section "Transfer"). Offline, its lead
 is in the first rounds: with 64 records of the workload's own, both models rank the rest
 alike (``python benchmarks/bench_cost_model.py transfer --later 32,64,96``).
 
