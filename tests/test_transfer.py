@@ -116,7 +116,7 @@ class _Spy(EvolutionarySearch):
 @pytest.fixture
 def sixteen_per_workload(monkeypatch):
     """``load_transfer`` cut to 16 records per workload: ``ps.tune`` takes the same path and
-    the model trains on a seventh of the records (seconds instead of half a minute)."""
+    the model trains on an eighth of the records (seconds instead of half a minute)."""
     load = transfer.load_transfer
 
     def few(*args, **kwargs):
