@@ -494,16 +494,25 @@ def quality(paths: List[str], seed: int = 0, test_fraction: float = 0.3, splits:
     return results
 
 
+def _transfer_records(records=None):
+    """``records`` itself (a ``TransferRecords``), or the transfer file at that path (default:
+    the shipped one); exits when the file is missing or stale."""
+    from probsched.cost_model.transfer import load_transfer
+
+    if records is None or isinstance(records, str):
+        records = load_transfer(records)
+    if records is None:
+        raise SystemExit("no usable transfer records (see the warning above)")
+    return records
+
+
 def transfer(path: Optional[str] = None, k: int = 32, seeds: int = 3, log=print) -> dict:
     """Leave-one-workload-out value of the transfer records at ``path`` (see the module docstring):
     per workload, the median and best true time of the model's top ``k`` and of ``k``
     random picks, as ratios to the workload's best record (medians over ``seeds``)."""
     from probsched import cost_model as cm
-    from probsched.cost_model.transfer import load_transfer
 
-    records = load_transfer(path)
-    if records is None:
-        raise SystemExit("no usable transfer records (see the warning above)")
+    records = _transfer_records(path)
     secs = np.asarray(records.seconds)
     out = {}
     log(f"| workload | records | top {k} by the model: median / best | {k} at random: median / best | random / model (medians) |")
@@ -538,14 +547,16 @@ def transfer_later(records=None, own: Tuple[int, ...] = (32, 64, 96), k: int = 1
     the workload's best record). ``records``: a ``TransferRecords`` or the path of a transfer
     file (default: the shipped one). Returns (n, model) -> (accuracy, top-k median ratio)."""
     from probsched import cost_model as cm
-    from probsched.cost_model.transfer import load_transfer
 
-    if records is None or isinstance(records, str):
-        records = load_transfer(records)
-    if records is None:
-        raise SystemExit("no usable transfer records (see the warning above)")
+    records = _transfer_records(records)
     secs = np.asarray(records.seconds)
+    labels = ("mlp", "mlp-transfer")
     res: Dict[Tuple[str, int, str], List[Tuple[float, float]]] = defaultdict(list)
+
+    def mean(key) -> np.ndarray:
+        """(accuracy, top-k median ratio) of one workload, own-record count and model, over seeds."""
+        return np.mean(np.array(res[key]), axis=0)
+
     for g, name in records.names.items():
         idx = np.array([i for i, x in enumerate(records.groups) if x == g])
         others = [i for i, x in enumerate(records.groups) if x != g]
@@ -563,15 +574,15 @@ def transfer_later(records=None, own: Tuple[int, ...] = (32, 64, 96), k: int = 1
                     top = np.argsort(-scores)[:k]
                     res[(name, n, label)].append((cm.pairwise_accuracy(scores, rt, min_gap=0.1), float(np.median(rel[top]))))
         log(f"{name}: " + "; ".join(f"{n} own: " + ", ".join(
-            f"{label} {np.mean([a for a, _ in res[(name, n, label)]]):.2f} / {np.mean([t for _, t in res[(name, n, label)]]):.2f}"
-            for label in ("mlp", "mlp-transfer")) for n in own))
+            "{} {:.2f} / {:.2f}".format(label, *mean((name, n, label))) for label in labels) for n in own))
     out = {}
+    names = list(records.names.values())
     log(f"| own records | model | pairwise accuracy (mean) | top {k}: median time / best (geomean) |")
     log("|---:|---|---:|---:|")
     for n in own:
-        for label in ("mlp", "mlp-transfer"):
-            acc = float(np.mean([np.mean([a for a, _ in res[(w, n, label)]]) for w in records.names.values()]))
-            med = float(np.exp(np.mean([np.log(np.mean([t for _, t in res[(w, n, label)]])) for w in records.names.values()])))
+        for label in labels:
+            per_workload = np.array([mean((w, n, label)) for w in names])
+            acc, med = float(per_workload[:, 0].mean()), float(np.exp(np.log(per_workload[:, 1]).mean()))
             out[(n, label)] = (acc, med)
             log(f"| {n} | {label} | {acc:.3f} | {med:.3f} |")
     return out

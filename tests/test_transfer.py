@@ -42,6 +42,12 @@ def test_load_transfer_leaves_out_the_excluded_groups(shipped):
     assert t2d not in rest.groups and "T2D:0" not in rest.names.values()
     assert len(rest) == len(shipped) - shipped.groups.count(t2d)
     assert all(s["group"] != t2d for s in rest.samples)
+    # a sample still points at its own record after the records before it shifted
+    assert len(rest.samples) == len(shipped.samples) - 1
+    for s in rest.samples:
+        full = next(f for f in shipped.samples if f["group"] == s["group"])
+        assert rest.groups[s["index"]] == s["group"]
+        np.testing.assert_array_equal(rest.features[s["index"]], shipped.features[full["index"]])
 
 
 def test_missing_or_stale_records_are_not_used_and_say_why(tmp_path, caplog):
@@ -126,8 +132,7 @@ def sixteen_per_workload(monkeypatch):
             taken[g] = taken.get(g, 0) + 1
             if taken[g] <= 16:
                 keep.append(i)
-        return transfer.TransferRecords([records.features[i] for i in keep], records.seconds[keep],
-                                        [records.groups[i] for i in keep], records.names, records.samples)
+        return records.take(keep)
 
     monkeypatch.setattr(transfer, "load_transfer", few)
 

@@ -74,18 +74,25 @@ class TransferRecords:
     def __len__(self) -> int:
         return len(self.features)
 
+    def take(self, indices: Sequence[int]) -> "TransferRecords":
+        """The records at ``indices``, with the names and samples of the groups left (a
+        sample's ``index`` follows its record, and a sample whose record is left out goes)."""
+        keep = list(indices)
+        new_index = {old: new for new, old in enumerate(keep)}
+        groups = [self.groups[i] for i in keep]
+        present = set(groups)
+        return TransferRecords(
+            [self.features[i] for i in keep],
+            self.seconds[np.asarray(keep, dtype=np.int64)],
+            groups,
+            {g: n for g, n in self.names.items() if g in present},
+            [{**s, "index": new_index[s["index"]]} for s in self.samples if s["index"] in new_index],
+        )
+
     def without(self, exclude: Iterable[str]) -> "TransferRecords":
         """The records whose group is not in ``exclude``."""
         drop = set(exclude)
-        keep = [i for i, g in enumerate(self.groups) if g not in drop]
-        return TransferRecords(
-            [self.features[i] for i in keep],
-            self.seconds[keep],
-            [self.groups[i] for i in keep],
-            {g: n for g, n in self.names.items() if g not in drop},
-            [s for s in self.samples if s["group"] not in drop],
-        )
-
+        return self.take([i for i, g in enumerate(self.groups) if g not in drop])
 
 def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Optional[TransferRecords]:
     """The transfer records at ``path`` (default :data:`TRANSFER_PATH`) without the groups in
