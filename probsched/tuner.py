@@ -145,9 +145,11 @@ def _resolve_workload(workload) -> Union[Workload, PrimFunc]:
     raise TypeError(f"tune: expected a Workload, a PrimFunc or a name like 'GMM:2', got {type(workload).__name__}")
 
 
-#: Cost models by name: "mlp-transfer" is the MLP that starts from the shipped records of
-#: the other workloads (:mod:`probsched.cost_model.transfer`), "mlp" starts from nothing.
-COST_MODELS = ("mlp", "mlp-transfer", "ridge", "random")
+#: Cost models by name, the default first: "mlp-transfer" is the MLP that starts from the
+#: shipped records of the other workloads (:mod:`probsched.cost_model.transfer`), so it ranks
+#: the first batch too; "mlp" starts from nothing.
+COST_MODELS = ("mlp-transfer", "mlp", "ridge", "random")
+DEFAULT_COST_MODEL = COST_MODELS[0]
 
 
 def _resolve_model(cost_model, seed):
@@ -195,7 +197,7 @@ def tune(
     trials: int,
     space=None,
     strategy="evolutionary",
-    cost_model="mlp",
+    cost_model=DEFAULT_COST_MODEL,
     database=None,
     measurer=None,
     seed: Optional[int] = None,
@@ -208,11 +210,11 @@ def tune(
     ``trials`` new measurements; see the module docstring.
 
     ``space``: a design space (default ``ps.space.default()``). ``strategy``: ``"replay"``,
-    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``: ``"mlp"``,
-    ``"mlp-transfer"`` (the MLP trained on the shipped records of the other workloads
-    beside the workload's own, so the first batch is ranked too:
-    :mod:`probsched.cost_model.transfer`), ``"ridge"``, ``"random"``, a model object or
-    None. ``database``: a
+    ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``:
+    ``"mlp-transfer"`` (the default: the MLP trained on the shipped records of the other
+    workloads beside the workload's own, so the first batch is ranked too:
+    :mod:`probsched.cost_model.transfer`), ``"mlp"`` (the workload's own records only),
+    ``"ridge"``, ``"random"``, a model object or None. ``database``: a
     :class:`~probsched.database.Database`, a path, or None (in memory). ``measurer``: a
     :class:`~probsched.measure.LocalMeasurer` (default: one made and closed here).
     ``callbacks``: called as ``cb(trial, result_so_far)`` after each measured trial.
@@ -233,6 +235,8 @@ def tune(
     space = space or space_mod.default()
     strat = get_strategy(strategy)
     model, use_transfer = _resolve_model(cost_model, seed)
+    if trials == 0 or not getattr(strat, "uses_cost_model", True):
+        model, use_transfer = None, False  # nothing would ask it: spare the training
     own_db = not isinstance(database, Database)
     db = Database(":memory:" if database is None else database) if own_db else database
     own_measurer = measurer is None

@@ -61,10 +61,12 @@ def records_in(path):
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    """One real `probsched tune GMM:small --trials 2` run: (directory, completed process)."""
+    """One real `probsched tune GMM:small --trials 2` run: (directory, completed process).
+    ``--cost-model mlp`` spares the default's training on the shipped transfer records
+    (~15 s; tests/test_transfer.py tunes with it)."""
     d = tmp_path_factory.mktemp("tuned")
     r = cli("tune", "GMM:small", "--trials", "2", "--workers", "1", "--batch-size", "2", "--seed", "0",
-            "--db", "t.db", "--json", "out.json", cwd=d)
+            "--cost-model", "mlp", "--db", "t.db", "--json", "out.json", cwd=d)
     return d, r
 
 
@@ -100,6 +102,7 @@ def test_tune_prints_progress_summary_and_json(tuned):
     d, r = tuned
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
+    assert "tuning GMM:small: 2 trials, evolutionary search, mlp cost model, 1 worker" in r.stderr
     out = r.stdout
     assert "| probsched |" in out and "| numpy |" in out and "| jax |" in out
     assert "show the best: probsched show GMM:small --db t.db" in out

@@ -146,6 +146,35 @@ def test_resume_never_measures_a_candidate_twice(measurer, tmp_path):
     assert again.best.retimed == second.best.retimed  # nothing new measured: no re-timing, the naming stands
 
 
+class _CountingRidge(RidgeModel):
+    """A ridge model that counts the calls handing it data."""
+
+    calls = 0
+
+    def fit_features(self, *args, **kwargs):
+        self.calls += 1
+        return super().fit_features(*args, **kwargs)
+
+    def update_features(self, *args, **kwargs):
+        self.calls += 1
+        return super().update_features(*args, **kwargs)
+
+
+def test_the_model_is_trained_only_when_the_strategy_asks_it(measurer, tmp_path):
+    w = ps.workloads.small("GMM")
+    db_path = str(tmp_path / "m.db")
+    unused = _CountingRidge()
+    ps.tune(w, trials=2, space=small_space(), strategy="replay", cost_model=unused, database=db_path,
+            measurer=measurer, seed=0, batch_size=1, retime_top=0)
+    assert unused.calls == 0  # random search never asks the model
+    ps.tune(w, trials=0, space=small_space(), cost_model=unused, database=db_path, measurer=measurer, seed=0)
+    assert unused.calls == 0  # nothing to search
+    used = _CountingRidge()
+    ps.tune(w, trials=1, space=small_space(), cost_model=used, database=db_path, measurer=measurer, seed=0,
+            batch_size=1, retime_top=0)
+    assert used.calls == 2  # on the two records the run resumes from, then on its own trial
+
+
 def test_tune_rejects_bad_arguments():
     with pytest.raises(ValueError, match="unknown strategy"):
         ps.tune("GMM:small", trials=1, strategy="nope")

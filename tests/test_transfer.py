@@ -1,6 +1,7 @@
 """The cost model's transfer records: the shipped file, how a model starts from them, and
 how ``ps.tune`` uses them (never a workload's own records)."""
 
+import inspect
 import logging
 
 import numpy as np
@@ -9,9 +10,9 @@ import pytest
 import probsched as ps
 from probsched import cost_model as cm
 from probsched.cost_model import transfer
-from probsched.database import Database
+from probsched.database import Database, TuningRecord
 from probsched.ir.stmt import PrimFunc
-from probsched.measure import LocalMeasurer
+from probsched.measure import LocalMeasurer, MeasureResult
 from probsched.schedule import Schedule, ScheduleTrace
 from probsched.search import EvolutionarySearch
 from probsched.tuner import _resolve_model, _start_from_transfer
@@ -66,6 +67,40 @@ def test_missing_or_stale_records_are_not_used_and_say_why(tmp_path, caplog):
     assert "other features" in caplog.text and "0123456789abcdef" in caplog.text
 
 
+def _record_db(path, workload, splits, failed=0):
+    """A database of ``workload`` with one successful record per first-loop split factor in
+    ``splits`` (run time = the factor, in µs), then ``failed`` crashed ones; no measuring."""
+    func = workload.func
+    with Database(str(path)) as db:
+        key = db.commit_workload(workload)
+        for n, factor in enumerate(list(splits) + [None] * failed):
+            sch = Schedule(func)
+            loop = sch.get_loops(sch.get_block(func.blocks()[-1].name))[0]
+            if factor is None:
+                db.commit_record(TuningRecord.from_result(key, sch, MeasureResult.failure("crash", "boom"), strategy="t"))
+                continue
+            sch.split(loop, [None, factor])
+            db.commit_record(TuningRecord.from_result(key, sch, MeasureResult((factor * 1e-6,) * 3, 0.1), strategy="t"))
+    return key
+
+
+def test_build_transfer_caps_each_workload_across_databases(tmp_path):
+    gmm, sfm = ps.workloads.small("GMM"), ps.workloads.small("SFM")
+    g = _record_db(tmp_path / "a.db", gmm, [2, 4, 8], failed=1)
+    _record_db(tmp_path / "b.db", gmm, [16, 32])
+    s = _record_db(tmp_path / "c.db", sfm, [2])
+    out = tmp_path / "t.npz"
+    built = transfer.build_transfer([str(tmp_path / n) for n in ("a.db", "b.db", "c.db")], str(out), per_workload=4)
+    assert built.groups == [g] * 4 + [s] and built.names == {g: gmm.name, s: sfm.name}
+    np.testing.assert_allclose(built.seconds, [2e-6, 4e-6, 8e-6, 16e-6, 2e-6])  # the first four, in order
+    loaded = transfer.load_transfer(str(out))
+    assert loaded.groups == built.groups and [x["index"] for x in loaded.samples] == [0, 4]
+    for sample in loaded.samples:  # each sample replays to the features stored for its record
+        sch = ScheduleTrace.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
+        np.testing.assert_allclose(cm.extract(sch), loaded.features[sample["index"]], rtol=1e-6)
+    assert transfer.load_transfer(str(out), exclude=[g]).groups == [s]
+
+
 def _synthetic(rng, n, group):
     """Programs of 1-3 stores whose time grows with feature 0 (the same law in every group)."""
     feats = [rng.random((int(rng.integers(1, 4)), 6)).astype("float32") for _ in range(n)]
@@ -105,6 +140,14 @@ def test_tune_starts_mlp_transfer_from_the_other_workloads_only(shipped):
     assert not use_transfer and not scratch.trained
     with pytest.raises(ValueError, match="mlp-transfer"):
         _resolve_model("xgb", 0)
+
+
+def test_mlp_transfer_is_the_default_of_tune_and_the_command_line():
+    from probsched.cli import build_parser
+
+    assert inspect.signature(ps.tune).parameters["cost_model"].default == "mlp-transfer"
+    for command in (["tune", "GMM:2"], ["bench"]):
+        assert build_parser().parse_args(command).cost_model == "mlp-transfer", command
 
 
 class _Spy(EvolutionarySearch):

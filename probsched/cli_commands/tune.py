@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..database import Database
 from ..search import STRATEGIES
 from ..selection import DEFAULT_RETIME_TOP
-from ..tuner import COST_MODELS
+from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
 from .common import (
     DB_HELP,
     WORKLOAD_HELP,
@@ -45,9 +45,10 @@ def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
     """The options ``tune`` and ``bench`` share (how to search and measure)."""
     p.add_argument("--trials", type=non_negative_int, default=trials, help=f"new candidates to measure (default {trials})")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="evolutionary", help="search strategy (default evolutionary)")
-    p.add_argument("--cost-model", choices=COST_MODELS, default="mlp",
-                   help="model ranking candidates (default mlp; mlp-transfer also trains on the shipped records "
-                        "of the other workloads, so it ranks the first batch too)")
+    p.add_argument("--cost-model", choices=COST_MODELS, default=DEFAULT_COST_MODEL,
+                   help=f"model ranking candidates (default {DEFAULT_COST_MODEL}: it also trains on the shipped "
+                        "records of the other workloads, so it ranks the first batch too; mlp: the workload's own "
+                        "records only)")
     p.add_argument("--space", default="default", metavar="SPACE",
                    help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
                         "(or of a function returning one)")
@@ -167,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
     flops = getattr(workload, "flops", None)
     if not args.quiet:
         workers = f"{args.workers} worker{'s' if args.workers != 1 else ''}"
-        print(f"tuning {name}: {args.trials} trials, {args.strategy} search, {workers}, db {db_path}", file=sys.stderr)
+        print(f"tuning {name}: {args.trials} trials, {args.strategy} search, {args.cost_model} cost model, {workers}, "
+              f"db {db_path}", file=sys.stderr)
     measurer = None
     try:
         measurer = LocalMeasurer(workers=args.workers)

@@ -9,13 +9,15 @@ out at a time). ``CostModel.set_transfer`` trains the model on such records at o
 keeps them beside the workload's own in every later training; ``ps.tune(...,
 cost_model="mlp-transfer")`` does so with the shipped records.
 
-It is not the default yet: on T2D:0 it reached in its first batch what random search
-needs 128 trials for (three seeds); paired with the MLP from scratch on DEP:0 (three
-seeds), GMM:2, C2D:2 (two), GMM:3, NRM:2, C1D:0 and SFM:2 (one), it won four, lost two
-(DEP:0 by 1.6x once) and was level or split on five: a small lead on average, not a
-consistent one (the README's section "Transfer"). Offline, its lead
-is in the first rounds: with 64 records of the workload's own, both models rank the rest
-alike (``python benchmarks/bench_cost_model.py transfer --later 32,64,96``).
+It is the default (since 2026-12-02). After the first 32 trials it led the MLP from
+scratch in 10 of 12 paired runs (by up to 1.46x; one level, DEP:0 seed 0 lost: the
+README's section "Transfer"). Over 128 trials the two end close (four paired wins, two
+losses, five level), and evolutionary search with it beats random search on all nine
+workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
+records of the workload's own, both models rank the rest alike (``python
+benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000 extra
+records costs seconds per (re)training; random search, which never asks the model,
+trains none.
 
 The shipped records (:data:`TRANSFER_PATH`, ~190 KB) hold features, run times and workload
 groups of up to 128 tuned records per suite workload, measured on this project's reference
@@ -94,6 +96,7 @@ class TransferRecords:
         drop = set(exclude)
         return self.take([i for i, g in enumerate(self.groups) if g not in drop])
 
+
 def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Optional[TransferRecords]:
     """The transfer records at ``path`` (default :data:`TRANSFER_PATH`) without the groups in
     ``exclude``; None (and a warning) when the file is missing or its features are stale."""
@@ -121,16 +124,19 @@ def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Op
 def build_transfer(databases: Sequence[str], out: str, per_workload: int = 128) -> TransferRecords:
     """Write transfer records from the successful records of ``databases``: per workload, its
     ``per_workload`` first records in measurement order (a tuning run's spread, from its
-    prior draws to its best), features extracted by replaying each record's trace today."""
+    prior draws to its best; a workload in several databases takes them in the order given),
+    features extracted by replaying each record's trace today."""
     from ..database import Database
 
     features, seconds, groups, names, samples = [], [], [], {}, []
     for path in databases:
         with Database(path) as db:
             for wl in db.workloads():
-                func = wl.func
-                recs = sorted((r for r in db.records(wl.hash) if r.ok), key=lambda r: r.timestamp)[:per_workload]
+                func, room = wl.func, per_workload - groups.count(wl.hash)
+                recs = sorted((r for r in db.records(wl.hash) if r.ok), key=lambda r: r.timestamp)
                 for rec in recs:
+                    if room <= 0:
+                        break
                     try:
                         f = extract(rec.schedule(func))
                     except Exception as e:  # a record of another version of the space
@@ -143,6 +149,7 @@ def build_transfer(databases: Sequence[str], out: str, per_workload: int = 128) 
                     features.append(f.astype(np.float32))
                     seconds.append(rec.median)
                     groups.append(wl.hash)
+                    room -= 1
     records = TransferRecords(features, np.asarray(seconds, np.float64), groups, names, samples)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "wb") as fh:  # a file object: numpy would append ".npz" to a str

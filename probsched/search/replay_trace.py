@@ -23,6 +23,7 @@ class ReplayTrace(SearchStrategy):
     """Draw from the prior; ``max_draws_per_candidate`` bounds the attempts per slot."""
 
     name = "replay"
+    uses_cost_model = False
 
     def __init__(self, max_draws_per_candidate: int = 8) -> None:
         self.max_draws_per_candidate = max_draws_per_candidate

@@ -11,7 +11,9 @@ calls it in rounds::
 (``draw``, ``replay``, ``mutate``), scores them with the cost model (``score``) and knows
 what was measured (``is_new``). ``generate`` must return candidates that are new by
 structural hash and distinct from each other; it may return fewer than ``n`` when the
-space is exhausted. Any object with these two methods and a ``name`` is a strategy.
+space is exhausted. Any object with these two methods and a ``name`` is a strategy; one
+that never calls ``ctx.score`` says so with ``uses_cost_model = False``, and the tuner then
+trains no model for it.
 
 >>> class Prior(SearchStrategy):
 ...     name = "prior"
@@ -32,9 +34,12 @@ from .candidate import Candidate, SearchContext
 
 
 class SearchStrategy:
-    """Base class of strategies: ``generate`` is required, ``observe`` optional."""
+    """Base class of strategies: ``generate`` is required, ``observe`` optional.
+    ``uses_cost_model = False`` tells the tuner not to train a model the strategy never asks
+    (a transfer-trained MLP costs seconds per training)."""
 
     name = "strategy"
+    uses_cost_model = True
 
     def generate(self, ctx: SearchContext, n: int) -> List[Candidate]:
         raise NotImplementedError
