@@ -63,7 +63,7 @@ def records_in(path):
 def tuned(tmp_path_factory):
     """One real `probsched tune GMM:small --trials 2` run: (directory, completed process).
     ``--cost-model mlp`` spares the default's training on the shipped transfer records
-    (~15 s; tests/test_transfer.py tunes with it)."""
+    (3-6 s per training, several per run; tests/test_transfer.py tunes with it)."""
     d = tmp_path_factory.mktemp("tuned")
     r = cli("tune", "GMM:small", "--trials", "2", "--workers", "1", "--batch-size", "2", "--seed", "0",
             "--cost-model", "mlp", "--db", "t.db", "--json", "out.json", cwd=d)
