@@ -130,6 +130,26 @@ def test_reorder_and_preconditions():
     refuses(sch2, lambda: sch2.reorder(k, i), "not perfectly nested")
 
 
+def test_reorder_refuses_to_swap_pieces_of_a_loop_fusing_spatial_and_reduction_iterators():
+    # Found by the invariant walks: after fuse(i, k) and a split that does not fall on k's
+    # extent, swapping the pieces visits k = 3 of row 1 first, and the init (k == 0) later
+    # discards the partial sum.
+    sch = ps.Schedule(matmul_relu(n=4, m=3, k=5))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(i, k, j)
+    ik = sch.fuse(i, k)
+    outer, inner = sch.split(ik, [5, 4])
+    refuses(sch, lambda: sch.reorder(inner, outer), "both drive iterator", "spatial and reduction iterators at once",
+            "block C")
+    sch.reorder(j, outer, inner)  # j drives no iterator the pieces drive: the order per element is kept
+    assert_same(sch)
+    # pieces of a pure reduction loop still swap freely (every element starts from k = 0)
+    sch2 = ps.Schedule(matmul_relu(n=4, m=3, k=6))
+    k0, k1 = sch2.split(sch2.get_loops(sch2.get_block("C"))[2], [2, 3])
+    sch2.reorder(k1, k0)
+    assert_same(sch2)
+
+
 # ----------------------------------------------------------------------------- loop kinds
 
 

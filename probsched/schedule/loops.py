@@ -173,6 +173,7 @@ def reorder(func: PrimFunc, loops: Sequence[str]) -> PrimFunc:
         new_order[slot] = by_name[n]
     if [c.name for c in new_order] == chain_names:
         return func
+    _check_reduction_order(chain, new_order, prim)
     stmt = None
     for c in reversed(new_order):
         body = chain[-1].body if stmt is None else (stmt,)
@@ -182,6 +183,33 @@ def reorder(func: PrimFunc, loops: Sequence[str]) -> PrimFunc:
 
 def _bound_iter_kinds(blk: Block, var: str) -> set:
     return {it.kind for it, b in zip(blk.iters, blk.bindings) if var in free_vars(b)}
+
+
+def _check_reduction_order(chain: List[Loop], new_order: List[Loop], prim: str) -> None:
+    """Refuse a reorder after which a reduction could run its ``init`` late.
+
+    A block's ``init`` runs when all its reduction iterators are 0, so that point must
+    come first among the points of each output element. Loops bound to one kind of
+    iterator keep it so in any order (their first iteration is all zeros). A loop bound
+    to a spatial and a reduction iterator at once (a fused ``i, k`` split in pieces) does
+    not: swapping its pieces can visit ``k = 1`` of an element before ``k = 0``, whose
+    ``init`` then discards the sum so far.
+    """
+    position = {c.name: i for i, c in enumerate(new_order)}
+    flipped = [(a.name, b.name) for i, a in enumerate(chain) for b in chain[i + 1:] if position[a.name] > position[b.name]]
+    for blk in iter_outer_blocks(chain[-1].body):
+        if blk.init is None:
+            continue
+        for a, b in flipped:
+            mixed = [n for n in (a, b) if {"S", "R"} <= _bound_iter_kinds(blk, n)]
+            shared = [it.var.name for it, e in zip(blk.iters, blk.bindings) if {a, b} <= free_vars(e)]
+            require(
+                not (mixed and shared),
+                prim,
+                f"loops {a} and {b} both drive iterator {shared[0] if shared else '?'} of block {blk.name} and "
+                f"{mixed[0] if mixed else '?'} is bound to spatial and reduction iterators at once: swapping them "
+                "could run the block's init after part of its reduction",
+            )
 
 
 def _check_data_parallel(idx: TreeIndex, path: tuple, node: Loop, prim: str) -> None:
