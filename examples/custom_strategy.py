@@ -19,6 +19,7 @@ from probsched.search import SearchStrategy, choose_site, new_candidates
 
 class ThompsonEnsemble(SearchStrategy):
     name = "thompson"
+    uses_cost_model = False  # its own ensemble ranks candidates: the tuner trains no model
 
     def __init__(self, models: int = 5, pool: int = 64):
         self.models, self.pool = models, pool
@@ -52,5 +53,5 @@ class ThompsonEnsemble(SearchStrategy):
 
 if __name__ == "__main__":
     spec, trials = (sys.argv[1:] + ["GMM:small", "8"])[:2]
-    result = ps.tune(spec, trials=int(trials), strategy=ThompsonEnsemble(), cost_model=None, seed=0, batch_size=4)
+    result = ps.tune(spec, trials=int(trials), strategy=ThompsonEnsemble(), seed=0, batch_size=4)
     print(result.summary(compare=False))

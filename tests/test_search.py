@@ -170,8 +170,9 @@ def test_the_model_is_trained_only_when_the_strategy_asks_it(measurer, tmp_path)
     ps.tune(w, trials=0, space=small_space(), cost_model=unused, database=db_path, measurer=measurer, seed=0)
     assert unused.calls == 0  # nothing to search
     used = _CountingRidge()
-    ps.tune(w, trials=1, space=small_space(), cost_model=used, database=db_path, measurer=measurer, seed=0,
-            batch_size=1, retime_top=0)
+    # a small population: the default one (512, four generations) takes ~20 s to evolve here
+    ps.tune(w, trials=1, space=small_space(), strategy=EvolutionarySearch(population=24, genetic_iters=2),
+            cost_model=used, database=db_path, measurer=measurer, seed=0, batch_size=1, retime_top=0)
     assert used.calls == 2  # on the two records the run resumes from, then on its own trial
 
 
@@ -191,8 +192,7 @@ def test_custom_strategy_example_tunes(measurer):
     assert len(pathlib.Path(spec.origin).read_text().splitlines()) <= 60
     w = ps.workloads.small("GMM")
     strategy = mod.ThompsonEnsemble(models=2, pool=8)
-    result = ps.tune(w, trials=5, space=small_space(), strategy=strategy, cost_model=None, measurer=measurer,
-                     seed=0, batch_size=1)
+    result = ps.tune(w, trials=5, space=small_space(), strategy=strategy, measurer=measurer, seed=0, batch_size=1)
     assert len(result.history) == 5 and result.strategy == "thompson"
     assert len(strategy.seconds) == 5 and result.best is not None
 

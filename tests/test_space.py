@@ -128,15 +128,18 @@ def test_user_rule_composes_with_the_default_space():
     spec.loader.exec_module(mod)
     w = wl.small("GMM")
     x = w.random_inputs(np.random.default_rng(0))
-    packed = 0
-    for s in range(6):
+    compiled = set()
+    for s in range(8):
         sch, tr = draw(w, s, mod.space_with_packing())
         assert "Z/pack_weights" in tr
-        packed += bool(tr["Z/pack_weights"].value)
-        out = w.empty_outputs()
-        ps.build(sch)(*x, *out)
-        w.check(out, w.reference(*x))
-    assert packed >= 1
+        packed = bool(tr["Z/pack_weights"].value)
+        # one compiled check per choice: the compiles (~3 s each) are the test's whole cost
+        if packed not in compiled:
+            compiled.add(packed)
+            out = w.empty_outputs()
+            ps.build(sch)(*x, *out)
+            w.check(out, w.reference(*x))
+    assert compiled == {True, False}
 
 
 # ----------------------------------------------------------------------------- reductions
