@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 import probsched as ps
 from handlers import seed, trace
@@ -145,14 +146,9 @@ def test_metrics_and_normalisation():
 
 def test_benchmark_record_loader_is_tolerant(tmp_path):
     import gzip
-    import importlib.util
     import json
-    import pathlib
 
-    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "bench_cost_model.py"
-    spec = importlib.util.spec_from_file_location("bench_cost_model", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_module()
     w = ps.workloads.get("GMM:2")
     sch = ps.Schedule(w.func)
     sch.split(sch.get_loops(sch.get_block("Z"))[1], [None, 8])
@@ -176,14 +172,7 @@ def test_benchmark_record_loader_is_tolerant(tmp_path):
 
 
 def _bench_module():
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "bench_cost_model.py"
-    spec = importlib.util.spec_from_file_location("bench_cost_model", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_script("benchmarks/bench_cost_model.py")
 
 
 def test_pairwise_accuracy_min_gap():

@@ -6,24 +6,12 @@ against the workload's numpy reference, with 1 and 2 threads of parallel chunks 
 partial tiles along the micro-kernel's M axis.
 """
 
-import importlib.util
-import os
-
 import pytest
+from scripts import load_script
 
 import probsched as ps
 
-_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks", "bench_schedules.py")
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_schedules", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-bench = _load()
+bench = load_script("benchmarks/bench_schedules.py")
 
 
 def _check(w, schedule, **kw):

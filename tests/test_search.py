@@ -1,11 +1,10 @@
 """Search strategies and ps.tune: protocol, mutators, de-duplication, resume."""
 
 import collections
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
+from scripts import ROOT, load_script
 
 import probsched as ps
 from handlers.trace_struct import Site, Trace
@@ -18,7 +17,6 @@ from probsched.selection import DEFAULT_RETIME_ROUNDS
 from probsched.space import AutoInline, MultiLevelTiling, ParallelVectorizeUnroll, RewriteReductionBlock, Space
 from handlers import Categorical
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def small_space():
@@ -186,10 +184,8 @@ def test_tune_rejects_bad_arguments():
 
 
 def test_custom_strategy_example_tunes(measurer):
-    spec = importlib.util.spec_from_file_location("custom_strategy", ROOT / "examples" / "custom_strategy.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert len(pathlib.Path(spec.origin).read_text().splitlines()) <= 60
+    mod = load_script("examples/custom_strategy.py")
+    assert len((ROOT / "examples" / "custom_strategy.py").read_text().splitlines()) <= 60
     w = ps.workloads.small("GMM")
     strategy = mod.ThompsonEnsemble(models=2, pool=8)
     result = ps.tune(w, trials=5, space=small_space(), strategy=strategy, measurer=measurer, seed=0, batch_size=1)

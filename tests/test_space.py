@@ -1,12 +1,11 @@
 """The default design space: traces of every workload are correct; handlers work on them."""
 
-import importlib.util
-import pathlib
 import re
 import warnings
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 import probsched as ps
 import probsched.workloads as wl
@@ -15,7 +14,6 @@ from probsched.ir.interpreter import evaluate
 from probsched.schedule.distributions import PerfectTile
 
 NAMES = wl.names()
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 _DATA: dict = {}
 
 
@@ -123,9 +121,7 @@ def trace_from(tr, values):
 
 
 def test_user_rule_composes_with_the_default_space():
-    spec = importlib.util.spec_from_file_location("custom_rule", ROOT / "examples" / "custom_rule.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("examples/custom_rule.py")
     w = wl.small("GMM")
     x = w.random_inputs(np.random.default_rng(0))
     compiled = set()
