@@ -12,6 +12,16 @@ Prints Markdown tables:
    ``parallel="prange"`` (thin prange loop calling a nogil body): compile seconds and
    GFLOP/s at 512^3 and 128^3 (where per-call overhead shows).
 
+3. With ``--records DB [DB ...]``, instead: where tuned candidates' compile time goes.
+   ``--per-db K`` successful records of each database (drawn with a fixed seed) are
+   rebuilt without the build cache, and numba's own pipeline times are summed per role of
+   the generated function: the entry function, the bodies of parallel loops, and the thin
+   ``prange`` wrappers (``parallel=True``) that call them. numba links a callee's
+   optimized module into its caller and optimizes the result again, so a wrapper pays
+   for its body a second time (and the entry function for both).
+
+       python benchmarks/bench_compile.py --records D/ours_SFM:2.db D/ours_C2D:2.db --per-db 6
+
 GFLOP/s is the median over ``repeat`` runs of the mean time of repeated calls lasting at
 least ``min_repeat_ms``, after a warm-up call.
 """
@@ -191,10 +201,88 @@ def bench_parallel(args) -> list:
     return rows
 
 
+ROLES = ("entry", "body", "prange wrapper")
+
+
+def function_role(name: str, entry: str) -> str:
+    """The role of a generated function, from the names :mod:`probsched.codegen.emit` gives."""
+    if name == entry:
+        return "entry"
+    return "body" if "_body" in name else "prange wrapper"
+
+
+def pipeline_seconds(kernel) -> dict:
+    """numba's pipeline seconds of each function of a built kernel, summed per role."""
+    entry = next(name for name, disp in kernel.dispatchers.items() if disp is kernel.entry)
+    seconds = dict.fromkeys(ROLES, 0.0)
+    count = dict.fromkeys(ROLES, 0)
+    for name, disp in kernel.dispatchers.items():
+        role = function_role(name, entry)
+        for overload in disp.overloads.values():
+            times = overload.metadata.get("pipeline_times", {})
+            seconds[role] += sum(t.run for passes in times.values() for t in passes.values())
+            count[role] += 1
+    return {"seconds": seconds, "count": count}
+
+
+def wrapper_floor() -> float:
+    """Compile seconds of a prange wrapper whose body is one statement (small GMM, loop i
+    parallel under serial loop b): what every prange loop costs whatever its body."""
+    w = ps.workloads.small("GMM")
+    sch = ps.Schedule(w.func)
+    sch.parallel(sch.get_loops(sch.get_block("Z"))[1])
+    return pipeline_seconds(ps.build(sch, cache=False))["seconds"]["prange wrapper"]
+
+
+def compile_breakdown(path: str, k: int, seed: int = 0) -> dict:
+    """Rebuild ``k`` successful records of the database at ``path`` (no build cache) and sum
+    numba's pipeline seconds per function role; also the wall seconds of the builds."""
+    from probsched.database import Database
+
+    with Database(path) as db:
+        (stored,) = db.workloads()
+        records = [r for r in db.records(stored.hash) if r.ok]
+        func = stored.func
+    picked = np.random.default_rng(seed).choice(len(records), size=min(k, len(records)), replace=False)
+    seconds = dict.fromkeys(ROLES, 0.0)
+    count = dict.fromkeys(ROLES, 0)
+    wall = 0.0
+    for i in picked:
+        sch = records[i].schedule(func)
+        t0 = time.perf_counter()
+        kernel = ps.build(sch, cache=False)
+        wall += time.perf_counter() - t0
+        parts = pipeline_seconds(kernel)
+        for role in ROLES:
+            seconds[role] += parts["seconds"][role]
+            count[role] += parts["count"][role]
+    return {"workload": stored.name, "records": len(picked), "wall": wall, "seconds": seconds, "count": count}
+
+
+def print_breakdown(paths: list, k: int) -> None:
+    print("| workload | records | build s (wall, mean) | entry s | bodies s (n) | prange wrappers s (n) | wrappers' share |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for path in paths:
+        b = compile_breakdown(path, k)
+        s, n = b["seconds"], b["count"]
+        total = sum(s.values())
+        print(f"| {b['workload']} | {b['records']} | {b['wall'] / b['records']:.2f} | {s['entry']:.1f} | "
+              f"{s['body']:.1f} ({n['body']}) | {s['prange wrapper']:.1f} ({n['prange wrapper']}) | "
+              f"{s['prange wrapper'] / total:.0%} |")
+    print(f"\nA prange wrapper around a one-statement body compiles in {wrapper_floor():.2f} s here.")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer, shorter repeats")
+    ap.add_argument("--records", nargs="+", metavar="DB", help="split the compile time of tuned records instead")
+    ap.add_argument("--per-db", type=int, default=6, metavar="K", help="records rebuilt per database (default 6)")
     args = ap.parse_args(argv)
+    if args.records:
+        warm_up()
+        warm_up(parallel=True)
+        print_breakdown(args.records, args.per_db)
+        return 0
     args.min_ms, args.repeat = (50.0, 3) if args.quick else (200.0, 5)
 
     t0 = time.perf_counter()
