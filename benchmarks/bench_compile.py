@@ -16,9 +16,9 @@ Prints Markdown tables:
    ``--per-db K`` successful records of each database (drawn with a fixed seed) are
    rebuilt without the build cache, and numba's own pipeline times are summed per role of
    the generated function: the entry function, the bodies of parallel loops, and the thin
-   ``prange`` wrappers (``parallel=True``) that call them. numba links a callee's
-   optimized module into its caller and optimizes the result again, so a wrapper pays
-   for its body a second time (and the entry function for both).
+   ``prange`` wrappers (``parallel=True``) that call them. Each wrapper pays numba's fixed
+   cost of a gufunc (~0.6 s, printed for a one-statement body), and more for a big body:
+   numba links a callee's optimized module into its caller and optimizes it again.
 
        python benchmarks/bench_compile.py --records D/ours_SFM:2.db D/ours_C2D:2.db --per-db 6
 

@@ -200,16 +200,24 @@ def _check_reduction_order(chain: List[Loop], new_order: List[Loop], prim: str) 
     for blk in iter_outer_blocks(chain[-1].body):
         if blk.init is None:
             continue
+        # per loop of the chain: the iterators it drives, and whether they are of both kinds
+        drives = {c.name: set() for c in chain}
+        kinds = {c.name: set() for c in chain}
+        for it, e in zip(blk.iters, blk.bindings):
+            for v in free_vars(e) & drives.keys():
+                drives[v].add(it.var.name)
+                kinds[v].add(it.kind)
         for a, b in flipped:
-            mixed = [n for n in (a, b) if {"S", "R"} <= _bound_iter_kinds(blk, n)]
-            shared = [it.var.name for it, e in zip(blk.iters, blk.bindings) if {a, b} <= free_vars(e)]
-            require(
-                not (mixed and shared),
-                prim,
-                f"loops {a} and {b} both drive iterator {shared[0] if shared else '?'} of block {blk.name} and "
-                f"{mixed[0] if mixed else '?'} is bound to spatial and reduction iterators at once: swapping them "
-                "could run the block's init after part of its reduction",
-            )
+            mixed = [n for n in (a, b) if len(kinds[n]) == 2]
+            shared = drives[a] & drives[b]
+            if mixed and shared:  # the message is built only for a refusal: reorder runs in every replay
+                require(
+                    False,
+                    prim,
+                    f"loops {a} and {b} both drive iterator {min(shared)} of block {blk.name} and {mixed[0]} is bound "
+                    "to spatial and reduction iterators at once: swapping them could run the block's init after "
+                    "part of its reduction",
+                )
 
 
 def _check_data_parallel(idx: TreeIndex, path: tuple, node: Loop, prim: str) -> None:
