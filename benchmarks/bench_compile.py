@@ -15,10 +15,9 @@ Prints Markdown tables:
 3. With ``--records DB [DB ...]``, instead: where tuned candidates' compile time goes.
    ``--per-db K`` successful records of each database (drawn with a fixed seed) are
    rebuilt without the build cache, and numba's own pipeline times are summed per role of
-   the generated function: the entry function, the bodies of parallel loops, and the thin
-   ``prange`` wrappers (``parallel=True``) that call them. Each wrapper pays numba's fixed
-   cost of a gufunc (~0.6 s, printed for a one-statement body), and more for a big body:
-   numba links a callee's optimized module into its caller and optimizes it again.
+   the generated function: the entry function and the bodies of parallel loops. The
+   ``prange`` launchers that run those bodies are compiled once per argument signature
+   per process (:mod:`probsched.codegen.launch`); their one-time cost is printed apart.
 
        python benchmarks/bench_compile.py --records D/ours_SFM:2.db D/ours_C2D:2.db --per-db 6
 
@@ -201,14 +200,12 @@ def bench_parallel(args) -> list:
     return rows
 
 
-ROLES = ("entry", "body", "prange wrapper")
+ROLES = ("entry", "body")
 
 
 def function_role(name: str, entry: str) -> str:
     """The role of a generated function, from the names :mod:`probsched.codegen.emit` gives."""
-    if name == entry:
-        return "entry"
-    return "body" if "_body" in name else "prange wrapper"
+    return "entry" if name == entry else "body"
 
 
 def pipeline_seconds(kernel) -> dict:
@@ -225,13 +222,14 @@ def pipeline_seconds(kernel) -> dict:
     return {"seconds": seconds, "count": count}
 
 
-def wrapper_floor() -> float:
-    """Compile seconds of a prange wrapper whose body is one statement (small GMM, loop i
-    parallel under serial loop b): what every prange loop costs whatever its body."""
-    w = ps.workloads.small("GMM")
-    sch = ps.Schedule(w.func)
-    sch.parallel(sch.get_loops(sch.get_block("Z"))[1])
-    return pipeline_seconds(ps.build(sch, cache=False))["seconds"]["prange wrapper"]
+def launcher_seconds() -> float:
+    """Wall seconds of compiling one parallel launcher (three float32 arrays): what a
+    process pays once per argument signature of its parallel loops."""
+    from probsched.codegen.launch import compile_launcher
+
+    t0 = time.perf_counter()
+    compile_launcher(("array:float32",) * 3)
+    return time.perf_counter() - t0
 
 
 def compile_breakdown(path: str, k: int, seed: int = 0) -> dict:
@@ -260,16 +258,17 @@ def compile_breakdown(path: str, k: int, seed: int = 0) -> dict:
 
 
 def print_breakdown(paths: list, k: int) -> None:
-    print("| workload | records | build s (wall, mean) | entry s | bodies s (n) | prange wrappers s (n) | wrappers' share |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    from probsched.codegen.launch import compiled_launchers
+
+    print("| workload | records | build s (wall, mean) | entry s | bodies s (n) |")
+    print("|---|---:|---:|---:|---:|")
     for path in paths:
         b = compile_breakdown(path, k)
         s, n = b["seconds"], b["count"]
-        total = sum(s.values())
         print(f"| {b['workload']} | {b['records']} | {b['wall'] / b['records']:.2f} | {s['entry']:.1f} | "
-              f"{s['body']:.1f} ({n['body']}) | {s['prange wrapper']:.1f} ({n['prange wrapper']}) | "
-              f"{s['prange wrapper'] / total:.0%} |")
-    print(f"\nA prange wrapper around a one-statement body compiles in {wrapper_floor():.2f} s here.")
+              f"{s['body']:.1f} ({n['body']}) |")
+    print(f"\nThe builds compiled {len(compiled_launchers())} parallel launchers (one per argument signature,"
+          f" shared); one compiles in {launcher_seconds():.2f} s here.")
 
 
 def main(argv=None) -> int:

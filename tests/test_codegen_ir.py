@@ -222,7 +222,9 @@ def test_parallel_loop_forms(form, mm_inputs):
     kern = ps.build(parallel_matmul(), "cpu -threads=2", parallel=form)
     assert kern.parallel_form == form
     if form == "prange":
-        assert "prange(32)" in kern.source and len(kern.dispatchers) == 3
+        # the body alone is compiled for this kernel; the launcher is shared (codegen.launch)
+        assert "_ps_pmm_i_launch(_ps_pmm_i_body_address, 32, A, B, C)" in kern.source
+        assert sorted(kern.dispatchers) == ["_ps_pmm_i_body", "pmm"] and len(kern.launches) == 1
     else:
         assert "range(_ps_lo, _ps_hi)" in kern.source and len(kern.dispatchers) == 1
     close(kern.run(a, b)[0], a @ b, 32)
@@ -249,6 +251,52 @@ def test_nested_parallel_runs_inner_serially(mm_inputs):
     assert kern.parallel_form == "threads"
     assert "parallel loop inside a parallel loop: runs serially" in kern.source
     close(kern.run(a, b)[0], a @ b, 32)
+
+
+def test_kernels_with_parallel_loops_of_one_signature_share_a_launcher(mm_inputs):
+    from probsched.codegen.launch import compiled_launchers
+
+    a, b = mm_inputs
+    arrays = ("array:float32",) * 3
+    ps.build(parallel_matmul(), parallel="prange", cache=False)
+    before = compiled_launchers()
+    assert arrays in before
+    other = ps.build(parallel_matmul("parallel", "vectorized"), parallel="prange", cache=False)
+    assert compiled_launchers() == before  # the same arguments: no new launcher
+    close(other.run(a, b)[0], a @ b, 32)
+    # under a serial loop the body also takes that loop's index: a launcher of its own
+    nested = ps.build(parallel_matmul("parallel", "serial", outer=("o", 2, "serial")), parallel="prange", cache=False)
+    assert ("int64",) + arrays in compiled_launchers() and arrays in compiled_launchers()
+    assert "_ps_pmm_i_launch(_ps_pmm_i_body_address, 32, o, A, B, C)" in nested.source
+    close(nested.run(a, b)[0], a @ b, 32)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_launcher_runs_every_index_once_in_a_chunk_per_thread(threads):
+    import numba
+
+    from probsched.codegen.compile import compile_options, numba_type
+    from probsched.codegen.launch import function_address, launcher
+
+    def body(lo, hi, count, first):
+        for i in range(lo, hi):
+            count[i] += np.float32(1.0)
+            first[i] = lo
+
+    i64, f32 = numba_type("int64"), numba_type("array:float32")
+    address = function_address(numba.njit((i64, i64, f32, f32), **compile_options())(body))
+    launch = launcher(("array:float32",) * 2)
+    saved = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        for extent in (1, 2, 3, 7):
+            count, first = np.zeros(extent, np.float32), np.full(extent, -1, np.float32)
+            launch(address, extent, count, first)
+            assert count.tolist() == [1.0] * extent
+            starts = sorted(set(first.tolist()))  # contiguous chunks, at most one per thread
+            assert len(starts) == min(threads, extent) and starts[0] == 0
+    finally:
+        numba.set_num_threads(saved)
 
 
 def test_parallel_loop_below_serial_loop_uses_prange(mm_inputs):
@@ -321,7 +369,8 @@ def test_local_buffer_under_parallel_loop_is_per_thread(form, rng):
     kern = ps.build(tiled_local_matmul(unroll_j=False, parallel_i0=True), "cpu -threads=2", parallel=form)
     src = kern.source
     if form == "prange":
-        assert re.search(r"def _ps_tiled_i0_body\(i0, A, B, C\):.*\n    C_local = _ps_stack_empty", src)
+        # once per thread's chunk, before the chunk's loop
+        assert re.search(r"def _ps_tiled_i0_body\(_ps_lo, _ps_hi, A, B, C\):.*\n    C_local = _ps_stack_empty.*\n    for i0 in range\(_ps_lo, _ps_hi\)", src)
     else:
         assert re.search(r"if _ps_seg == 0:\n        C_local = _ps_stack_empty\(16, np.float32\).*\n        for i0 in range\(_ps_lo, _ps_hi\)", src)
     a, b = rand(rng, 16, 8), rand(rng, 8, 16)

@@ -181,8 +181,14 @@ def compile_module(module: ModuleSource) -> CompiledModule:
     Raises :class:`~probsched.errors.BuildError` carrying numba's message and the lines of
     generated source around the failure.
     """
+    from .launch import function_address, launcher
+
     numba = _numba()
-    warm_up(parallel=any(f.parallel for f in module.functions))
+    warm_up()
+    # Launchers are shared by every kernel of this process: like warm_up, their one-time
+    # compile is not this kernel's compile time.
+    launchers = {ls.launcher: launcher(ls.kinds) for ls in module.launches}
+    launched = {ls.body: ls for ls in module.launches}
     n = next(_counter)
     filename = f"<probsched-{module.func.name}-{n}>"
     source = module.source
@@ -196,13 +202,14 @@ def compile_module(module: ModuleSource) -> CompiledModule:
         ) from exc
     ns: dict = {"__name__": f"probsched_generated_{n}", "__file__": filename}
     ns.update(module.extra_globals)
+    ns.update(launchers)
     exec(code, ns)
     dispatchers: Dict[str, object] = {}
     t0 = time.perf_counter()
     for spec in module.functions:
         sig = tuple(numba_type(kind) for _, kind in spec.args)
         try:
-            disp = numba.njit(sig, **compile_options(spec.parallel))(ns[spec.name])
+            disp = numba.njit(sig, **compile_options())(ns[spec.name])
         except Exception as exc:
             linecache.cache.pop(filename, None)
             msg = str(exc)
@@ -213,6 +220,8 @@ def compile_module(module: ModuleSource) -> CompiledModule:
             ) from exc
         ns[spec.name] = disp
         dispatchers[spec.name] = disp
+        if spec.name in launched:  # a parallel loop's body: its caller needs the address
+            ns[launched[spec.name].address] = function_address(disp)
     seconds = time.perf_counter() - t0
     return CompiledModule(dispatchers, dispatchers[module.entry], seconds, filename)
 

@@ -35,9 +35,11 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
   segment as contiguous chunks of the loop on a thread pool. No ``parallel=True``
   compilation (which costs ~3x the compile time). Needs every outermost parallel loop to
   be a top-level statement of the function.
-- ``"prange"``: each outermost parallel loop becomes a thin ``prange`` loop in its own
-  ``parallel=True`` function calling a separately compiled nogil body function with the
-  loop index, the enclosing integer variables and the arrays. Works at any depth.
+- ``"prange"``: each outermost parallel loop becomes a separately compiled nogil body
+  function running a chunk ``range(lo, hi)`` of the loop, with the enclosing integer
+  variables and the arrays as arguments, and a call to the launcher shared by every loop
+  of that argument signature (:mod:`.launch`), which runs one chunk per thread of numba's
+  pool, calling the body by address. Works at any depth.
 - ``"auto"``: threads when possible and every top-level parallel loop has enough work per
   call to hide a thread handoff (:data:`THREADS_MIN_WORK`), else prange. Parallel loops
   nested in a parallel loop run serially in both forms.
@@ -102,12 +104,24 @@ def _is_fn_scope(key: tuple) -> bool:
 
 @dataclass
 class FunctionSpec:
-    """One function of the generated module: name, argument kinds, numba options."""
+    """One function of the generated module: name, argument kinds, source lines."""
 
     name: str
     args: List[Tuple[str, str]]  # (name, "int64") or (name, "array:<dtype>")
-    parallel: bool = False
     lines: List[str] = field(default_factory=list)
+
+
+@dataclass
+class LaunchSpec:
+    """A parallel loop of the prange form: the caller runs ``launcher(address, extent,
+    *args)``, where ``launcher`` is the shared launcher of the argument ``kinds`` and
+    ``address`` the address of the compiled ``body`` (see :mod:`.launch`); both are globals
+    of the generated module, bound when the module is compiled."""
+
+    launcher: str
+    address: str
+    body: str
+    kinds: Tuple[str, ...]
 
 
 @dataclass
@@ -132,6 +146,7 @@ class ModuleSource:
     segments: Optional[List[Segment]]
     parallel_form: str  # "none", "threads" or "prange"
     extra_globals: Dict[str, object]
+    launches: List[LaunchSpec] = field(default_factory=list)
 
     def function_source(self, name: str) -> str:
         """The text of one generated function."""
@@ -185,6 +200,7 @@ class Emitter:
         self.namer = Namer()
         self.globals: Dict[str, object] = {}
         self.functions: List[FunctionSpec] = []
+        self.launches: List[LaunchSpec] = []
         self.env: Dict[str, Expr] = {}
         self.bound: List[str] = []  # integer names in scope, in binding order
         self.scope: List[tuple] = [_ROOT]
@@ -399,33 +415,32 @@ class Emitter:
         ints = list(self.bound)
         arrays = list(self.visible_arrays)
         body_name = self.namer.helper(f"{self.entry}_{name}_body")
-        par_name = self.namer.helper(f"{self.entry}_{name}_parallel")
+        launch_name = self.namer.helper(f"{self.entry}_{name}_launch")
+        address_name = self.namer.helper(f"{self.entry}_{name}_body_address")
         actual = ", ".join(ints + arrays)
-        self.line(f"{par_name}({actual})  # parallel loop {loop.var.name} in range({loop.extent})")
+        self.line(
+            f"{launch_name}({address_name}, {loop.extent}{', ' if actual else ''}{actual})"
+            f"  # parallel loop {loop.var.name} in range({loop.extent}): {body_name} on a chunk per thread"
+        )
         int_args = [(a, "int64") for a in ints]
         arr_args = [(a, self._array_type(a)) for a in arrays]
-        par = FunctionSpec(par_name, int_args + arr_args, parallel=True)
-        idx = self.namer.helper("i")
-        par.lines = [
-            f"def {par_name}({actual}):",
-            f"    for {idx} in prange({loop.extent}):",
-            f"        {body_name}({', '.join([idx] + ints + arrays)})",
-        ]
-        body = FunctionSpec(body_name, [(name, "int64")] + int_args + arr_args)
+        self.launches.append(LaunchSpec(launch_name, address_name, body_name, tuple(k for _, k in int_args + arr_args)))
+        lo, hi = self.namer.helper("lo"), self.namer.helper("hi")
+        body = FunctionSpec(body_name, [(lo, "int64"), (hi, "int64")] + int_args + arr_args)
         saved_fn, saved_scope, saved_arrays = self.fn, self.scope, list(self.visible_arrays)
         self._start_fn(body)
-        body.lines[0] = f"def {body_name}({', '.join([name] + ints + arrays)}):  # body of parallel loop {loop.var.name}"
+        body.lines[0] = f"def {body_name}({', '.join([lo, hi] + ints + arrays)}):  # parallel loop {loop.var.name}, one thread's chunk"
         self.in_parallel = True
         self.scope = self.scope + [("fn", id(loop))]
-        with self.indented(), self._bind(loop.var.name, Var(name), name):
-            self._allocs(self.scope[-1])
-            self.emit(loop.body)
+        with self.indented():
+            self._allocs(self.scope[-1])  # once per chunk: scratch buffers are per thread
+            self._for_header(loop, name, f"range({lo}, {hi})", "")
+            self._loop_body(loop, name)
         self.scope = saved_scope
         self.visible_arrays = saved_arrays
         self.in_parallel = False
         self.fn = saved_fn
         self.functions.append(body)
-        self.functions.append(par)
 
     def _array_type(self, name: str) -> str:
         for bname, aname in self.array_names.items():
@@ -785,12 +800,16 @@ def emit_module(func: PrimFunc, parallel: str = "auto") -> ModuleSource:
             for b in em.entry_arrays
         ),
         "import numpy as np",
-        "from numba import prange",
         "",
         "_u64 = np.uint64",
     ]
     if em.globals:
         header.append("# globals brought in by statement emitters: " + ", ".join(sorted(em.globals)))
+    for ls in em.launches:
+        header.append(
+            f"# {ls.launcher}: the shared parallel launcher (probsched.codegen.launch); "
+            f"{ls.address}: the address of {ls.body}"
+        )
     entry_spec = em.functions[-1]
     ordered = [entry_spec] + em.functions[:-1]
     text = "\n".join(header) + "\n\n\n" + "\n\n\n".join("\n".join(f.lines) for f in ordered) + "\n"
@@ -804,6 +823,7 @@ def emit_module(func: PrimFunc, parallel: str = "auto") -> ModuleSource:
         segments=em.segments,
         parallel_form=form,
         extra_globals=dict(em.globals),
+        launches=list(em.launches),
     )
 
 

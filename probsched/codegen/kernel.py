@@ -140,8 +140,9 @@ class Kernel:
     ``compile_seconds``, ``from_cache`` (the machine code of an equal function built
     before was reused; ``compile_seconds`` is then that build's), ``target``,
     ``parallel_form`` (``"none"``, ``"threads"`` or ``"prange"``), ``inputs`` / ``outputs``
-    (parameter buffers), ``dispatchers`` (the numba functions by name) and ``entry`` (the
-    compiled entry point, taking flat arrays).
+    (parameter buffers), ``dispatchers`` (the numba functions by name), ``entry`` (the
+    compiled entry point, taking flat arrays) and ``launches`` (in the prange form, one
+    :class:`~.emit.LaunchSpec` per parallel loop run by a shared launcher).
     """
 
     def __init__(self, module: ModuleSource, compiled: CompiledModule, target, func=None, from_cache: bool = False) -> None:
@@ -154,6 +155,7 @@ class Kernel:
         self.parallel_form: str = module.parallel_form
         self.dispatchers = dict(compiled.dispatchers)
         self.entry = compiled.entry
+        self.launches = list(module.launches)
         written = written_buffers(func)
         self.params: Tuple[Buffer, ...] = tuple(func.params)
         self.outputs: Tuple[Buffer, ...] = tuple(b for b in func.params if b.name in written)
