@@ -90,10 +90,14 @@ THREADS_MIN_WORK = 1 << 26
 statements per call (leaf statements times their loops' extents) *per top-level parallel
 loop*. Each such loop hands a chunk to a Python worker thread, which on this VM costs
 50-250 us more than numba's spinning thread pool (a sleeping thread is woken), once per
-loop per call; the prange form costs 1-3.5 s more compile time. Best kernels of the suite,
-both forms, each timed in its own process (``benchmarks/bench_parallel_form.py``, README):
-at 5-31 M statements per loop (DEP:0, T2D:0, CBR:1) prange ran 24-30% faster, at
-125-1079 M (C2D:2, GMM:2, GMM:3) 3-6% faster, inside this VM's noise."""
+loop per call; the prange form compiles its parallel-loop bodies apart from the entry,
+0.25-0.4 s more per candidate (median of the 3 best records of GMM:2, GMM:3 and C2D:2,
+2026-12-02; it was 1-3.5 s with a gufunc wrapper per loop, before :mod:`.launch`). Best
+kernels of the suite, both forms, each timed in its own process
+(``benchmarks/bench_parallel_form.py``, README): at 5-31 M statements per loop (DEP:0,
+T2D:0, CBR:1) prange ran 24-30% faster, at 125-1079 M (C2D:2, GMM:2, GMM:3) 3-6% faster,
+inside this VM's noise. With the cheaper prange form, this threshold deserves a new
+measurement."""
 
 _ROOT = ("root",)
 

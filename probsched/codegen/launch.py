@@ -6,7 +6,7 @@ function ``body(lo, hi, ints..., arrays...)`` that runs the loop's iterations ``
 ``launch(address_of_body, extent, ints..., arrays...)`` where the loop stood. ``launch`` is
 a ``parallel=True`` function: its ``prange`` loop splits ``range(extent)`` into one
 contiguous chunk per thread (numba's own static schedule) and calls the body on each
-through its address (:func:`call_by_address`). It depends only on the kinds of the
+through its address (a numba intrinsic). It depends only on the kinds of the
 arguments, so :func:`launcher` compiles it once per argument signature per process, and
 every kernel with a parallel loop of that signature reuses it.
 
@@ -87,11 +87,6 @@ def _call_by_address():
 
     _intrinsic.append(call_by_address)
     return call_by_address
-
-
-def call_by_address():
-    """The intrinsic that calls a numba function by address (see the module docstring)."""
-    return _call_by_address()
 
 
 def function_address(dispatcher) -> int:
