@@ -203,18 +203,12 @@ def bench_parallel(args) -> list:
 ROLES = ("entry", "body")
 
 
-def function_role(name: str, entry: str) -> str:
-    """The role of a generated function, from the names :mod:`probsched.codegen.emit` gives."""
-    return "entry" if name == entry else "body"
-
-
 def pipeline_seconds(kernel) -> dict:
     """numba's pipeline seconds of each function of a built kernel, summed per role."""
-    entry = next(name for name, disp in kernel.dispatchers.items() if disp is kernel.entry)
     seconds = dict.fromkeys(ROLES, 0.0)
     count = dict.fromkeys(ROLES, 0)
-    for name, disp in kernel.dispatchers.items():
-        role = function_role(name, entry)
+    for disp in kernel.dispatchers.values():
+        role = "entry" if disp is kernel.entry else "body"
         for overload in disp.overloads.values():
             times = overload.metadata.get("pipeline_times", {})
             seconds[role] += sum(t.run for passes in times.values() for t in passes.values())

@@ -45,6 +45,7 @@ numpy's error model), so the status the body returns is not looked at.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Dict, List, Tuple
 
@@ -52,13 +53,11 @@ from .compile import compile_options, configure_numba, numba_type, warm_up
 
 _launchers: Dict[Tuple[str, ...], object] = {}
 _lock = threading.Lock()
-_intrinsic: list = []
 
 
+@functools.lru_cache(maxsize=None)
 def _call_by_address():
     """The numba intrinsic ``call_by_address(address, args_tuple)`` (built on first use)."""
-    if _intrinsic:
-        return _intrinsic[0]
     numba = configure_numba()
     from numba.core import cgutils
     from numba.extending import intrinsic
@@ -85,7 +84,6 @@ def _call_by_address():
 
         return numba.types.void(address, args), codegen
 
-    _intrinsic.append(call_by_address)
     return call_by_address
 
 

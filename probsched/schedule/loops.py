@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
+from ..errors import ScheduleError
 from ..ir.expr import Const, Expr, Var, all_of, free_vars
 from ..ir.stmt import Block, Loop, PrimFunc
 from .analysis import simplify
@@ -211,12 +212,10 @@ def _check_reduction_order(chain: List[Loop], new_order: List[Loop], prim: str) 
             mixed = [n for n in (a, b) if len(kinds[n]) == 2]
             shared = drives[a] & drives[b]
             if mixed and shared:  # the message is built only for a refusal: reorder runs in every replay
-                require(
-                    False,
-                    prim,
-                    f"loops {a} and {b} both drive iterator {min(shared)} of block {blk.name} and {mixed[0]} is bound "
-                    "to spatial and reduction iterators at once: swapping them could run the block's init after "
-                    "part of its reduction",
+                raise ScheduleError(
+                    f"{prim}: loops {a} and {b} both drive iterator {min(shared)} of block {blk.name} and {mixed[0]} "
+                    "is bound to spatial and reduction iterators at once: swapping them could run the block's init "
+                    "after part of its reduction"
                 )
 
 
