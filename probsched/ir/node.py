@@ -43,8 +43,31 @@ class Node:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
 
+    #: field -> test that a value is already in the form ``__init__`` would store: a
+    #: ``replace`` changing only such fields skips ``__init__`` (see :meth:`replace`)
+    _as_given: dict = {}
+
     def replace(self, **changes):
-        """A copy with some fields changed (through ``__init__``, so checks run again)."""
+        """A copy with some fields changed (through ``__init__``, so checks run again).
+
+        When every change passes its class's ``_as_given`` test, the fields are copied
+        without ``__init__``. Replaying one DEP:0 candidate rebuilds ~280 loops on the
+        paths its primitives change, and re-checking what did not change (kind, extent,
+        annotations) made each rebuild cost 5.9 µs instead of 2.5.
+
+        >>> from probsched.ir.expr import Var
+        >>> from probsched.ir.stmt import Loop
+        >>> outer = Loop(Var("i"), 4, "parallel", (), {"note": 1})
+        >>> moved = outer.replace(body=(Loop(Var("j"), 2),))
+        >>> moved.kind, moved.annotations, [l.name for l in moved.body]
+        ('parallel', (('note', 1),), ['j'])
+        """
+        as_given = self._as_given
+        if as_given and all(f in as_given and as_given[f](v) for f, v in changes.items()):
+            new = object.__new__(type(self))
+            for f in self._fields:
+                object.__setattr__(new, f, changes[f] if f in changes else getattr(self, f))
+            return new
         kwargs = {f: getattr(self, f) for f in self._init_fields()}
         kwargs.update(changes)
         return type(self)(**kwargs)

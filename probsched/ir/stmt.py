@@ -231,6 +231,7 @@ class Loop(Stmt):
 
     __slots__ = ("var", "extent", "kind", "body", "annotations")
     _fields = ("var", "extent", "kind", "body", "annotations")
+    _as_given = {"body": lambda v: type(v) is tuple}
 
     def __init__(self, var: Var, extent: int, kind: str = "serial", body: Sequence[Stmt] = (), annotations=None) -> None:
         if kind not in LOOP_KINDS:
@@ -280,6 +281,7 @@ class PrimFunc(Node):
 
     __slots__ = ("name", "params", "body", "allocs", "attrs")
     _fields = ("name", "params", "body", "allocs", "attrs")
+    _as_given = {"body": lambda v: type(v) is tuple}
 
     def __init__(self, name: str, params: Sequence[Buffer], body: Sequence[Stmt], allocs: Sequence[Buffer] = (), attrs=None) -> None:
         params = tuple(params)
