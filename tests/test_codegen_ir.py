@@ -299,6 +299,29 @@ def test_launcher_runs_every_index_once_in_a_chunk_per_thread(threads):
         numba.set_num_threads(saved)
 
 
+def test_launcher_raises_when_a_chunk_of_the_body_fails():
+    import numba
+
+    from probsched.codegen.compile import compile_options, numba_type
+    from probsched.codegen.launch import function_address, launcher
+
+    def body(lo, hi, out, bad):
+        for i in range(lo, hi):
+            if i == bad[0]:
+                raise MemoryError("no room for a scratch buffer")  # what a failed np.empty raises
+            out[i] = np.float32(1.0)
+
+    f32 = numba_type("array:float32")
+    address = function_address(numba.njit((numba_type("int64"),) * 2 + (f32, f32), **compile_options())(body))
+    launch = launcher(("array:float32",) * 2)
+    out = np.zeros(6, np.float32)
+    launch(address, 6, out, np.full(1, -1, np.float32))  # no failing index: runs as before
+    assert out.tolist() == [1.0] * 6
+    for bad in (0, 5):  # the first chunk, the last one
+        with pytest.raises(RuntimeError, match="parallel loop body failed"):
+            launch(address, 6, np.zeros(6, np.float32), np.full(1, bad, np.float32))
+
+
 def test_parallel_loop_below_serial_loop_uses_prange(mm_inputs):
     a, b = mm_inputs
     f = parallel_matmul("parallel", "serial", outer=("o", 1 + 1, "serial"))

@@ -27,8 +27,11 @@ per index (one process, alternating), which is not worth a second mode.
 The body is called through numba's own calling convention (return slot, exception slot,
 the arguments' data model), so it must have been compiled for exactly the argument types
 the launcher passes: :func:`function_address` takes the one overload of a dispatcher
-compiled with an explicit signature. Generated bodies raise nothing (no bounds checks,
-numpy's error model), so the status the body returns is not looked at.
+compiled with an explicit signature. Generated bodies raise nothing themselves (no bounds
+checks, numpy's error model), but a scratch buffer's allocation can fail: the launcher
+counts the chunks whose call returned an error status and then raises ``RuntimeError``,
+so the kernel fails (a failed record) instead of returning a partly computed result. The
+body's own exception is not carried across the call.
 
 >>> import numba, numpy as np
 >>> from probsched.codegen.compile import compile_options, numba_type
@@ -62,9 +65,12 @@ def _call_by_address():
     from numba.core import cgutils
     from numba.extending import intrinsic
 
+    from numba.core.callconv import RETCODE_NONE, RETCODE_OK
+
     @intrinsic
     def call_by_address(typingctx, address, args):
-        """Call the numba-compiled function at ``address`` with the members of ``args``."""
+        """Call the numba-compiled function at ``address`` with the members of ``args``;
+        1 when it returned an error status (it raised), else 0."""
         if not isinstance(address, numba.types.Integer) or not isinstance(args, numba.types.BaseTuple):
             return None
 
@@ -79,10 +85,11 @@ def _call_by_address():
             builder.store(cgutils.get_null_value(ret.type.pointee), ret)
             excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee, name="excinfo")
             packer = conv._get_arg_packer(argtys)
-            builder.call(fn, [ret, excinfo] + list(packer.as_arguments(builder, values)))
-            return context.get_dummy_value()
+            status = builder.call(fn, [ret, excinfo] + list(packer.as_arguments(builder, values)))
+            ok = builder.or_(builder.icmp_signed("==", status, RETCODE_OK), builder.icmp_signed("==", status, RETCODE_NONE))
+            return builder.zext(builder.not_(ok), context.get_value_type(numba.types.int64))
 
-        return numba.types.void(address, args), codegen
+        return numba.types.int64(address, args), codegen
 
     return call_by_address
 
@@ -124,8 +131,11 @@ def compile_launcher(kinds: Tuple[str, ...]):
     src = (
         f"def launch(address, extent, {', '.join(names)}):\n"
         "    chunks = min(get_num_threads(), extent)\n"
+        "    failed = 0\n"
         "    for c in prange(chunks):\n"
-        f"        call(address, ({chunk}))\n"
+        f"        failed += call(address, ({chunk}))\n"
+        "    if failed:\n"
+        "        raise RuntimeError('a parallel loop body failed (an exception in its chunk, e.g. out of memory)')\n"
     )
     ns = {"prange": numba.prange, "get_num_threads": numba.get_num_threads, "call": _call_by_address()}
     exec(compile(src, "<probsched-launcher>", "exec"), ns)
