@@ -323,6 +323,14 @@ def test_compute_inline_and_preconditions():
     c, d = sch2.get_block("C"), sch2.get_block("D")
     refuses(sch2, lambda: sch2.compute_inline(c), "compute_inline", "block C is a reduction")
     refuses(sch2, lambda: sch2.compute_inline(d), "writes the function output D")
+    # the check alone (what compute_locations asks for every candidate) agrees and changes nothing
+    from probsched.schedule.compute_location import compute_inline
+
+    func = pad_conv1d()
+    assert compute_inline(func, "P", check_only=True) is func
+    for block, message in (("C", "block C is a reduction"), ("D", "writes the function output D")):
+        with pytest.raises(ps.ScheduleError, match=message):
+            compute_inline(sch2.mod, block, check_only=True)
 
 
 def test_reverse_compute_inline_and_preconditions():

@@ -414,12 +414,18 @@ def _loads_of(e: Expr) -> List[Load]:
     return loads(e)
 
 
-def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
-    """Inline an elementwise producer into every consumer and remove it."""
+def compute_inline(func: PrimFunc, block: str, *, check_only: bool = False) -> PrimFunc:
+    """Inline an elementwise producer into every consumer and remove it.
+
+    ``check_only=True`` runs the checks (raising ScheduleError as the inlining would) and
+    returns ``func`` unchanged: the rewrite itself never refuses.
+    """
     prim = "compute_inline"
     idx = TreeIndex.of(func)
     bpath, blk = lookup_block(idx, block, prim)
     st, dims = _check_inlinable(func, blk, prim)
+    if check_only:
+        return func
     bname = st.buffer.name
 
     def inline(ld: Load) -> Expr:
