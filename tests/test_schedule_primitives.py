@@ -171,6 +171,13 @@ def test_loop_kind_preconditions():
     refuses(sch, lambda: sch.parallel(k), "parallel", "loop k", "reduction iterator of block C")
     refuses(sch, lambda: sch.vectorize(i), "vectorize", "not innermost")
     refuses(sch, lambda: sch.vectorize(k), "reduction iterator")
+    # the checks alone (what the parallelizing postprocessor asks) agree and change nothing
+    from probsched.schedule.loops import set_kind
+
+    assert set_kind(sch.mod, "i", "parallel", check_only=True) is sch.mod
+    for loop, kind, message in (("k", "parallel", "reduction iterator of block C"), ("i", "vectorized", "not innermost")):
+        with pytest.raises(ps.ScheduleError, match=message):
+            set_kind(sch.mod, loop, kind, check_only=True)
 
 
 def test_annotate_and_unannotate():

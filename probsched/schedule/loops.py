@@ -238,8 +238,11 @@ def _check_data_parallel(idx: TreeIndex, path: tuple, node: Loop, prim: str) -> 
         )
 
 
-def set_kind(func: PrimFunc, loop: str, kind: str) -> PrimFunc:
-    """Mark a loop parallel, vectorized, unrolled or serial (with the checks each needs)."""
+def set_kind(func: PrimFunc, loop: str, kind: str, *, check_only: bool = False) -> PrimFunc:
+    """Mark a loop parallel, vectorized, unrolled or serial (with the checks each needs).
+
+    ``check_only=True`` runs the checks and returns ``func`` unchanged.
+    """
     prim = {"parallel": "parallel", "vectorized": "vectorize", "unrolled": "unroll", "serial": "serial"}[kind]
     idx = TreeIndex.of(func)
     path, node = lookup_loop(idx, loop, prim)
@@ -252,6 +255,8 @@ def set_kind(func: PrimFunc, loop: str, kind: str) -> PrimFunc:
             f"loop {loop} is not innermost (it contains loop(s) "
             f"{[c.name for c in node.body if isinstance(c, Loop)]})",
         )
+    if check_only:
+        return func
     return replace_at(func, path, (node.replace(kind=kind),))
 
 

@@ -83,12 +83,12 @@ class ParallelVectorizeUnroll:
         s = root
         product = 1
         while isinstance(s, Loop) and s.kind == "serial":
-            try:
-                loop_prims.set_kind(sch.mod, s.name, "parallel")
-            except ScheduleError:
-                break
             if chain and product > 1 and product * s.extent > limit:
                 break  # (a first loop longer than the limit still runs in parallel)
+            try:
+                loop_prims.set_kind(sch.mod, s.name, "parallel", check_only=True)
+            except ScheduleError:
+                break
             chain.append(s)
             product *= s.extent
             if len(s.body) != 1 or not isinstance(s.body[0], Loop):
