@@ -63,9 +63,8 @@ def _call_by_address():
     """The numba intrinsic ``call_by_address(address, args_tuple)`` (built on first use)."""
     numba = configure_numba()
     from numba.core import cgutils
-    from numba.extending import intrinsic
-
     from numba.core.callconv import RETCODE_NONE, RETCODE_OK
+    from numba.extending import intrinsic
 
     @intrinsic
     def call_by_address(typingctx, address, args):

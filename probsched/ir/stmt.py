@@ -55,6 +55,10 @@ def _freeze_annotations(annotations) -> tuple:
     return tuple(sorted(out))
 
 
+#: ``replace(body=...)`` with a tuple of statements needs no ``__init__`` (see ``Node.replace``)
+_BODY_AS_TUPLE = {"body": lambda v: type(v) is tuple}
+
+
 class Buffer(Node):
     """A multi-dimensional array: a function parameter, an intermediate, or a local scratch."""
 
@@ -231,7 +235,7 @@ class Loop(Stmt):
 
     __slots__ = ("var", "extent", "kind", "body", "annotations")
     _fields = ("var", "extent", "kind", "body", "annotations")
-    _as_given = {"body": lambda v: type(v) is tuple}
+    _as_given = _BODY_AS_TUPLE
 
     def __init__(self, var: Var, extent: int, kind: str = "serial", body: Sequence[Stmt] = (), annotations=None) -> None:
         if kind not in LOOP_KINDS:
@@ -281,7 +285,7 @@ class PrimFunc(Node):
 
     __slots__ = ("name", "params", "body", "allocs", "attrs")
     _fields = ("name", "params", "body", "allocs", "attrs")
-    _as_given = {"body": lambda v: type(v) is tuple}
+    _as_given = _BODY_AS_TUPLE
 
     def __init__(self, name: str, params: Sequence[Buffer], body: Sequence[Stmt], allocs: Sequence[Buffer] = (), attrs=None) -> None:
         params = tuple(params)

@@ -148,10 +148,9 @@ class PerfectTile(Distribution):
                 lp -= math.lgamma(_exponent(int(v), p) + 1)
         return lp
 
-    def support(self) -> Optional[List[Tuple[int, ...]]]:
-        """Every factorisation (None above 20,000 of them)."""
-        out = _factorisations(self.extent, self.n, self.max_innermost_factor)
-        return None if out is None else list(out)
+    def support(self) -> Optional[Sequence[Tuple[int, ...]]]:
+        """Every factorisation, as a shared tuple (None above 20,000 of them)."""
+        return _factorisations(self.extent, self.n, self.max_innermost_factor)
 
     def _moves(self, value: Sequence[int]) -> List[Tuple[int, int, int]]:
         mif = self.max_innermost_factor
