@@ -518,20 +518,20 @@ def test_numba_error_becomes_build_error_with_source_context(emitters):
     assert re.search(r">\s+\d+ \|     undefined_helper\(1\)", msg)
 
 
-def test_auto_parallel_form_depends_on_placement_and_work():
-    from probsched.codegen.emit import THREADS_MIN_WORK, choose_form
+def test_auto_parallel_form_is_prange_wherever_a_loop_is_parallel():
+    from probsched.codegen.emit import choose_form
 
-    small = parallel_matmul()  # 32^3 statements per call: numba's thread pool has less overhead
-    assert 32**3 < THREADS_MIN_WORK and choose_form(small) == "prange"
-    big = PrimFunc("big", small.params, (Loop(Var("o"), THREADS_MIN_WORK // 32**3, "parallel", body=small.body),))
-    assert choose_form(big) == "threads"
-    # the same work split over two top-level parallel loops: two thread handoffs per call
-    half = Loop(Var("o"), THREADS_MIN_WORK // 32**3 // 2, "parallel", body=small.body)
-    assert choose_form(PrimFunc("two", small.params, (half, half))) == "prange"
-    assert choose_form(PrimFunc("two_big", small.params, (big.body[0], big.body[0]))) == "threads"
+    small = parallel_matmul()
+    assert choose_form(small) == "prange"
+    # a billion statements per call: work that hides a thread handoff no longer picks threads
+    big = PrimFunc("big", small.params, (Loop(Var("o"), 1 << 15, "parallel", body=small.body),))
+    assert choose_form(big) == "prange" and choose_form(big, "threads") == "threads"
     nested = parallel_matmul("parallel", "serial", outer=("o", 256, "serial"))
     assert choose_form(nested) == "prange"
-    assert choose_form(nested, "prange") == "prange"
+    with pytest.raises(ps.BuildError, match="top level"):
+        choose_form(nested, "threads")
+    serial = parallel_matmul("serial", "serial")
+    assert choose_form(serial) == "none" and choose_form(serial, "threads") == "none"
 
 
 def test_emit_module_without_compiling():

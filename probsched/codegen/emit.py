@@ -32,17 +32,21 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
 
 - ``"threads"``: each top-level parallel loop is a *segment* of the one compiled (nogil)
   function ``main(_ps_seg, _ps_lo, _ps_hi, arrays...)``; the kernel wrapper runs a parallel
-  segment as contiguous chunks of the loop on a thread pool. No ``parallel=True``
-  compilation (which costs ~3x the compile time). Needs every outermost parallel loop to
-  be a top-level statement of the function.
+  segment as contiguous chunks of the loop on a thread pool. One function to compile, no
+  ``parallel=True`` launcher; each call of a parallel segment wakes a sleeping Python
+  thread (50-250 us on this VM). Needs every outermost parallel loop to be a top-level
+  statement of the function.
 - ``"prange"``: each outermost parallel loop becomes a separately compiled nogil body
   function running a chunk ``range(lo, hi)`` of the loop, with the enclosing integer
   variables and the arrays as arguments, and a call to the launcher shared by every loop
   of that argument signature (:mod:`.launch`), which runs one chunk per thread of numba's
   pool, calling the body by address. Works at any depth.
-- ``"auto"``: threads when possible and every top-level parallel loop has enough work per
-  call to hide a thread handoff (:data:`THREADS_MIN_WORK`), else prange. Parallel loops
-  nested in a parallel loop run serially in both forms.
+- ``"auto"``: prange whenever there is a parallel loop. Each suite workload's best kernel
+  ran faster in it (``benchmarks/bench_parallel_form.py``: 0.38-0.76x of the threads
+  form's time on six workloads, 0.94-0.97x on GMM:2, GMM:3 and C2D:2, whose work per call
+  hides most of a thread handoff), and since :mod:`.launch` it compiles only 0.05-0.25 s
+  more per kernel (README, "Parallel form"). Parallel loops nested in a parallel loop run
+  serially in both forms.
 
 >>> import probsched as ps
 >>> A = ps.placeholder((4, 8), name="A")
@@ -84,20 +88,6 @@ MAX_SCALARISED_ELEMENTS = 256
 """A local buffer with more accessed elements than this stays an array."""
 
 PARALLEL_FORMS = ("auto", "threads", "prange")
-
-THREADS_MIN_WORK = 1 << 26
-"""``parallel="auto"`` uses the threads form only for functions executing at least this many
-statements per call (leaf statements times their loops' extents) *per top-level parallel
-loop*. Each such loop hands a chunk to a Python worker thread, which on this VM costs
-50-250 us more than numba's spinning thread pool (a sleeping thread is woken), once per
-loop per call; the prange form compiles its parallel-loop bodies apart from the entry,
-0.25-0.4 s more per candidate (median of the 3 best records of GMM:2, GMM:3 and C2D:2,
-2026-12-02; it was 1-3.5 s with a gufunc wrapper per loop, before :mod:`.launch`). Best
-kernels of the suite, both forms, each timed in its own process
-(``benchmarks/bench_parallel_form.py``, README): at 5-31 M statements per loop (DEP:0,
-T2D:0, CBR:1) prange ran 24-30% faster, at 125-1079 M (C2D:2, GMM:2, GMM:3) 3-6% faster,
-inside this VM's noise. With the cheaper prange form, this threshold deserves a new
-measurement."""
 
 _ROOT = ("root",)
 
@@ -766,13 +756,10 @@ def choose_form(func: PrimFunc, parallel: str = "auto") -> str:
     """
     if parallel not in PARALLEL_FORMS:
         raise BuildError(f"parallel form {parallel!r} is not one of {PARALLEL_FORMS}")
-    work, outermost = parallel_work(func)
+    _, outermost = parallel_work(func)
     if not outermost:
         return "none"
     if parallel == "auto":
-        # one thread handoff per top-level parallel loop per call: it must be small beside the work
-        if all(d == 0 for d in outermost) and work >= THREADS_MIN_WORK * len(outermost):
-            return "threads"
         return "prange"
     if parallel == "threads" and any(d != 0 for d in outermost):
         raise BuildError(
