@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -43,8 +44,6 @@ def time_one(dbs, name: str, form: str, rounds: int, compiles: int = 0) -> dict:
     mean wall seconds to build the next ``compiles`` best records in form, without the
     build cache}`` (the best one, built first, also compiles the shared launcher, which
     would not be a kernel's cost)."""
-    import time
-
     from probsched.measure.timer import time_interleaved
 
     w = ps.workloads.get(name)

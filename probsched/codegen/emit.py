@@ -34,7 +34,7 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
   function ``main(_ps_seg, _ps_lo, _ps_hi, arrays...)``; the kernel wrapper runs a parallel
   segment as contiguous chunks of the loop on a thread pool. One function to compile, no
   ``parallel=True`` launcher; each call of a parallel segment wakes a sleeping Python
-  thread (50-250 us on this VM). Needs every outermost parallel loop to be a top-level
+  thread (50-250 us on the AVX2 VM of 2026-11-30). Needs every outermost parallel loop to be a top-level
   statement of the function.
 - ``"prange"``: each outermost parallel loop becomes a separately compiled nogil body
   function running a chunk ``range(lo, hi)`` of the loop, with the enclosing integer
@@ -43,8 +43,8 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
   pool, calling the body by address. Works at any depth.
 - ``"auto"``: prange whenever there is a parallel loop. Each suite workload's best kernel
   ran faster in it (``benchmarks/bench_parallel_form.py``: 0.38-0.76x of the threads
-  form's time on six workloads, 0.94-0.97x on GMM:2, GMM:3 and C2D:2, whose work per call
-  hides most of a thread handoff), and since :mod:`.launch` it compiles only 0.05-0.25 s
+  form's time on six workloads, 0.93-0.98x on GMM:2, GMM:3 and C2D:2, whose work per call
+  hides most of a thread handoff), and since :mod:`.launch` it compiles only 0.1-0.2 s
   more per kernel (README, "Parallel form"). Parallel loops nested in a parallel loop run
   serially in both forms.
 
