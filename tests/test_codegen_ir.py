@@ -172,7 +172,8 @@ def test_unsigned_index_removes_wraparound_guard():
     # In a thread's chunk (range(lo, hi)) LLVM cannot prove i >= 0: with the numba this
     # project started on, signed indexing kept numba's negative-index wraparound and the
     # loop did not vectorize. numba 0.68.1 (LLVM 22) vectorizes the signed form too, so
-    # only the generated code is asserted: its unsigned flat index has no guard and vectorizes.
+    # the generated code is asserted instead: it indexes with _u64 (which no later LLVM
+    # can make worse), has no guard and vectorizes.
     A, B = Buffer("A", (64, 64)), Buffer("B", (64, 64))
     vi, vj = S("v_i", 64), S("v_j", 64)
     blk = Block("B", (vi, vj), (Var("i"), Var("j")), Store(B, (vi.var, vj.var), A[vi.var, vj.var] * 2.0))
@@ -186,6 +187,7 @@ def test_unsigned_index_removes_wraparound_guard():
         d = numba.njit((i64, i64, i64, arr, arr), **ps.codegen.compile_options())(ns["shift"])
         return d.inspect_llvm(d.signatures[0])
 
+    assert re.search(r"B\[_u64\(i \* 64 \+ j\)\] = A\[_u64\(i \* 64 \+ j\)\]", kern.source), kern.source
     unsigned = llvm(kern.source)
     assert not re.search(r"icmp slt i64 [^,\n]+, 0", unsigned), "a negative-index guard is left"
     assert re.search(r"<(8|16) x float>", unsigned), "the loop did not vectorize"
