@@ -32,11 +32,15 @@ import probsched as ps  # noqa: E402
 from probsched.cli_commands.bench import DEFAULT_WORKLOADS  # noqa: E402
 
 
+def fastest_records(dbs, name: str, k: int) -> list:
+    """The ``k`` fastest successful records of workload ``name`` over the databases, fastest first."""
+    w = ps.workloads.get(name)
+    return sorted((r for path in dbs for r in ps.database.Database(path).best(w, k=k)), key=lambda r: r.median)[:k]
+
+
 def best_record(dbs, name: str):
     """The best successful record of workload ``name`` over the databases, or None."""
-    w = ps.workloads.get(name)
-    bests = [r for path in dbs for r in ps.database.Database(path).best(w, k=1)]
-    return min(bests, key=lambda r: r.median, default=None)
+    return next(iter(fastest_records(dbs, name, 1)), None)
 
 
 def time_one(dbs, name: str, form: str, rounds: int, compiles: int = 0) -> dict:
@@ -47,24 +51,18 @@ def time_one(dbs, name: str, form: str, rounds: int, compiles: int = 0) -> dict:
     from probsched.measure.timer import time_interleaved
 
     w = ps.workloads.get(name)
-    kernel = ps.build(best_record(dbs, name).schedule(w.func), parallel=form)
+    best, *others = fastest_records(dbs, name, compiles + 1)
+    kernel = ps.build(best.schedule(w.func), parallel=form)
     ins = w.random_inputs(np.random.default_rng(0))
     outs = w.empty_outputs()
     median = time_interleaved({form: lambda: kernel(*ins, *outs)}, rounds=rounds, min_repeat_ms=30)[form].median
     builds = []
-    for rec in next_records(dbs, name, compiles):
+    for rec in others:
         sch = rec.schedule(w.func)
         t = time.perf_counter()
         ps.build(sch, parallel=form, cache=False)
         builds.append(time.perf_counter() - t)
     return {"median": median, "build": statistics.mean(builds) if builds else None}
-
-
-def next_records(dbs, name: str, k: int) -> list:
-    """The ``k`` successful records of ``name`` after the best, fastest first, over the databases."""
-    w = ps.workloads.get(name)
-    recs = sorted((r for path in dbs for r in ps.database.Database(path).best(w, k=k + 1)), key=lambda r: r.median)
-    return recs[1 : k + 1]
 
 
 def main(argv=None) -> int:

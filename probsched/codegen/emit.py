@@ -34,8 +34,8 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
   function ``main(_ps_seg, _ps_lo, _ps_hi, arrays...)``; the kernel wrapper runs a parallel
   segment as contiguous chunks of the loop on a thread pool. One function to compile, no
   ``parallel=True`` launcher; each call of a parallel segment wakes a sleeping Python
-  thread (50-250 us on the AVX2 VM of 2026-11-30). Needs every outermost parallel loop to be a top-level
-  statement of the function.
+  thread (50-250 us on the AVX2 VM of 2026-11-30). Needs every outermost parallel loop to
+  be a top-level statement of the function.
 - ``"prange"``: each outermost parallel loop becomes a separately compiled nogil body
   function running a chunk ``range(lo, hi)`` of the loop, with the enclosing integer
   variables and the arrays as arguments, and a call to the launcher shared by every loop
