@@ -208,6 +208,22 @@ def test_compute_at_shrinks_the_producer_region():
     assert_same(sch)
 
 
+def test_compute_at_shrinks_the_region_a_blockized_consumer_reads():
+    # a tensorized consumer reads in its inner block's iterators (v_l = v_l_o + l_1): the
+    # region must still be what one iteration reads, not the whole of P (which every
+    # iteration of a parallel loop would then recompute)
+    sch = ps.Schedule(pad_conv1d())
+    o = sch.get_block("O")
+    l, co, rl, rc = sch.get_loops(o)
+    l0, l1 = sch.split(l, [None, 2])
+    sch.reorder(l0, co, rl, rc, l1)
+    sch.blockize(l1)
+    sch.compute_at(sch.get_block("P"), l0)
+    assert f'block("P", v_l=S(14, {l0.name} * 4 + ax0)' in str(sch.mod)
+    assert sch.get(sch.get_loops(sch.get_block("P"))[1]).extent == 5
+    assert_same(sch)
+
+
 def test_compute_at_preconditions():
     sch = ps.Schedule(matmul_relu())
     c, d = sch.get_block("C"), sch.get_block("D")

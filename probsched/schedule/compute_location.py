@@ -49,14 +49,59 @@ def _loop_ranges(idx: TreeIndex, path: tuple) -> Dict[str, Tuple[int, int]]:
     return {s.name: (0, s.extent - 1) for s in idx.ancestors(path) if isinstance(s, Loop)}
 
 
+def _as_stmts(body) -> tuple:
+    return body if isinstance(body, tuple) else (body,)
+
+
+def _nested_scope(blk: Block) -> Tuple[List[Dict[str, Expr]], Dict[str, Tuple[int, int]]]:
+    """The binding maps of the blocks nested in ``blk``, innermost first, and the ranges of
+    the loops inside it: what turns an access of an inner block (a blockized or tensorized
+    consumer reads in its inner block's iterators) into ``blk``'s iterators and loops.
+    Returns no maps when an inner iterator's name is also an iterator further out (a
+    substitution would confuse the two): the access then stays unbounded, which is safe."""
+    maps: List[Tuple[int, Dict[str, Expr]]] = []
+    ranges: Dict[str, Tuple[int, int]] = {}
+    seen = {it.var.name for it in blk.iters}
+
+    def visit(s, depth: int) -> bool:
+        if isinstance(s, Loop):
+            ranges[s.name] = (0, s.extent - 1)
+            return all(visit(x, depth) for x in s.body)
+        if isinstance(s, Block):
+            names = {it.var.name for it in s.iters}
+            if names & seen:
+                return False
+            seen.update(names)
+            maps.append((depth, binding_map(s)))
+            return all(visit(x, depth + 1) for x in _as_stmts(s.body))
+        return True
+
+    if not all(visit(x, 1) for x in _as_stmts(blk.body)):
+        return [], ranges
+    return [m for _, m in sorted(maps, key=lambda dm: -dm[0])], ranges
+
+
 def _indices_in_loop(idx: TreeIndex, blk: Block, indices: tuple, loop_path: tuple):
     """An access of ``blk`` seen from one iteration of the loop at ``loop_path``: its indices
-    in loop variables (simplified), the loops held fixed, and the ranges of the others."""
+    in loop variables (simplified), the loops held fixed, and the ranges of the others.
+    Blockized and tensorized blocks nest: an access in a block nested in ``blk`` is in
+    that block's iterators and ``blk``'s inner loops, and ``blk``'s own bindings may be in
+    the iterators of the block it is nested in; both are substituted down to loops."""
     bpath = idx.block_path(blk.name)
+    above = idx.ancestors(bpath)
     fixed = {s.name for s in idx.ancestors(loop_path) if isinstance(s, Loop)} | {idx.at(loop_path).name}
-    ranges = {s.name: (0, s.extent - 1) for s in idx.ancestors(bpath) if isinstance(s, Loop) and s.name not in fixed}
-    bmap = binding_map(blk)
-    return [simplify(substitute(ix, bmap)) for ix in indices], fixed, ranges
+    ranges = {s.name: (0, s.extent - 1) for s in above if isinstance(s, Loop) and s.name not in fixed}
+    maps = [binding_map(blk)] + [binding_map(s) for s in reversed(above) if isinstance(s, Block)]
+    if not isinstance(blk.body, Store):
+        inner, inner_ranges = _nested_scope(blk)
+        maps = inner + maps
+        ranges.update(inner_ranges)
+    exprs = []
+    for ix in indices:
+        for m in maps:
+            ix = substitute(ix, m)
+        exprs.append(simplify(ix))
+    return exprs, fixed, ranges
 
 
 def _access_region(idx: TreeIndex, blk: Block, indices: tuple, loop_path: tuple) -> List[Optional[Region]]:
