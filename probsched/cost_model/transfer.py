@@ -125,8 +125,10 @@ def build_transfer(databases: Sequence[str], out: str, per_workload: int = 128) 
     """Write transfer records from the successful records of ``databases``: per workload, its
     ``per_workload`` first records in measurement order (a tuning run's spread, from its
     prior draws to its best; a workload in several databases takes them in the order given),
-    features extracted by replaying each record's trace today."""
+    features extracted by replaying each record's trace today (a record whose trace no longer
+    gives the program that was timed is left out)."""
     from ..database import Database
+    from ..ir.serialize import structural_hash
 
     features, seconds, groups, names, samples = [], [], [], {}, []
     for path in databases:
@@ -138,10 +140,17 @@ def build_transfer(databases: Sequence[str], out: str, per_workload: int = 128) 
                     if room <= 0:
                         break
                     try:
-                        f = extract(rec.schedule(func))
+                        sch = rec.schedule(func)
                     except Exception as e:  # a record of another version of the space
                         log.warning("%s: record %s skipped (%s)", wl.name, rec.candidate_hash[:12], e)
                         continue
+                    if structural_hash(sch.mod) != rec.candidate_hash:
+                        # today's primitives turn the trace into another program than the one
+                        # timed (e.g. a compute_at region computed tighter): its time is not this one's
+                        log.warning("%s: record %s skipped (replays to another program)", wl.name,
+                                    rec.candidate_hash[:12])
+                        continue
+                    f = extract(sch)
                     if wl.hash not in names:
                         samples.append({"group": wl.hash, "instructions": rec.instructions, "func": wl.func_json,
                                         "index": len(features)})
