@@ -1,6 +1,7 @@
 """The cost model's transfer records: the shipped file, how a model starts from them, and
 how ``ps.tune`` uses them (never a workload's own records)."""
 
+import dataclasses
 import inspect
 import logging
 
@@ -99,6 +100,20 @@ def test_build_transfer_caps_each_workload_across_databases(tmp_path):
         sch = ScheduleTrace.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
         np.testing.assert_allclose(cm.extract(sch), loaded.features[sample["index"]], rtol=1e-6)
     assert transfer.load_transfer(str(out), exclude=[g]).groups == [s]
+
+
+def test_build_transfer_leaves_out_records_that_replay_to_another_program(tmp_path, caplog):
+    # a record whose trace today gives another program than the one it timed (the
+    # primitives changed since) would label that other program with its time
+    gmm = ps.workloads.small("GMM")
+    key = _record_db(tmp_path / "a.db", gmm, [2, 4])
+    with Database(str(tmp_path / "a.db")) as db:
+        first = db.records(key)[0]
+        db.commit_record(dataclasses.replace(first, candidate_hash="0" * len(first.candidate_hash), run_seconds=(9e-6,) * 3))
+    with caplog.at_level(logging.WARNING, logger="probsched.cost_model.transfer"):
+        built = transfer.build_transfer([str(tmp_path / "a.db")], str(tmp_path / "t.npz"))
+    np.testing.assert_allclose(built.seconds, [2e-6, 4e-6])
+    assert "replays to another program" in caplog.text
 
 
 def _synthetic(rng, n, group):
