@@ -19,11 +19,11 @@ benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000 e
 records costs seconds per (re)training; random search, which never asks the model,
 trains none.
 
-The shipped records (:data:`TRANSFER_PATH`, ~190 KB) hold features, run times and workload
+The shipped records (:data:`TRANSFER_PATH`, ~150 KB) hold features, run times and workload
 groups of up to 128 tuned records per suite workload, measured on this project's reference
-machine. :func:`load_transfer` leaves out the group being tuned (a workload's own records
-come from its database, never from here) and returns None, with a warning, when the file is
-missing or was made with other feature columns: rebuild it with ``python -m
+machine (since 2026-12-02 the Zen 4 with AVX-512; before, an AVX2 VM). :func:`load_transfer`
+leaves out the group being tuned (a workload's own records come from its database, never
+from here) and returns None, with a warning, when the file is missing or was made with other feature columns: rebuild it with ``python -m
 probsched.cost_model.transfer DB... --out probsched/cost_model/data/transfer_records.npz``.
 
 >>> records = load_transfer()
