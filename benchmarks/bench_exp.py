@@ -14,9 +14,8 @@ import argparse
 
 import numpy as np
 
-import probsched.codegen.compile  # noqa: F401  (numba's SLP setting, as for kernels)
 from probsched.codegen import mathlib
-from probsched.codegen.compile import FASTMATH
+from probsched.codegen.compile import FASTMATH  # importing it also sets numba up as for kernels
 from probsched.measure.timer import time_interleaved
 
 

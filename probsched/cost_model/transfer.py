@@ -9,9 +9,9 @@ out at a time). ``CostModel.set_transfer`` trains the model on such records at o
 keeps them beside the workload's own in every later training; ``ps.tune(...,
 cost_model="mlp-transfer")`` does so with the shipped records.
 
-It is the default (since 2026-12-02). After the first 32 trials it led the MLP from
-scratch in 10 of 12 paired runs (by up to 1.46x; one level, DEP:0 seed 0 lost: the
-README's section "Transfer"). Over 128 trials the two end close (four paired wins, two
+It is the default (since 2026-12-02). With the AVX2 VM's records, after the first 32
+trials it led the MLP from scratch in 10 of 12 paired runs (by up to 1.46x; one level,
+DEP:0 seed 0 lost: the README's section "Transfer"). Over 128 trials the two end close (four paired wins, two
 losses, five level), and evolutionary search with it beats random search on all nine
 workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
 records of the workload's own, both models rank the rest alike (``python
@@ -23,8 +23,9 @@ The shipped records (:data:`TRANSFER_PATH`, ~150 KB) hold features, run times an
 groups of up to 128 tuned records per suite workload, measured on this project's reference
 machine (since 2026-12-02 the Zen 4 with AVX-512; before, an AVX2 VM). :func:`load_transfer`
 leaves out the group being tuned (a workload's own records come from its database, never
-from here) and returns None, with a warning, when the file is missing or was made with other feature columns: rebuild it with ``python -m
-probsched.cost_model.transfer DB... --out probsched/cost_model/data/transfer_records.npz``.
+from here) and returns None, with a warning, when the file is missing or was made with
+other feature columns: rebuild it with ``python -m probsched.cost_model.transfer DB...
+--out probsched/cost_model/data/transfer_records.npz``.
 
 >>> records = load_transfer()
 >>> records is not None and len(records) > 500 and records.features[0].shape[1] == N_FEATURES
