@@ -27,6 +27,14 @@ def pad_conv1d():
     return ps.create_func([X, W, O], name="conv1d")
 
 
+def conv1d_rows_in_pairs():
+    """pad_conv1d's schedule with O's output rows split by 2: (schedule, (l0, l1, co, rl, rc))."""
+    sch = ps.Schedule(pad_conv1d())
+    l, co, rl, rc = sch.get_loops(sch.get_block("O"))
+    l0, l1 = sch.split(l, [None, 2])
+    return sch, (l0, l1, co, rl, rc)
+
+
 def reference_of(func, rng_seed=0):
     rng = np.random.default_rng(rng_seed)
     inputs = [
@@ -197,10 +205,7 @@ def test_annotate_and_unannotate():
 
 
 def test_compute_at_shrinks_the_producer_region():
-    sch = ps.Schedule(pad_conv1d())
-    o = sch.get_block("O")
-    l, co, rl, rc = sch.get_loops(o)
-    l0, l1 = sch.split(l, [None, 2])
+    sch, (l0, l1, co, rl, rc) = conv1d_rows_in_pairs()
     sch.compute_at(sch.get_block("P"), l0)
     # one l0 iteration needs rows l0*4 .. l0*4+4 of P (two outputs, stride 2, kernel 3)
     assert f'block("P", v_l=S(14, {l0.name} * 4 + ax0)' in str(sch.mod)
@@ -212,10 +217,7 @@ def test_compute_at_shrinks_the_region_a_blockized_consumer_reads():
     # a tensorized consumer reads in its inner block's iterators (v_l = v_l_o + l_1): the
     # region must still be what one iteration reads, not the whole of P (which every
     # iteration of a parallel loop would then recompute)
-    sch = ps.Schedule(pad_conv1d())
-    o = sch.get_block("O")
-    l, co, rl, rc = sch.get_loops(o)
-    l0, l1 = sch.split(l, [None, 2])
+    sch, (l0, l1, co, rl, rc) = conv1d_rows_in_pairs()
     sch.reorder(l0, co, rl, rc, l1)
     sch.blockize(l1)
     sch.compute_at(sch.get_block("P"), l0)
@@ -425,10 +427,7 @@ def test_an_intermediate_computed_per_tile_becomes_a_local_tile():
     # the padding computed at the consumer's outer tile loop: lowering keeps only the rows
     # one tile reads (2 outputs x stride 2 + a 3-tap window = 5 rows), as a local buffer
     # per iteration of that loop, and the compiled kernel still computes the convolution
-    sch = ps.Schedule(pad_conv1d())
-    o = sch.get_block("O")
-    l, co, rl, rc = sch.get_loops(o)
-    l0, l1 = sch.split(l, [None, 2])
+    sch, (l0, l1, co, rl, rc) = conv1d_rows_in_pairs()
     sch.reorder(l0, co, l1, rl, rc)
     sch.compute_at(sch.get_block("P"), l0)
     sch.parallel(l0)
