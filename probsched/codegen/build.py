@@ -23,6 +23,7 @@ from .compile import compile_module, slp_enabled
 from .emit import choose_form, emit_module
 from .kernel import Kernel
 from .registry import generation
+from .spin_pool import enabled as spin_pool_enabled
 
 _cache: Dict[tuple, Tuple[object, object]] = {}
 _cache_lock = threading.Lock()
@@ -46,7 +47,7 @@ def _cache_key(func: PrimFunc, form: str):
         h = func.structural_hash()
     except Exception:  # e.g. statements the serialiser does not know: do not cache
         return None
-    return (h, func.name, form, slp_enabled(), generation())
+    return (h, func.name, form, slp_enabled(), spin_pool_enabled(), generation())
 
 
 def build(

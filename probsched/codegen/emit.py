@@ -39,8 +39,9 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
 - ``"prange"``: each outermost parallel loop becomes a separately compiled nogil body
   function running a chunk ``range(lo, hi)`` of the loop, with the enclosing integer
   variables and the arrays as arguments, and a call to the launcher shared by every loop
-  of that argument signature (:mod:`.launch`), which runs one chunk per thread of numba's
-  pool, calling the body by address. Works at any depth.
+  of that argument signature (:mod:`.launch`), which runs one chunk per thread (on the
+  spinning workers of :mod:`.spin_pool`, else numba's pool), calling the body by address.
+  Works at any depth. The name stayed from when every launcher was a ``prange`` loop.
 - ``"auto"``: prange whenever there is a parallel loop. Each suite workload's best kernel
   ran faster in it (``benchmarks/bench_parallel_form.py``: 0.38-0.76x of the threads
   form's time on six workloads, 0.93-0.98x on GMM:2, GMM:3 and C2D:2, whose work per call

@@ -35,6 +35,8 @@ from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
 from .aligned import aligned_empty
 from .compile import CompiledModule
 from .emit import ModuleSource
+from .spin_pool import enabled as spin_pool_enabled
+from .spin_pool import wake as wake_spin_pool
 
 class _Workers:
     """Persistent daemon threads, each fed by its own queue: one chunk handoff costs ~20 us
@@ -166,6 +168,9 @@ class Kernel:
         self._intermediates = [aligned_empty(b.size, b.dtype) for b in module.wrapper_allocs]
         self._segments = module.segments
         self.threads = max(1, int(getattr(target, "threads", 1) or 1))
+        self._numba_threads = _numba_thread_count(self.threads) if self.parallel_form == "prange" else 1
+        # built now, so its launchers are the ones spin_pool.enabled() chose now (build's cache key has it)
+        self._uses_spin_pool = bool(self.launches) and spin_pool_enabled()
 
     # ------------------------------------------------------------------ calling
 
@@ -243,7 +248,12 @@ class Kernel:
     def _run_flat(self, flat: list) -> None:
         if self._segments is None:
             if self.parallel_form == "prange":
-                _set_numba_threads(self.threads)
+                # A bound kernel of ~30 us is called thousands of times: the check costs 0.1 us,
+                # the general setter 0.5
+                if _get_threads is None or _get_threads() != self._numba_threads:
+                    _set_numba_threads(self._numba_threads)
+                if self._uses_spin_pool:  # its workers sleep after a millisecond without a loop
+                    wake_spin_pool()
             self.entry(*flat)
         else:
             self._run_segments(flat)
@@ -338,12 +348,19 @@ def _current_numba_threads():
 _get_threads = None
 
 
+def _numba_thread_count(n: int) -> int:
+    """``n`` threads, as many as numba's pool has at most."""
+    import numba
+
+    return max(1, min(n, numba.config.NUMBA_NUM_THREADS))
+
+
 def _set_numba_threads(n: int) -> None:
     global _get_threads
     import numba
 
     if _get_threads is None:
         _get_threads = _current_numba_threads()
-    n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
+    n = _numba_thread_count(n)
     if _get_threads() != n:
         numba.set_num_threads(n)

@@ -3,12 +3,13 @@
 In the ``prange`` parallel form (:mod:`.emit`) an outermost parallel loop becomes a body
 function ``body(lo, hi, ints..., arrays...)`` that runs the loop's iterations ``lo`` to
 ``hi``, compiled alone like any other function, and a call
-``launch(address_of_body, extent, ints..., arrays...)`` where the loop stood. ``launch`` is
-a ``parallel=True`` function: its ``prange`` loop splits ``range(extent)`` into one
-contiguous chunk per thread (numba's own static schedule) and calls the body on each
-through its address (a numba intrinsic). It depends only on the kinds of the
-arguments, so :func:`launcher` compiles it once per argument signature per process, and
-every kernel with a parallel loop of that signature reuses it.
+``launch(address_of_body, extent, ints..., arrays...)`` where the loop stood. ``launch``
+splits ``range(extent)`` into one contiguous chunk per thread and calls the body on each
+through its address (a numba intrinsic): chunk 0 on the calling thread, the others on the
+spinning workers of :mod:`.spin_pool` (a launch costs ~0.6 µs), or, when those sleep or
+the pool is off, in a ``prange`` loop (numba's libgomp pool: ~2.5 µs). It depends only on
+the kinds of the arguments, so :func:`launcher` compiles it once per argument signature
+per process, and every kernel with a parallel loop of that signature reuses it.
 
 Why not a ``prange`` wrapper per loop: numba lowers each ``prange`` loop into a gufunc
 through a second compile pipeline. That costs ~0.6 s per loop whatever its body (four
@@ -54,16 +55,33 @@ from typing import Dict, List, Tuple
 
 from .compile import compile_options, configure_numba, numba_type, warm_up
 
-_launchers: Dict[Tuple[str, ...], object] = {}
+_launchers: Dict[Tuple[Tuple[str, ...], bool], object] = {}  # (kinds, spin pool) -> launcher
 _lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=None)
-def _call_by_address():
-    """The numba intrinsic ``call_by_address(address, args_tuple)`` (built on first use)."""
-    numba = configure_numba()
+def _emit_call(context, builder, numba, addr, argtys, values):
+    """Emit a call of the numba-compiled function at ``addr`` (numba's calling convention,
+    no return value) with ``values`` of numba types ``argtys``; 1 (int64) when it returned
+    an error status (it raised), else 0."""
     from numba.core import cgutils
     from numba.core.callconv import RETCODE_NONE, RETCODE_OK
+
+    conv = context.call_conv
+    fnty = conv.get_function_type(numba.types.none, argtys)
+    fn = builder.inttoptr(addr, fnty.as_pointer())
+    ret = cgutils.alloca_once(builder, fnty.args[0].pointee)
+    builder.store(cgutils.get_null_value(ret.type.pointee), ret)
+    excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee, name="excinfo")
+    packer = conv._get_arg_packer(argtys)
+    status = builder.call(fn, [ret, excinfo] + list(packer.as_arguments(builder, values)))
+    ok = builder.or_(builder.icmp_signed("==", status, RETCODE_OK), builder.icmp_signed("==", status, RETCODE_NONE))
+    return builder.zext(builder.not_(ok), context.get_value_type(numba.types.int64))
+
+
+@functools.lru_cache(maxsize=None)
+def call_by_address():
+    """The numba intrinsic ``call_by_address(address, args_tuple)`` (built on first use)."""
+    numba = configure_numba()
     from numba.extending import intrinsic
 
     @intrinsic
@@ -75,22 +93,39 @@ def _call_by_address():
 
         def codegen(context, builder, signature, llargs):
             addr, packed = llargs
-            argtys = list(args.types)
-            values = [builder.extract_value(packed, k) for k in range(len(argtys))]
-            conv = context.call_conv
-            fnty = conv.get_function_type(numba.types.none, argtys)
-            fn = builder.inttoptr(addr, fnty.as_pointer())
-            ret = cgutils.alloca_once(builder, fnty.args[0].pointee)
-            builder.store(cgutils.get_null_value(ret.type.pointee), ret)
-            excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee, name="excinfo")
-            packer = conv._get_arg_packer(argtys)
-            status = builder.call(fn, [ret, excinfo] + list(packer.as_arguments(builder, values)))
-            ok = builder.or_(builder.icmp_signed("==", status, RETCODE_OK), builder.icmp_signed("==", status, RETCODE_NONE))
-            return builder.zext(builder.not_(ok), context.get_value_type(numba.types.int64))
+            values = [builder.extract_value(packed, k) for k in range(len(args.types))]
+            return _emit_call(context, builder, numba, addr, list(args.types), values)
 
         return numba.types.int64(address, args), codegen
 
     return call_by_address
+
+
+def call_stashed(arg_types: tuple):
+    """The numba intrinsic ``call_stashed(address, stashed, lo, hi)``: call the function at
+    ``address`` with ``lo``, ``hi`` and the members of the tuple of ``arg_types`` that a
+    launcher stashed at address ``stashed`` (:func:`.spin_pool.atomics`' ``stash``); 1 when
+    it raised, else 0. The members are passed as they lie (no reference counting: the
+    launcher that stashed them holds them until the call has returned)."""
+    numba = configure_numba()
+    from numba.extending import intrinsic
+
+    packed_type = numba.types.Tuple(arg_types)
+
+    @intrinsic
+    def call_stashed(typingctx, address, stashed, lo, hi):
+        def codegen(context, builder, signature, llargs):
+            addr, where, lo_, hi_ = llargs
+            ll_packed = context.get_value_type(packed_type)
+            packed = builder.load(builder.inttoptr(where, ll_packed.as_pointer()))
+            values = [lo_, hi_] + [builder.extract_value(packed, k) for k in range(len(arg_types))]
+            argtys = [numba.types.int64, numba.types.int64] + list(arg_types)
+            return _emit_call(context, builder, numba, addr, argtys, values)
+
+        i64 = numba.types.int64
+        return i64(i64, i64, i64, i64), codegen
+
+    return call_stashed
 
 
 def function_address(dispatcher) -> int:
@@ -108,40 +143,109 @@ def launcher(kinds: Tuple[str, ...]):
     (each ``"int64"`` or ``"array:<dtype>"``): compiled on first use, then shared.
 
     Its signature is ``(address, extent, *args)``; it splits ``range(extent)`` into one
-    contiguous chunk per thread of numba's pool and runs ``body(lo, hi, *args)`` on each.
+    contiguous chunk per thread (``numba.get_num_threads()``) and runs ``body(lo, hi,
+    *args)`` on each. Whether it uses the spin pool is decided by
+    :func:`.spin_pool.enabled` when it is compiled (a launcher of each is kept).
     """
-    kinds = tuple(kinds)
-    hit = _launchers.get(kinds)
+    from .spin_pool import enabled
+
+    key = (tuple(kinds), enabled())
+    hit = _launchers.get(key)
     if hit is not None:
         return hit
     with _lock:
-        hit = _launchers.get(kinds)
+        hit = _launchers.get(key)
         if hit is None:
-            hit = _launchers[kinds] = compile_launcher(kinds)
+            hit = _launchers[key] = compile_launcher(key[0], pool=key[1])
         return hit
 
 
-def compile_launcher(kinds: Tuple[str, ...]):
-    """Compile a new launcher for ``kinds`` (what :func:`launcher` does once per kinds)."""
+def compile_launcher(kinds: Tuple[str, ...], pool: bool = True):
+    """Compile a new launcher for ``kinds`` (what :func:`launcher` does once per kinds).
+
+    With ``pool`` (and where :func:`.spin_pool.enabled`), the launcher hands chunks to the
+    spinning workers of :mod:`.spin_pool` and falls back to ``prange`` when they sleep; else
+    it always uses ``prange``. One chunk (one thread, or an extent of 1) is a plain call.
+    """
+    from . import spin_pool
+
     numba = configure_numba()
     warm_up(parallel=True)
     names = [f"a{k}" for k in range(len(kinds))]
-    chunk = "c * extent // chunks, (c + 1) * extent // chunks, " + "".join(f"{n}, " for n in names)
+    args = "".join(f", {n}" for n in names)
+    packed = "(" + "".join(f"{n}, " for n in names) + ")"
+    chunk = "c * extent // chunks, (c + 1) * extent // chunks" + args
+    ns = {"prange": numba.prange, "get_num_threads": numba.get_num_threads, "call": call_by_address()}
+    pool_src = ""
+    workers = spin_pool.spin_pool() if pool else None
+    if workers is not None and workers.workers > 0:
+        arg_types = tuple(numba_type(k) for k in kinds)
+        ns["trampoline_address"] = function_address(_trampoline(arg_types))
+        ns.update(stash=spin_pool.atomics().stash, BASE=workers.base, WORKERS=workers.workers)
+        ops = spin_pool.pool_functions()
+        ns.update(claim=ops.claim, post=ops.post, collect=ops.collect)
+        # The workers run chunks 1.. (by the trampoline, on the arguments this frame stashed);
+        # this thread runs chunk 0 and then waits for theirs.
+        pool_src = (
+            "    mask = claim(BASE, WORKERS, chunks - 1)\n"
+            "    if mask >= 0:\n"
+            "        parts = 1\n"
+            "        k = mask\n"
+            "        while k:\n"
+            "            parts += k & 1\n"
+            "            k >>= 1\n"
+            f"        packed = stash({packed})\n"
+            "        c = 1\n"
+            "        k = 0\n"
+            "        while c < parts:\n"
+            "            if mask >> k & 1:\n"
+            "                post(BASE, k, trampoline_address, address, packed, c * extent // parts, (c + 1) * extent // parts)\n"
+            "                c += 1\n"
+            "            k += 1\n"
+            f"        failed = call(address, (0, extent // parts{args}))\n"
+            "        failed += collect(BASE, mask)\n"
+            "        if failed:\n"
+            f"            raise RuntimeError({_FAILED!r})\n"
+            "        return\n"
+        )
     src = (
-        f"def launch(address, extent, {', '.join(names)}):\n"
+        f"def launch(address, extent{args}):\n"
         "    chunks = min(get_num_threads(), extent)\n"
-        "    failed = 0\n"
+        "    if chunks <= 1:\n"
+        f"        if extent > 0 and call(address, (0, extent{args})):\n"
+        f"            raise RuntimeError({_FAILED!r})\n"
+        "        return\n"
+        + pool_src
+        + "    failed = 0\n"
         "    for c in prange(chunks):\n"
         f"        failed += call(address, ({chunk}))\n"
         "    if failed:\n"
-        "        raise RuntimeError('a parallel loop body failed (an exception in its chunk, e.g. out of memory)')\n"
+        f"        raise RuntimeError({_FAILED!r})\n"
     )
-    ns = {"prange": numba.prange, "get_num_threads": numba.get_num_threads, "call": _call_by_address()}
     exec(compile(src, "<probsched-launcher>", "exec"), ns)
     sig = (numba_type("int64"), numba_type("int64")) + tuple(numba_type(k) for k in kinds)
     return numba.njit(sig, **compile_options(parallel=True))(ns["launch"])
 
 
+_FAILED = "a parallel loop body failed (an exception in its chunk, e.g. out of memory)"
+
+
+def _trampoline(arg_types: tuple):
+    """What a pool worker calls: ``trampoline(body_address, stashed, lo, hi)`` runs the body
+    on ``lo`` to ``hi`` with the launcher's stashed arguments of ``arg_types``, and raises
+    (an error status for the worker to report) when the body did."""
+    numba = configure_numba()
+    ns = {"call_stashed": call_stashed(arg_types)}
+    src = (
+        "def trampoline(address, stashed, lo, hi):\n"
+        "    if call_stashed(address, stashed, lo, hi):\n"
+        f"        raise RuntimeError({_FAILED!r})\n"
+    )
+    exec(compile(src, "<probsched-trampoline>", "exec"), ns)
+    i64 = numba_type("int64")
+    return numba.njit((i64, i64, i64, i64), **compile_options())(ns["trampoline"])
+
+
 def compiled_launchers() -> List[Tuple[str, ...]]:
     """The argument kinds of every launcher this process has compiled."""
-    return list(_launchers)
+    return list(dict.fromkeys(kinds for kinds, _ in _launchers))

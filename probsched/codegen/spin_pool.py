@@ -1,0 +1,366 @@
+"""Worker threads that spin between parallel loops, so that a launch costs ~0.3 µs, not ~2.5.
+
+numba's ``prange`` (libgomp) costs 2.3-3.1 µs per launch on this project's 2-core machine
+(``python benchmarks/bench_launch.py``), 7-10% of a 30 µs kernel such as C1D:0 or NRM:2.
+TVM's CPU runtime avoids that with a pool of its own whose workers spin on a flag for a
+while after each job; this is the same idea, written with numba and LLVM atomics:
+
+- one worker thread per extra core (``NUMBA_NUM_THREADS - 1``), each owning a *slot*: one
+  64-byte cache line of int64 words (a state, and the job: trampoline address, body
+  address, address of the arguments, ``lo``, ``hi``, a failure flag);
+- a worker runs :func:`serve` (a nogil numba loop) while it is awake: it waits for
+  ``POSTED``, runs the job, sets ``DONE``; after :data:`IDLE_TICKS` time-stamp-counter ticks
+  (about a millisecond) without a job it goes to ``SLEEPING`` and back to Python, where it
+  blocks on an event until :meth:`SpinPool.wake` (called before each kernel) sets it;
+- a launcher claims a spinning worker with a compare-and-swap (``SPINNING -> CLAIMED``),
+  writes the job, publishes it with a release store (``POSTED``), runs its own chunk, and
+  spins until the worker's ``DONE`` before it sets the slot back to ``SPINNING``. A worker
+  it cannot claim (busy for another thread's launch) does no chunk: the launcher splits the
+  loop among the workers it got and itself. A worker being woken is waited for; when every
+  worker sleeps (a kernel called without :func:`wake`), the launcher uses ``prange``.
+
+The worker calls a *trampoline* compiled per argument signature (:mod:`.launch`): it loads
+the launcher's argument tuple, which the launcher stashed on its own stack (it stays alive
+until the launcher has collected every chunk), and calls the body by address.
+
+Spinning costs a core while it lasts; that is the price of the fast launch, and it is paid
+only for a millisecond after a parallel loop (libgomp's own default spin is longer). The
+pool runs on x86-64 only (``pause``, ``rdtsc``); elsewhere, or with
+``PROBSCHED_LAUNCH=prange`` in the environment, launchers use numba's ``prange``. After
+``fork()`` a child has no workers: its slots read ``ABSENT`` and launchers fall back.
+
+>>> pool = spin_pool()
+>>> pool is None or pool.workers == max(0, configure_numba().config.NUMBA_NUM_THREADS - 1)
+True
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import platform
+import threading
+from typing import List, Optional
+
+import numpy as np
+
+from .aligned import aligned_empty
+from .compile import compile_options, configure_numba, numba_type, warm_up
+
+SLOT_WORDS = 8
+"""int64 words per worker slot: one cache line, so that slots never share one."""
+STATE, TRAMPOLINE, BODY, ARGS, LO, HI, FAILED = range(7)
+"""Word offsets within a slot."""
+ABSENT, SLEEPING, WAKING, SPINNING, CLAIMED, POSTED, DONE, STOPPING = range(8)
+"""Slot states. Transitions: the worker SLEEPING -> (wake) WAKING -> SPINNING; a launcher
+SPINNING -> CLAIMED -> POSTED; the worker POSTED -> DONE; the launcher DONE -> SPINNING;
+the worker SPINNING -> SLEEPING when idle; the pool -> STOPPING at exit, ABSENT after fork."""
+
+IDLE_TICKS = 3_000_000
+"""Time-stamp-counter ticks a worker spins without a job before it sleeps (~1 ms at 3 GHz)."""
+WAKE_WAIT_TICKS = 30_000_000
+"""How long a launcher waits for a worker that is being woken (~10 ms) before it goes on
+without it: a woken worker needs the GIL once, which the caller releases in the kernel."""
+
+
+def enabled() -> bool:
+    """Whether launchers use the spinning pool: x86-64 and not ``PROBSCHED_LAUNCH=prange``."""
+    if os.environ.get("PROBSCHED_LAUNCH", "pool").strip().lower() == "prange":
+        return False
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+@functools.lru_cache(maxsize=None)
+def atomics():
+    """numba intrinsics on raw int64 addresses: ``load_acquire(addr)``,
+    ``store_release(addr, v)``, ``store_relaxed(addr, v)``, ``load_relaxed(addr)``,
+    ``compare_exchange(addr, expected, new) -> 1 or 0``, ``cpu_relax()`` (``pause``),
+    ``ticks()`` (``rdtsc``) and ``stash(tuple) -> address`` (the tuple copied into the
+    caller's stack frame, valid until the caller returns)."""
+    numba = configure_numba()
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    i64 = ir.IntType(64)
+
+    def word(builder, addr):
+        return builder.inttoptr(addr, i64.as_pointer())
+
+    def _load(ordering):
+        @intrinsic
+        def load(typingctx, addr):
+            if not isinstance(addr, types.Integer):
+                return None
+
+            def codegen(context, builder, sig, args):
+                return builder.load_atomic(word(builder, args[0]), ordering, 8)
+
+            return types.int64(addr), codegen
+
+        return load
+
+    def _store(ordering):
+        @intrinsic
+        def store(typingctx, addr, value):
+            if not isinstance(addr, types.Integer) or not isinstance(value, types.Integer):
+                return None
+
+            def codegen(context, builder, sig, args):
+                value = context.cast(builder, args[1], sig.args[1], types.int64)
+                builder.store_atomic(value, word(builder, args[0]), ordering, 8)
+                return context.get_dummy_value()
+
+            return types.none(addr, value), codegen
+
+        return store
+
+    @intrinsic
+    def compare_exchange(typingctx, addr, expected, new):
+        if not all(isinstance(t, types.Integer) for t in (addr, expected, new)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            exp = context.cast(builder, args[1], sig.args[1], types.int64)
+            new = context.cast(builder, args[2], sig.args[2], types.int64)
+            pair = builder.cmpxchg(word(builder, args[0]), exp, new, "acq_rel", "acquire")
+            return builder.zext(builder.extract_value(pair, 1), i64)
+
+        return types.int64(addr, expected, new), codegen
+
+    @intrinsic
+    def cpu_relax(typingctx):
+        def codegen(context, builder, sig, args):
+            # an intrinsic, not inline asm: numba's JIT has no assembly parser
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+            builder.call(fn, [])
+            return context.get_dummy_value()
+
+        return types.none(), codegen
+
+    @intrinsic
+    def ticks(typingctx):
+        def codegen(context, builder, sig, args):
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, []), "llvm.readcyclecounter")
+            return builder.call(fn, [])
+
+        return types.int64(), codegen
+
+    @intrinsic
+    def stash(typingctx, values):
+        if not isinstance(values, types.BaseTuple):
+            return None
+
+        def codegen(context, builder, sig, args):
+            slot = cgutils.alloca_once(builder, args[0].type)
+            builder.store(args[0], slot)
+            return builder.ptrtoint(slot, i64)
+
+        return types.int64(values), codegen
+
+    return _Atomics(
+        load_acquire=_load("acquire"),
+        load_relaxed=_load("monotonic"),
+        store_release=_store("release"),
+        store_relaxed=_store("monotonic"),
+        compare_exchange=compare_exchange,
+        cpu_relax=cpu_relax,
+        ticks=ticks,
+        stash=stash,
+    )
+
+
+class _Atomics:
+    def __init__(self, **fns) -> None:
+        self.__dict__.update(fns)
+
+
+@functools.lru_cache(maxsize=None)
+def pool_functions():
+    """The compiled pool operations: ``serve(base, slot)`` (a worker's loop: returns the
+    state it left with, SLEEPING or STOPPING), ``claim(base, workers, wanted) -> mask`` (a
+    bit per worker claimed; -1 when no worker is awake, the launcher's cue to use ``prange``),
+    ``post(base, slot, trampoline, body, args, lo, hi)`` and ``collect(base, mask) -> failed
+    chunks``. Launchers call the last three; they are small and LLVM inlines them."""
+    numba = configure_numba()
+    from .launch import call_by_address
+
+    a = atomics()
+    call = call_by_address()
+    load_acquire, load_relaxed = a.load_acquire, a.load_relaxed
+    store_release, store_relaxed = a.store_release, a.store_relaxed
+    cas, relax, ticks = a.compare_exchange, a.cpu_relax, a.ticks
+    opts = compile_options()
+    i64 = numba_type("int64")
+
+    @numba.njit(i64(i64, i64), **opts)
+    def serve(base, slot):
+        s = base + slot * SLOT_WORDS * 8
+        cas(s, WAKING, SPINNING)
+        idle_since = ticks()
+        while True:
+            state = load_acquire(s)
+            if state == POSTED:
+                failed = call(load_relaxed(s + 8 * TRAMPOLINE), (load_relaxed(s + 8 * BODY), load_relaxed(s + 8 * ARGS), load_relaxed(s + 8 * LO), load_relaxed(s + 8 * HI)))
+                store_relaxed(s + 8 * FAILED, failed)
+                store_release(s, DONE)
+                idle_since = ticks()
+            elif state == SPINNING:
+                if ticks() - idle_since > IDLE_TICKS and cas(s, SPINNING, SLEEPING):
+                    return SLEEPING
+                relax()
+            elif state == STOPPING or state == ABSENT or state == SLEEPING:
+                return state
+            else:  # CLAIMED (the job is being written) or DONE (not yet collected)
+                relax()
+
+    @numba.njit(i64(i64, i64, i64), **opts)
+    def claim(base, workers, wanted):
+        mask = 0
+        got = 0
+        awake = False
+        for k in range(workers):
+            if got == wanted:
+                break
+            s = base + k * SLOT_WORDS * 8
+            state = load_acquire(s)
+            if state == WAKING:
+                start = ticks()
+                while state == WAKING and ticks() - start < WAKE_WAIT_TICKS:
+                    relax()
+                    state = load_acquire(s)
+            if state == SPINNING and cas(s, SPINNING, CLAIMED):
+                mask |= 1 << k
+                got += 1
+            elif state != SLEEPING and state != ABSENT:
+                awake = True  # busy with another thread's launch
+        if mask == 0 and not awake:
+            return -1
+        return mask
+
+    @numba.njit(numba.types.none(i64, i64, i64, i64, i64, i64, i64), **opts)
+    def post(base, slot, trampoline, body, args, lo, hi):
+        s = base + slot * SLOT_WORDS * 8
+        store_relaxed(s + 8 * TRAMPOLINE, trampoline)
+        store_relaxed(s + 8 * BODY, body)
+        store_relaxed(s + 8 * ARGS, args)
+        store_relaxed(s + 8 * LO, lo)
+        store_relaxed(s + 8 * HI, hi)
+        store_release(s, POSTED)
+
+    @numba.njit(i64(i64, i64), **opts)
+    def collect(base, mask):
+        failed = 0
+        k = 0
+        while mask >> k:
+            if mask >> k & 1:
+                s = base + k * SLOT_WORDS * 8
+                while load_acquire(s) != DONE:
+                    relax()
+                failed += load_relaxed(s + 8 * FAILED)
+                store_release(s, SPINNING)
+            k += 1
+        return failed
+
+    return _Atomics(serve=serve, claim=claim, post=post, collect=collect)
+
+
+class SpinPool:
+    """The process's spinning workers and their slots (see the module docstring)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._words = aligned_empty(max(1, workers) * SLOT_WORDS, np.int64)
+        self._words[:] = 0
+        self._words[::SLOT_WORDS] = SLEEPING
+        self.base = int(self._words.ctypes.data)
+        self._events = [threading.Event() for _ in range(workers)]
+        self._asleep = [True] * workers
+        self._any_asleep = workers > 0
+        self._stopping = False
+        self._lock = threading.Lock()
+        self._serve = pool_functions().serve
+        self._threads = [
+            threading.Thread(target=self._run, args=(k,), daemon=True, name=f"probsched-spin-{k}") for k in range(workers)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _run(self, slot: int) -> None:
+        event = self._events[slot]
+        while True:
+            event.wait()
+            event.clear()
+            if self._stopping:
+                return
+            left = self._serve(self.base, slot)
+            if left != SLEEPING or self._stopping:
+                return
+            with self._lock:
+                self._asleep[slot] = True
+                self._any_asleep = True
+
+    def wake(self) -> None:
+        """Wake the sleeping workers (cheap when none sleeps): called before a kernel runs."""
+        if not self._any_asleep:
+            return
+        with self._lock:
+            for k in range(self.workers):
+                if self._asleep[k] and self._words[k * SLOT_WORDS] == SLEEPING:
+                    self._asleep[k] = False
+                    self._words[k * SLOT_WORDS] = WAKING
+                    self._events[k].set()
+            self._any_asleep = False
+
+    def states(self) -> List[int]:
+        """Each slot's state (for tests and diagnostics)."""
+        return [int(x) for x in self._words[:: SLOT_WORDS][: self.workers]]
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop the workers (at exit: none may spin on memory the interpreter frees)."""
+        self._stopping = True
+        self._words[::SLOT_WORDS] = STOPPING
+        for e in self._events:
+            e.set()
+        for t in self._threads:
+            t.join(timeout)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: no worker threads exist, so no launcher may wait for one."""
+        self._stopping = True
+        self._words[::SLOT_WORDS] = ABSENT
+        self._any_asleep = False
+
+
+_pool: Optional[SpinPool] = None
+_pool_lock = threading.Lock()
+
+
+def spin_pool() -> Optional[SpinPool]:
+    """The process's pool (started on first use), or None where it is not :func:`enabled`."""
+    global _pool
+    if _pool is not None or not enabled():
+        return _pool
+    with _pool_lock:
+        if _pool is None:
+            numba = configure_numba()
+            warm_up()
+            _pool = SpinPool(max(0, numba.config.NUMBA_NUM_THREADS - 1))
+            atexit.register(_pool.stop)
+    return _pool
+
+
+def wake() -> None:
+    """Wake the pool's sleeping workers, if the pool was started (called before kernels)."""
+    if _pool is not None:
+        _pool.wake()
+
+
+def _after_fork_in_child() -> None:
+    if _pool is not None:
+        _pool.forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

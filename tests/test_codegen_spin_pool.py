@@ -1,0 +1,179 @@
+"""The spinning worker pool behind parallel loops (probsched.codegen.spin_pool)."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import probsched as ps
+from probsched.codegen import spin_pool
+
+pytestmark = pytest.mark.skipif(
+    not spin_pool.enabled() or spin_pool.spin_pool() is None or spin_pool.spin_pool().workers == 0,
+    reason="the spin pool runs on x86-64 with 2+ numba threads",
+)
+
+
+def _compiled_body(body, kinds):
+    import numba
+
+    from probsched.codegen.compile import compile_options, numba_type
+    from probsched.codegen.launch import function_address
+
+    sig = (numba_type("int64"),) * 2 + tuple(numba_type(k) for k in kinds)
+    disp = numba.njit(sig, **compile_options())(body)
+    return disp, function_address(disp)
+
+
+def _awake(pool, timeout=5.0):
+    """Wake the pool and wait until every worker spins."""
+    pool.wake()
+    end = time.monotonic() + timeout
+    while any(s != spin_pool.SPINNING for s in pool.states()):
+        assert time.monotonic() < end, f"workers did not wake: states {pool.states()}"
+        pool.wake()
+        time.sleep(1e-4)
+
+
+def _count_and_first(lo, hi, count, first):
+    for i in range(lo, hi):
+        count[i] += np.float32(1.0)
+        first[i] = lo
+
+
+@pytest.fixture(scope="module")
+def counting():
+    """A pool launcher and a body recording how often each index ran and its chunk's start."""
+    from probsched.codegen.launch import launcher
+
+    disp, address = _compiled_body(_count_and_first, ("array:float32",) * 2)
+    return launcher(("array:float32",) * 2), address, disp
+
+
+def test_awake_workers_run_chunks_and_every_index_once(counting):
+    launch, address, _ = counting
+    pool = spin_pool.spin_pool()
+    for extent in (2, 3, 7, 64):
+        _awake(pool)
+        count, first = np.zeros(extent, np.float32), np.full(extent, -1, np.float32)
+        launch(address, extent, count, first)
+        assert count.tolist() == [1.0] * extent
+        starts = sorted(set(first.tolist()))
+        assert len(starts) == min(pool.workers + 1, extent) and starts[0] == 0
+        assert pool.states() == [spin_pool.SPINNING] * pool.workers  # handed back after the job
+
+
+def test_a_failing_chunk_on_a_worker_raises_in_the_caller():
+    from probsched.codegen.launch import launcher
+
+    def body(lo, hi, out, bad):
+        for i in range(lo, hi):
+            if i == bad[0]:
+                raise MemoryError("no room for a scratch buffer")
+            out[i] = np.float32(1.0)
+
+    _, address = _compiled_body(body, ("array:float32",) * 2)
+    launch = launcher(("array:float32",) * 2)
+    pool = spin_pool.spin_pool()
+    for bad in (0, 5):  # the caller's chunk, a worker's chunk
+        _awake(pool)
+        with pytest.raises(RuntimeError, match="parallel loop body failed"):
+            launch(address, 6, np.zeros(6, np.float32), np.full(1, bad, np.float32))
+        assert pool.states() == [spin_pool.SPINNING] * pool.workers
+    out = np.zeros(6, np.float32)
+    launch(address, 6, out, np.full(1, -1, np.float32))  # the pool still works
+    assert out.tolist() == [1.0] * 6
+
+
+def test_idle_workers_sleep_and_a_launch_without_wake_uses_prange(counting):
+    launch, address, _ = counting
+    pool = spin_pool.spin_pool()
+    _awake(pool)
+    end = time.monotonic() + 5.0
+    while pool.states() != [spin_pool.SLEEPING] * pool.workers:  # ~1 ms of idle spinning
+        assert time.monotonic() < end, f"workers kept spinning: {pool.states()}"
+        time.sleep(0.01)
+    count, first = np.zeros(8, np.float32), np.full(8, -1, np.float32)
+    launch(address, 8, count, first)  # nobody woke them: numba's prange runs the chunks
+    assert count.tolist() == [1.0] * 8 and len(set(first.tolist())) == 2
+    assert pool.states() == [spin_pool.SLEEPING] * pool.workers
+
+
+def test_kernel_calls_wake_the_pool_and_concurrent_kernels_stay_correct():
+    n = 4096
+    A = ps.placeholder((n,), name="A")
+    B = ps.compute((n,), lambda i: A[i] * 3.0 + 1.0, name="B")
+    sch = ps.Schedule(ps.create_func([A, B], name="spin_axpb"))
+    sch.parallel(sch.get_loops(sch.get_block("B"))[0])
+    kern = ps.build(sch)
+    assert kern.parallel_form == "prange"
+    pool = spin_pool.spin_pool()
+    end = time.monotonic() + 5.0
+    while spin_pool.SPINNING in pool.states():
+        assert time.monotonic() < end
+        time.sleep(0.01)
+    a = np.arange(n, dtype=np.float32)
+    want = a * 3.0 + 1.0
+    out = np.zeros(n, np.float32)
+    kern(a, out)  # wakes the workers; the launch waits for them or falls back
+    np.testing.assert_array_equal(out, want)
+    errors = []
+
+    def hammer(seed):  # two threads race for the one worker: the loser runs its loop alone
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(300):
+                x = rng.integers(-1000, 1000, n).astype(np.float32)  # exact: FMA or not
+                y = np.empty(n, np.float32)
+                kern(x, y)
+                np.testing.assert_array_equal(y, x * np.float32(3.0) + np.float32(1.0))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(s,)) for s in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads) and not errors
+
+
+_CHILD = r"""
+import os, sys, numpy as np, probsched as ps
+from probsched.codegen import spin_pool
+n = 1024
+A = ps.placeholder((n,), name="A")
+B = ps.compute((n,), lambda i: A[i] + 1.0, name="B")
+sch = ps.Schedule(ps.create_func([A, B], name="forked_inc"))
+sch.parallel(sch.get_loops(sch.get_block("B"))[0])
+kern = ps.build(sch)
+a, out = np.arange(n, dtype=np.float32), np.zeros(n, np.float32)
+kern(a, out)
+assert spin_pool.spin_pool().workers >= 1
+pid = os.fork()
+if pid == 0:  # no worker thread exists here: launches must not wait for one
+    out[:] = 0
+    for _ in range(50):
+        kern(a, out)
+    ok = np.array_equal(out, a + 1) and set(spin_pool.spin_pool().states()) == {spin_pool.ABSENT}
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+kern(a, out)
+print("child", os.waitstatus_to_exitcode(status), "parent", bool(np.array_equal(out, a + 1)))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_runs_parallel_kernels_without_workers_and_the_process_exits():
+    # A subprocess: forking this multi-threaded test runner is what the test is about, in
+    # a process of its own; that it exits at all checks the pool's stop at exit. numba's
+    # libgomp layer kills any child forked after it started ("fork() called from a process
+    # already using GNU OpenMP"), with or without the pool, so this runs on its workqueue layer.
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
+    done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "child 0 parent True"
