@@ -2,15 +2,23 @@
 
 Each kernel adds 1 (and then doubles) ``--n`` float32 values, so the work is negligible
 and the difference between the rows is the shared launcher's cost (:mod:`probsched.codegen.launch`:
-numba's ``prange`` over one chunk per thread). Kernels are bound and timed interleaved in
-this process (:func:`probsched.measure.timer.time_interleaved`)::
+one chunk per thread, on the spinning workers of :mod:`probsched.codegen.spin_pool` unless
+``PROBSCHED_LAUNCH=prange``). Kernels are bound and timed interleaved in this process
+(:func:`probsched.measure.timer.time_interleaved`)::
 
     python benchmarks/bench_launch.py --rounds 9
+    PROBSCHED_LAUNCH=prange python benchmarks/bench_launch.py --rounds 9
+
+With ``--db``, the best record of each workload in a tuning database is built twice, once
+with each launcher (spin pool and ``prange``), and the pairs are timed interleaved::
+
+    python benchmarks/bench_launch.py --db tuning.db --workloads C1D:0,NRM:2 --rounds 15
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
@@ -35,11 +43,60 @@ def kernels(n: int) -> dict:
     }
 
 
+def best_kernels_both_ways(db_path: str, names: list) -> dict:
+    """``{"W prange": bound, "W pool": bound}`` for each workload ``W``: its best record in
+    the database, built with each launcher (outputs checked equal)."""
+    from probsched.codegen.aligned import aligned_empty
+    from probsched.database import Database
+    from probsched.workloads.suite import get
+
+    db = Database(db_path)
+    fns = {}
+    saved = os.environ.get("PROBSCHED_LAUNCH")
+    try:
+        for name in names:
+            op, idx = name.split(":")
+            w = get(op, int(idx))
+            best = db.best(w, 1, target=None)
+            if not best:
+                raise SystemExit(f"no successful record of {name} in {db_path}")
+            sch = best[0].schedule(w.func)
+            inputs = w.random_inputs(np.random.default_rng(0))
+            outs = {}
+            for mode in ("prange", "pool"):
+                os.environ["PROBSCHED_LAUNCH"] = mode
+                outs[mode] = [aligned_empty(b.shape, b.dtype) for b in w.outputs]
+                fns[f"{name} {mode}"] = ps.build(sch, cache=False).bind(*inputs, *outs[mode])
+                fns[f"{name} {mode}"]()
+            for a, b in zip(outs["prange"], outs["pool"]):
+                np.testing.assert_array_equal(a, b, err_msg=name)
+    finally:
+        if saved is None:
+            os.environ.pop("PROBSCHED_LAUNCH", None)
+        else:
+            os.environ["PROBSCHED_LAUNCH"] = saved
+    return fns
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--db", help="A/B the best records of this tuning database (see above)")
+    ap.add_argument("--workloads", default="C1D:0,DEP:0,NRM:2,SFM:2", help="with --db: comma-separated")
     args = ap.parse_args(argv)
+    if args.db:
+        names = [w.strip() for w in args.workloads.split(",") if w.strip()]
+        timed = time_interleaved(best_kernels_both_ways(args.db, names), rounds=args.rounds)
+        print(f"best records of {args.db}, {args.rounds} interleaved rounds\n")
+        print("| workload | prange µs | spin pool µs | prange / spin pool |\n|---|---:|---:|---:|")
+        ratios = []
+        for name in names:
+            a, b = timed[f"{name} prange"].median * 1e6, timed[f"{name} pool"].median * 1e6
+            ratios.append(a / b)
+            print(f"| {name} | {a:.1f} | {b:.1f} | {a / b:.3f} |")
+        print(f"| geomean | | | {float(np.exp(np.mean(np.log(ratios)))):.3f} |")
+        return
     timed = time_interleaved(kernels(args.n), rounds=args.rounds)
     base = timed["serial"].median
     print(f"n = {args.n}, {args.rounds} interleaved rounds\n")
