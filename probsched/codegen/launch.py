@@ -180,7 +180,8 @@ def compile_launcher(kinds: Tuple[str, ...], pool: bool = True):
     workers = spin_pool.spin_pool() if pool else None
     if workers is not None and workers.workers > 0:
         arg_types = tuple(numba_type(k) for k in kinds)
-        ns["trampoline_address"] = function_address(_trampoline(arg_types))
+        ns["trampoline"] = _trampoline(arg_types)  # kept alive with the launcher: its address is called
+        ns["trampoline_address"] = function_address(ns["trampoline"])
         ns.update(stash=spin_pool.atomics().stash, BASE=workers.base, WORKERS=workers.workers)
         ops = spin_pool.pool_functions()
         ns.update(claim=ops.claim, post=ops.post, collect=ops.collect)

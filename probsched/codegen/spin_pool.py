@@ -1,6 +1,6 @@
-"""Worker threads that spin between parallel loops, so that a launch costs ~0.3 µs, not ~2.5.
+"""Worker threads that spin between parallel loops, so that a launch costs ~0.6 µs, not ~2.5.
 
-numba's ``prange`` (libgomp) costs 2.3-3.1 µs per launch on this project's 2-core machine
+numba's ``prange`` (libgomp) costs 2.1-3.1 µs per launch on this project's 2-core machine
 (``python benchmarks/bench_launch.py``), 7-10% of a 30 µs kernel such as C1D:0 or NRM:2.
 TVM's CPU runtime avoids that with a pool of its own whose workers spin on a flag for a
 while after each job; this is the same idea, written with numba and LLVM atomics:
@@ -24,7 +24,7 @@ the launcher's argument tuple, which the launcher stashed on its own stack (it s
 until the launcher has collected every chunk), and calls the body by address.
 
 Spinning costs a core while it lasts; that is the price of the fast launch, and it is paid
-only for a millisecond after a parallel loop (libgomp's own default spin is longer). The
+only for about a millisecond after a parallel loop (libgomp's threads spin too). The
 pool runs on x86-64 only (``pause``, ``rdtsc``); elsewhere, or with
 ``PROBSCHED_LAUNCH=prange`` in the environment, launchers use numba's ``prange``. After
 ``fork()`` a child has no workers: its slots read ``ABSENT`` and launchers fall back.
