@@ -48,15 +48,15 @@ def best_kernels_both_ways(db_path: str, names: list) -> dict:
     the database, built with each launcher (outputs checked equal)."""
     from probsched.codegen.aligned import aligned_empty
     from probsched.database import Database
-    from probsched.workloads.suite import get
+    from probsched.workloads.suite import get, small
 
     db = Database(db_path)
     fns = {}
     saved = os.environ.get("PROBSCHED_LAUNCH")
     try:
         for name in names:
-            op, idx = name.split(":")
-            w = get(op, int(idx))
+            op, _, idx = name.partition(":")
+            w = small(op) if idx == "small" else get(name)
             best = db.best(w, 1, target=None)
             if not best:
                 raise SystemExit(f"no successful record of {name} in {db_path}")
