@@ -39,6 +39,10 @@ def _awake(pool, timeout=5.0):
         time.sleep(1e-4)
 
 
+# after a launch a slot is SPINNING again, or already SLEEPING if a millisecond passed
+_HANDED_BACK = {spin_pool.SPINNING, spin_pool.SLEEPING}
+
+
 def _count_and_first(lo, hi, count, first):
     for i in range(lo, hi):
         count[i] += np.float32(1.0)
@@ -66,7 +70,7 @@ def test_awake_workers_run_chunks_and_every_index_once(counting):
         assert count.tolist() == [1.0] * extent
         starts = sorted(set(first.tolist()))
         assert len(starts) == min(numba.get_num_threads(), extent) and starts[0] == 0
-        assert pool.states() == [spin_pool.SPINNING] * pool.workers  # handed back after the job
+        assert set(pool.states()) <= _HANDED_BACK
 
 
 def test_a_failing_chunk_on_a_worker_raises_in_the_caller():
@@ -85,7 +89,7 @@ def test_a_failing_chunk_on_a_worker_raises_in_the_caller():
         _awake(pool)
         with pytest.raises(RuntimeError, match="parallel loop body failed"):
             launch(address, 6, np.zeros(6, np.float32), np.full(1, bad, np.float32))
-        assert pool.states() == [spin_pool.SPINNING] * pool.workers
+        assert set(pool.states()) <= _HANDED_BACK
     out = np.zeros(6, np.float32)
     launch(address, 6, out, np.full(1, -1, np.float32))  # the pool still works
     assert out.tolist() == [1.0] * 6
