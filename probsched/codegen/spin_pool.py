@@ -41,6 +41,7 @@ import functools
 import os
 import platform
 import threading
+from types import SimpleNamespace
 from typing import List, Optional
 
 import numpy as np
@@ -159,7 +160,7 @@ def atomics():
 
         return types.int64(values), codegen
 
-    return _Atomics(
+    return SimpleNamespace(
         load_acquire=_load("acquire"),
         load_relaxed=_load("monotonic"),
         store_release=_store("release"),
@@ -169,11 +170,6 @@ def atomics():
         ticks=ticks,
         stash=stash,
     )
-
-
-class _Atomics:
-    def __init__(self, **fns) -> None:
-        self.__dict__.update(fns)
 
 
 @functools.lru_cache(maxsize=None)
@@ -263,7 +259,7 @@ def pool_functions():
             k += 1
         return failed
 
-    return _Atomics(serve=serve, claim=claim, post=post, collect=collect)
+    return SimpleNamespace(serve=serve, claim=claim, post=post, collect=collect)
 
 
 class SpinPool:
