@@ -12,7 +12,8 @@ from probsched.cost_model import RidgeModel
 from probsched.database import Database
 from probsched.measure import LocalMeasurer
 from probsched.schedule.distributions import PerfectTile
-from probsched.search import AnnealedMCMC, EvolutionarySearch, ReplayTrace, SearchContext, choose_site
+from probsched.search import AnnealedMCMC, EvolutionarySearch, ReplayTrace, SearchContext, best_then_prior, choose_site, new_candidates
+from probsched.search.mutators import structural_family
 from probsched.selection import DEFAULT_RETIME_ROUNDS
 from probsched.space import AutoInline, MultiLevelTiling, ParallelVectorizeUnroll, RewriteReductionBlock, Space
 from handlers import Categorical
@@ -82,6 +83,28 @@ def test_model_guided_strategies_follow_the_model(strategy):
     batch = strategy.generate(ctx, 8)
     assert len({c.hash for c in batch}) == len(batch) == 8
     assert np.mean([inner_tile(c) for c in batch]) > np.mean([inner_tile(c) for c in prior])
+
+
+def test_a_family_cap_spreads_the_batch_over_structural_families():
+    ctx = SearchContext(ps.workloads.small("GMM"), ps.space.default(), seed=0)
+    pool = [c for c in (ctx.draw() for _ in range(60)) if c is not None]
+    families = collections.Counter(structural_family(c.decisions) for c in pool)
+    assert len(families) >= 4, families  # the write cache and the micro-kernel vary
+    top = families.most_common(1)[0][0]
+    # a ranking that puts every candidate of one family first
+    ranked = sorted(pool, key=lambda c: structural_family(c.decisions) != top)
+    plain = best_then_prior(ctx, ranked, 8, 0.0)
+    assert all(structural_family(c.decisions) == top for c in plain[: families[top]])
+    capped = best_then_prior(ctx, ranked, 8, 0.0, family=lambda c: structural_family(c.decisions), max_family_share=0.25)
+    counts = collections.Counter(structural_family(c.decisions) for c in capped)
+    # every family is capped at 2 of 8, and four families can fill the batch
+    assert len(capped) == 8 and counts[top] == 2 and max(counts.values()) == 2
+    fresh = [c.key for c in new_candidates(ctx, ranked, len(ranked))]
+    assert [c.key for c in capped] == sorted((c.key for c in capped), key=fresh.index)  # in rank order
+    # one family only: the cap cannot be kept, and the batch is still full, in rank order
+    one = [c for c in ranked if structural_family(c.decisions) == top]
+    alone = best_then_prior(ctx, one, 4, 0.0, family=lambda c: structural_family(c.decisions), max_family_share=0.25)
+    assert [c.key for c in alone] == [c.key for c in one[:4]]
 
 
 def test_untrained_strategies_sample_the_prior():

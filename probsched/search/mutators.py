@@ -56,6 +56,20 @@ MUTATORS: Dict[str, Tuple[float, Callable[[Site], bool]]] = {
 }
 
 
+def structural_family(decisions: Trace) -> Tuple:
+    """The values of the structural decisions (the "other" mutator's sites: micro-kernel
+    shape, packing, write cache, rfactor, ...), which pick a program's family; tiles,
+    locations, unroll and parallel extents vary within one.
+
+    >>> from handlers.trace_struct import Site, Trace
+    >>> from handlers import Categorical
+    >>> tr = Trace([Site("C/write_cache", 3, Categorical([0, 3])), Site("C/unroll", 16, Categorical([0, 16]))])
+    >>> structural_family(tr)
+    (('C/write_cache', 3),)
+    """
+    return tuple((n, decisions[n].value) for n in decisions if _is_other(decisions[n]))
+
+
 def _mutable(site: Site) -> bool:
     if site.observed or site.dist is None:
         return False
@@ -80,4 +94,4 @@ def choose_site(decisions: Trace, rng: np.random.Generator, mutators=None) -> Op
     return names[int(rng.integers(len(names)))]
 
 
-__all__ = ["MUTATORS", "choose_site"]
+__all__ = ["MUTATORS", "choose_site", "structural_family"]

@@ -28,7 +28,10 @@ trains no model for it.
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Sequence
+import math
+from collections import Counter
+from itertools import islice
+from typing import Callable, Hashable, Iterable, Iterator, List, Optional, Sequence
 
 from .candidate import Candidate, SearchContext
 
@@ -51,21 +54,22 @@ class SearchStrategy:
         return f"{type(self).__name__}()"
 
 
-def new_candidates(ctx: SearchContext, stream: Iterable[Optional[Candidate]], n: int) -> List[Candidate]:
-    """The first ``n`` candidates of ``stream`` that are valid, unmeasured and distinct."""
-    out: List[Candidate] = []
+def _fresh(ctx: SearchContext, stream: Iterable[Optional[Candidate]]) -> Iterator[Candidate]:
+    """The candidates of ``stream`` that are valid, unmeasured and distinct, lazily."""
     keys, hashes = set(), set()
     for c in stream:
-        if len(out) >= n:
-            break
         if c is None or c.key in keys:
             continue
         keys.add(c.key)
         if not ctx.is_new(c) or c.hash in hashes:
             continue
         hashes.add(c.hash)
-        out.append(c)
-    return out
+        yield c
+
+
+def new_candidates(ctx: SearchContext, stream: Iterable[Optional[Candidate]], n: int) -> List[Candidate]:
+    """The first ``n`` candidates of ``stream`` that are valid, unmeasured and distinct."""
+    return list(islice(_fresh(ctx, stream), max(n, 0)))
 
 
 def prior_candidates(ctx: SearchContext, n: int, exclude: Iterable[str] = ()) -> List[Candidate]:
@@ -76,11 +80,47 @@ def prior_candidates(ctx: SearchContext, n: int, exclude: Iterable[str] = ()) ->
     return new_candidates(ctx, stream, n) if n > 0 else []
 
 
-def best_then_prior(ctx: SearchContext, ranked: Iterable[Optional[Candidate]], n: int, eps_greedy: float) -> List[Candidate]:
+def best_then_prior(
+    ctx: SearchContext,
+    ranked: Iterable[Optional[Candidate]],
+    n: int,
+    eps_greedy: float,
+    family: Optional[Callable[[Candidate], Hashable]] = None,
+    max_family_share: float = 1.0,
+) -> List[Candidate]:
     """A batch of ``n``: the first new candidates of ``ranked`` (best first), leaving an
-    ``eps_greedy`` share, and any slots the ranking could not fill, to prior draws."""
+    ``eps_greedy`` share, and any slots the ranking could not fill, to prior draws.
+
+    With ``family`` (a key of a candidate's structural decisions) and ``max_family_share``
+    below 1, no family takes more than that share of the ranked part while candidates of
+    other families are left in ``ranked``: the ones over the cap go in last, in rank order.
+
+    >>> import probsched as ps
+    >>> from probsched.search.candidate import SearchContext
+    >>> ctx = SearchContext(ps.workloads.small("GMM"), ps.space.default(), seed=0)
+    >>> ranked = [ctx.draw() for _ in range(8)]
+    >>> same = best_then_prior(ctx, ranked, 4, 0.0, family=lambda c: 0, max_family_share=0.5)
+    >>> [c.key for c in same] == [c.key for c in new_candidates(ctx, ranked, 4)]
+    True
+    """
     n_explore = int(round(eps_greedy * n))
-    best = new_candidates(ctx, ranked, n - n_explore)
+    n_best = n - n_explore
+    fresh = _fresh(ctx, ranked)
+    if family is None or max_family_share >= 1.0:
+        best = list(islice(fresh, max(n_best, 0)))
+    else:
+        cap = max(1, math.ceil(max_family_share * n_best))
+        best, over, counts = [], [], Counter()
+        for c in fresh:
+            if len(best) >= n_best:
+                break
+            f = family(c)
+            if counts[f] < cap:
+                counts[f] += 1
+                best.append(c)
+            else:
+                over.append(c)
+        best += over[: max(n_best - len(best), 0)]
     return best + prior_candidates(ctx, n - len(best), exclude={c.hash for c in best})
 
 
