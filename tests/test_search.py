@@ -105,6 +105,8 @@ def test_a_family_cap_spreads_the_batch_over_structural_families():
     one = [c for c in ranked if structural_family(c.decisions) == top]
     alone = best_then_prior(ctx, one, 4, 0.0, family=lambda c: structural_family(c.decisions), max_family_share=0.25)
     assert [c.key for c in alone] == [c.key for c in one[:4]]
+    with pytest.raises(ValueError, match="max_family_share"):
+        EvolutionarySearch(max_family_share=0)
 
 
 def test_untrained_strategies_sample_the_prior():

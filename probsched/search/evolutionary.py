@@ -61,6 +61,8 @@ class EvolutionarySearch(SearchStrategy):
         self.mutate_prob = mutate_prob
         self.eps_greedy = eps_greedy
         self.mutators = MUTATORS if mutators is None else mutators
+        if not 0 < max_family_share <= 1:
+            raise ValueError(f"EvolutionarySearch: max_family_share must be in (0, 1], got {max_family_share}")
         self.max_family_share = max_family_share
 
     def _initial(self, ctx: SearchContext) -> List[Candidate]:
