@@ -105,22 +105,29 @@ def best_then_prior(
     """
     n_explore = int(round(eps_greedy * n))
     n_best = n - n_explore
-    fresh = _fresh(ctx, ranked)
     if family is None or max_family_share >= 1.0:
-        best = list(islice(fresh, max(n_best, 0)))
+        best = new_candidates(ctx, ranked, n_best)
     else:
         cap = max(1, math.ceil(max_family_share * n_best))
-        best, over, counts = [], [], Counter()
-        for c in fresh:
+        over: List[Candidate] = []
+        counts: Counter = Counter()
+
+        def under_cap() -> Iterator[Optional[Candidate]]:
+            # the family is checked before _fresh hashes a candidate: one family may fill
+            # most of ``ranked``, and its over-cap members are hashed only if they are needed
+            for c in ranked:
+                if c is not None and counts[family(c)] >= cap:
+                    over.append(c)
+                else:
+                    yield c
+            yield from over
+
+        best = []
+        for c in _fresh(ctx, under_cap()):
             if len(best) >= n_best:
                 break
-            f = family(c)
-            if counts[f] < cap:
-                counts[f] += 1
-                best.append(c)
-            else:
-                over.append(c)
-        best += over[: max(n_best - len(best), 0)]
+            counts[family(c)] += 1
+            best.append(c)
     return best + prior_candidates(ctx, n - len(best), exclude={c.hash for c in best})
 
 
