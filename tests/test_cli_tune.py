@@ -24,6 +24,7 @@ from probsched.cli_commands.common import num
 from probsched.cli_commands.plot import best_so_far
 from probsched.database import Database, TuningRecord
 from probsched.measure import MeasureResult
+from probsched.search import EvolutionarySearch
 
 CLI = [sys.executable, "-m", "probsched.cli"]
 USER_FILE = textwrap.dedent(
@@ -333,6 +334,10 @@ def test_best_so_far_groups_in_commit_order(tmp_path):
         (["tune", "GMM:small", "--trials", "-3"], "--trials"),
         (["tune", "GMM:small", "--strategy", "gradient"], "gradient"),
         (["tune", "GMM:small", "--cost-model", "xgb"], "xgb"),
+        (["tune", "GMM:small", "--max-family-share", "0"], "--max-family-share"),
+        (["tune", "GMM:small", "--max-family-share", "half"], "--max-family-share"),
+        (["tune", "GMM:small", "--max-family-share", "0.5", "--strategy", "replay"],
+         "--max-family-share applies to --strategy evolutionary, not replay"),
         (["tune", "GMM:small", "--workers", "0"], "--workers"),
         (["tune", "GMM:small", "--space", "no_such_module_xyz:space"], "no_such_module_xyz"),
         (["tune", "GMM:small", "--json", "/no/such/dir/out.json"], "--json"),
@@ -346,6 +351,22 @@ def test_bad_input_exits_2(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+def test_max_family_share_reaches_the_evolutionary_search(tmp_path, monkeypatch, capsys):
+    seen = []
+
+    def fake_tune(workload, **kw):
+        seen.append(kw["strategy"])
+        raise KeyboardInterrupt  # stop before measuring anything: the strategy is what is checked
+
+    monkeypatch.setattr(ps.tuner, "tune", fake_tune)
+    db = str(tmp_path / "t.db")
+    assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "0.5"]) == 130
+    assert main(["tune", "GMM:small", "--db", db, "--quiet"]) == 130
+    capped, plain = seen
+    assert isinstance(capped, EvolutionarySearch) and capped.max_family_share == 0.5
+    assert plain == "evolutionary"
 
 
 def test_tvm_summary_without_times_exits_2(tmp_path, capsys):

@@ -30,7 +30,7 @@ from .common import (
     resolve_space,
     resolve_workload,
 )
-from .tune import add_search_options, check_writable, tune_with_progress
+from .tune import add_search_options, check_writable, search_label, strategy_from_args, tune_with_progress
 
 #: The workloads of the issue's comparison with TVM MetaSchedule.
 DEFAULT_WORKLOADS = "GMM:2,GMM:3,C1D:0,C2D:2,DEP:0,T2D:0,CBR:1,SFM:2,NRM:2"
@@ -174,6 +174,7 @@ def _write(args: argparse.Namespace, rows: List[Dict[str, Any]], header: str) ->
         "header": header,
         "target": json.loads(Target.host().to_json()),
         "strategy": args.strategy,
+        "max_family_share": args.max_family_share,
         "trials_per_run": args.trials,
         "database": args.db,
         "workloads": rows,
@@ -195,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
         if not is_suite_workload(w):
             raise CLIError(f"--workloads {spec}: bench compares with numpy and jax.jit, which exist for suite workloads only")
     space = resolve_space(args.space)
+    strategy_from_args(args)  # a bad combination of options fails before any tuning
     tvm_us = load_tvm_times(args.tvm)
     check_writable(args.out_md, "--out-md")
     check_writable(args.out_json, "--out-json")
@@ -204,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
             host_records(db, w, w.func.structural_hash())
     header = (
         f"probsched bench, {datetime.date.today()}: {Target.host()}; "
-        f"{args.strategy} search, {args.trials} new trials per workload; numpy and jax.jit timed in the same run; "
+        f"{search_label(args)} search, {args.trials} new trials per workload; numpy and jax.jit timed in the same run; "
         + (f"TVM: MetaSchedule on this machine ({args.tvm})" if args.tvm else "TVM: issue #9's numbers (a Zen 4 with AVX-512)")
     )
     rows: List[Dict[str, Any]] = []

@@ -64,6 +64,21 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
+def share(text: str) -> float:
+    """argparse type: a fraction in (0, 1].
+
+    >>> share("0.5")
+    0.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not in (0, 1]")
+    return value
+
+
 def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)

@@ -35,6 +35,7 @@ from .common import (
     open_database,
     positive_int,
     resolve_space,
+    share,
     resolve_workload,
     workload_name,
 )
@@ -52,6 +53,10 @@ def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
     p.add_argument("--space", default="default", metavar="SPACE",
                    help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
                         "(or of a function returning one)")
+    p.add_argument("--max-family-share", type=share, default=1.0, metavar="F",
+                   help="evolutionary search: no structural family (write cache, rfactor, lanes, micro-kernel, "
+                        "packing) takes more than this fraction of a batch's model-ranked candidates "
+                        "(default 1: plain top-k)")
     p.add_argument("--seed", type=int, default=None, help="random seed of the search and the model")
     p.add_argument("--batch-size", type=positive_int, default=32, help="candidates per measured batch (default 32)")
     p.add_argument("--workers", type=positive_int, default=2, help="measuring worker processes (default 2)")
@@ -107,6 +112,22 @@ class Progress:
         self.bar.close()
 
 
+def strategy_from_args(args: argparse.Namespace):
+    """The ``strategy=`` for ``ps.tune``: the name, or an object when an option configures it."""
+    if args.max_family_share == 1.0:
+        return args.strategy
+    if args.strategy != "evolutionary":
+        raise CLIError(f"--max-family-share applies to --strategy evolutionary, not {args.strategy}")
+    return STRATEGIES["evolutionary"](max_family_share=args.max_family_share)
+
+
+def search_label(args: argparse.Namespace) -> str:
+    """The strategy as a run's header names it (with its family cap, when one is set)."""
+    if args.max_family_share == 1.0:
+        return args.strategy
+    return f"{args.strategy} (max family share {args.max_family_share:g})"
+
+
 def tune_with_progress(workload, args: argparse.Namespace, db: Database, measurer, space, desc: str):
     """``ps.tune`` with the search options of ``args`` and a progress bar; returns the TuneResult."""
     from ..tuner import tune
@@ -122,7 +143,7 @@ def tune_with_progress(workload, args: argparse.Namespace, db: Database, measure
     try:
         with redirect:
             return tune(
-                workload, trials=args.trials, space=space, strategy=args.strategy, cost_model=args.cost_model,
+                workload, trials=args.trials, space=space, strategy=strategy_from_args(args), cost_model=args.cost_model,
                 database=db, measurer=measurer, seed=args.seed, callbacks=[progress], batch_size=args.batch_size,
                 retime_top=args.retime_top,
             )
@@ -160,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
 
     workload = resolve_workload(args.workload)
     space = resolve_space(args.space)
+    strategy_from_args(args)  # a bad combination of options fails before anything is opened
     if args.json:
         check_writable(args.json, "--json")
     name = workload_name(workload)
@@ -168,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     flops = getattr(workload, "flops", None)
     if not args.quiet:
         workers = f"{args.workers} worker{'s' if args.workers != 1 else ''}"
-        print(f"tuning {name}: {args.trials} trials, {args.strategy} search, {args.cost_model} cost model, {workers}, "
+        print(f"tuning {name}: {args.trials} trials, {search_label(args)} search, {args.cost_model} cost model, {workers}, "
               f"db {db_path}", file=sys.stderr)
     measurer = None
     try:
