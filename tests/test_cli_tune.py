@@ -103,7 +103,7 @@ def test_tune_prints_progress_summary_and_json(tuned):
     d, r = tuned
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
-    assert "tuning GMM:small: 2 trials, evolutionary search, mlp cost model, 1 worker" in r.stderr
+    assert "tuning GMM:small: 2 trials, evolutionary (max family share 0.5) search, mlp cost model, 1 worker" in r.stderr
     out = r.stdout
     assert "| probsched |" in out and "| numpy |" in out and "| jax |" in out
     assert "show the best: probsched show GMM:small --db t.db" in out
@@ -362,11 +362,13 @@ def test_max_family_share_reaches_the_evolutionary_search(tmp_path, monkeypatch,
 
     monkeypatch.setattr(ps.tuner, "tune", fake_tune)
     db = str(tmp_path / "t.db")
-    assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "0.5"]) == 130
+    assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "0.25"]) == 130
+    assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "1"]) == 130
     assert main(["tune", "GMM:small", "--db", db, "--quiet"]) == 130
-    capped, plain = seen
-    assert isinstance(capped, EvolutionarySearch) and capped.max_family_share == 0.5
-    assert plain == "evolutionary"
+    capped, plain, default = seen
+    assert isinstance(capped, EvolutionarySearch) and capped.max_family_share == 0.25
+    assert plain.max_family_share == 1.0  # MetaSchedule's top-k
+    assert default == "evolutionary" and EvolutionarySearch().max_family_share == 0.5
 
 
 def test_tvm_summary_without_times_exits_2(tmp_path, capsys):

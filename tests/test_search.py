@@ -13,7 +13,7 @@ from probsched.database import Database
 from probsched.measure import LocalMeasurer
 from probsched.schedule.distributions import PerfectTile
 from probsched.search import AnnealedMCMC, EvolutionarySearch, ReplayTrace, SearchContext, best_then_prior, choose_site, new_candidates
-from probsched.search.mutators import structural_family
+from probsched.search.mutators import algorithm_family, structural_family
 from probsched.selection import DEFAULT_RETIME_ROUNDS
 from probsched.space import AutoInline, MultiLevelTiling, ParallelVectorizeUnroll, RewriteReductionBlock, Space
 from handlers import Categorical
@@ -107,6 +107,20 @@ def test_a_family_cap_spreads_the_batch_over_structural_families():
     assert [c.key for c in alone] == [c.key for c in one[:4]]
     with pytest.raises(ValueError, match="max_family_share"):
         EvolutionarySearch(max_family_share=0)
+
+
+def test_the_evolutionary_search_caps_the_family_it_is_given():
+    def run(**kw):
+        ctx = context(seed=1)
+        ctx.model = trained_ridge(context(seed=2))  # rewards a large innermost j tile
+        batch = EvolutionarySearch(population=48, genetic_iters=2, eps_greedy=0.0, **kw).generate(ctx, 8)
+        return collections.Counter(inner_tile(c) for c in batch)
+
+    plain = run()
+    assert max(plain.values()) > 2  # the model's favourite tile fills most of the batch
+    capped = run(max_family_share=0.25, family=lambda tr: tr["Z/j/tile"].value[-1])
+    assert sum(capped.values()) == 8 and max(capped.values()) <= 2, capped
+    assert EvolutionarySearch().family is algorithm_family  # the default key: write cache and rfactor
 
 
 def test_untrained_strategies_sample_the_prior():

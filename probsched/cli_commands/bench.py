@@ -17,8 +17,9 @@ import math
 import sys
 from typing import Any, Dict, List, Optional
 
-from ..target import Target
+from ..search import get as get_strategy
 from ..selection import best_schedule
+from ..target import Target
 from ..tuner import TuneResult
 from .common import (
     CLIError,
@@ -174,7 +175,7 @@ def _write(args: argparse.Namespace, rows: List[Dict[str, Any]], header: str) ->
         "header": header,
         "target": json.loads(Target.host().to_json()),
         "strategy": args.strategy,
-        "max_family_share": args.max_family_share,
+        "max_family_share": getattr(get_strategy(strategy_from_args(args)), "max_family_share", None),
         "trials_per_run": args.trials,
         "database": args.db,
         "workloads": rows,

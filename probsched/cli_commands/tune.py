@@ -18,7 +18,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..database import Database
-from ..search import STRATEGIES
+from ..search import STRATEGIES, get as get_strategy
 from ..selection import DEFAULT_RETIME_TOP
 from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
 from .common import (
@@ -53,10 +53,10 @@ def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
     p.add_argument("--space", default="default", metavar="SPACE",
                    help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
                         "(or of a function returning one)")
-    p.add_argument("--max-family-share", type=share, default=1.0, metavar="F",
-                   help="evolutionary search: no structural family (write cache, rfactor, lanes, micro-kernel, "
-                        "packing) takes more than this fraction of a batch's model-ranked candidates "
-                        "(default 1: plain top-k)")
+    p.add_argument("--max-family-share", type=share, default=None, metavar="F",
+                   help="evolutionary search: no algorithm family (write cache and rfactor decisions) takes more "
+                        "than this fraction of a batch's model-ranked candidates (default 0.5; 1: MetaSchedule's "
+                        "plain top-k)")
     p.add_argument("--seed", type=int, default=None, help="random seed of the search and the model")
     p.add_argument("--batch-size", type=positive_int, default=32, help="candidates per measured batch (default 32)")
     p.add_argument("--workers", type=positive_int, default=2, help="measuring worker processes (default 2)")
@@ -114,7 +114,7 @@ class Progress:
 
 def strategy_from_args(args: argparse.Namespace):
     """The ``strategy=`` for ``ps.tune``: the name, or an object when an option configures it."""
-    if args.max_family_share == 1.0:
+    if args.max_family_share is None:
         return args.strategy
     if args.strategy != "evolutionary":
         raise CLIError(f"--max-family-share applies to --strategy evolutionary, not {args.strategy}")
@@ -123,9 +123,8 @@ def strategy_from_args(args: argparse.Namespace):
 
 def search_label(args: argparse.Namespace) -> str:
     """The strategy as a run's header names it (with its family cap, when one is set)."""
-    if args.max_family_share == 1.0:
-        return args.strategy
-    return f"{args.strategy} (max family share {args.max_family_share:g})"
+    share = getattr(get_strategy(strategy_from_args(args)), "max_family_share", None)
+    return args.strategy if share is None else f"{args.strategy} (max family share {share:g})"
 
 
 def tune_with_progress(workload, args: argparse.Namespace, db: Database, measurer, space, desc: str):

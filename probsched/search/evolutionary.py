@@ -10,12 +10,16 @@ One round (``generate``):
    weight, see :mod:`.mutators`, through the ``mutate`` handler), else the parent itself.
    Children with decisions already seen this round are replaced by their parent.
 3. **Selection**: the best-scored unmeasured candidates seen in any generation, except an
-   ``eps_greedy`` share of the batch drawn from the prior (exploration). With
-   ``max_family_share`` below 1 (off by default, as in MetaSchedule), no structural family
-   (:func:`.mutators.structural_family`: write cache, rfactor, micro-kernel, ...) takes more
-   than that share of the ranked part while other families are ranked: on NRM:2, 0.5 gave
-   26.6-32.3 µs over five seeds against 28.7-48.2 without it
-   (``benchmarks/data/family_cap_1203.md``).
+   ``eps_greedy`` share of the batch drawn from the prior (exploration), and with a cap:
+   no algorithm family (``family``, by default :func:`.mutators.algorithm_family`: the
+   write cache and rfactor decisions) takes more than ``max_family_share`` of the ranked
+   part while candidates of other families are ranked. This is where we depart from
+   MetaSchedule's plain top-k (``max_family_share=1``): after one round the model tends to
+   fill every batch with the family of the first good records, and on NRM:2 the search
+   then stayed in a slow rfactor family in three runs of five (named best 28.7-48.2 µs,
+   median 41.4). With the cap at 0.5: 28.7-33.2, median 31.8
+   (``benchmarks/data/family_cap_1203.md``). Workloads with one algorithm family (the
+   micro-kernel ones, softmax) search exactly as without it.
 
 Until the cost model has been trained (the first round of a new tuning run, unless the
 model starts from other workloads' records: :mod:`probsched.cost_model.transfer`), the
@@ -31,12 +35,14 @@ best records, 4 iterations, mutation probability 0.85, epsilon-greedy 0.05.
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Callable, Dict, Hashable, List, Optional
 
 import numpy as np
 
+from handlers.trace_struct import Trace
+
 from .candidate import Candidate, SearchContext
-from .mutators import MUTATORS, choose_site, structural_family
+from .mutators import MUTATORS, algorithm_family, choose_site
 from .strategy import SearchStrategy, best_then_prior, prior_candidates
 
 
@@ -53,7 +59,8 @@ class EvolutionarySearch(SearchStrategy):
         mutate_prob: float = 0.85,
         eps_greedy: float = 0.05,
         mutators=None,
-        max_family_share: float = 1.0,
+        max_family_share: float = 0.5,
+        family: Optional[Callable[[Trace], Hashable]] = None,
     ) -> None:
         self.population = population
         self.init_measured_ratio = init_measured_ratio
@@ -64,6 +71,7 @@ class EvolutionarySearch(SearchStrategy):
         if not 0 < max_family_share <= 1:
             raise ValueError(f"EvolutionarySearch: max_family_share must be in (0, 1], got {max_family_share}")
         self.max_family_share = max_family_share
+        self.family = algorithm_family if family is None else family
 
     def _initial(self, ctx: SearchContext) -> List[Candidate]:
         n_best = int(self.population * self.init_measured_ratio)
@@ -115,7 +123,7 @@ class EvolutionarySearch(SearchStrategy):
         ranked = [everything[i] for i in np.argsort(-s, kind="stable")]
         return best_then_prior(
             ctx, ranked, n, self.eps_greedy,
-            family=lambda c: structural_family(c.decisions), max_family_share=self.max_family_share,
+            family=lambda c: self.family(c.decisions), max_family_share=self.max_family_share,
         )
 
 

@@ -70,6 +70,29 @@ def structural_family(decisions: Trace) -> Tuple:
     return tuple((n, decisions[n].value) for n in decisions if _is_other(decisions[n]))
 
 
+#: the "other" sites that choose how a block computes rather than the shape of its kernel
+ALGORITHM_SITES = ("write_cache", "rfactor")
+
+
+def algorithm_family(decisions: Trace) -> Tuple:
+    """The values of the sites that choose a block's algorithm: where its writes are staged
+    (``write_cache``) and how a reduction is split (``rfactor``). Programs of different
+    algorithms can differ by large factors (NRM:2: rfactor "outer" 29 µs, "inner" 49);
+    micro-kernel shape, packing and vector lanes vary within one, where the programs lie
+    closer together. :class:`.EvolutionarySearch`'s family cap keys on this.
+
+    >>> from handlers.trace_struct import Site, Trace
+    >>> from handlers import Categorical
+    >>> tr = Trace([Site("C/rfactor", "outer", Categorical(["none", "outer"])),
+    ...             Site("C/lanes", 16, Categorical([16, 32]))])
+    >>> algorithm_family(tr)
+    (('C/rfactor', 'outer'),)
+    """
+    return tuple(
+        (n, decisions[n].value) for n in decisions if _is_other(decisions[n]) and n.rsplit("/", 1)[-1] in ALGORITHM_SITES
+    )
+
+
 def _mutable(site: Site) -> bool:
     if site.observed or site.dist is None:
         return False
@@ -94,4 +117,4 @@ def choose_site(decisions: Trace, rng: np.random.Generator, mutators=None) -> Op
     return names[int(rng.integers(len(names)))]
 
 
-__all__ = ["MUTATORS", "choose_site", "structural_family"]
+__all__ = ["MUTATORS", "ALGORITHM_SITES", "algorithm_family", "choose_site", "structural_family"]
