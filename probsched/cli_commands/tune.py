@@ -35,8 +35,8 @@ from .common import (
     open_database,
     positive_int,
     resolve_space,
-    share,
     resolve_workload,
+    share,
     workload_name,
 )
 
