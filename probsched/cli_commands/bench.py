@@ -17,7 +17,6 @@ import math
 import sys
 from typing import Any, Dict, List, Optional
 
-from ..search import get as get_strategy
 from ..selection import best_schedule
 from ..target import Target
 from ..tuner import TuneResult
@@ -31,7 +30,7 @@ from .common import (
     resolve_space,
     resolve_workload,
 )
-from .tune import add_search_options, check_writable, search_label, strategy_from_args, tune_with_progress
+from .tune import add_search_options, check_writable, family_share, search_label, strategy_from_args, tune_with_progress
 
 #: The workloads of the issue's comparison with TVM MetaSchedule.
 DEFAULT_WORKLOADS = "GMM:2,GMM:3,C1D:0,C2D:2,DEP:0,T2D:0,CBR:1,SFM:2,NRM:2"
@@ -175,7 +174,7 @@ def _write(args: argparse.Namespace, rows: List[Dict[str, Any]], header: str) ->
         "header": header,
         "target": json.loads(Target.host().to_json()),
         "strategy": args.strategy,
-        "max_family_share": getattr(get_strategy(strategy_from_args(args)), "max_family_share", None),
+        "max_family_share": family_share(args),
         "trials_per_run": args.trials,
         "database": args.db,
         "workloads": rows,

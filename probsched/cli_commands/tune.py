@@ -121,9 +121,15 @@ def strategy_from_args(args: argparse.Namespace):
     return STRATEGIES["evolutionary"](max_family_share=args.max_family_share)
 
 
+def family_share(args: argparse.Namespace) -> Optional[float]:
+    """The family cap the search will run with (its default when the option is not given);
+    None for a strategy that has none."""
+    return getattr(get_strategy(strategy_from_args(args)), "max_family_share", None)
+
+
 def search_label(args: argparse.Namespace) -> str:
-    """The strategy as a run's header names it (with its family cap, when one is set)."""
-    share = getattr(get_strategy(strategy_from_args(args)), "max_family_share", None)
+    """The strategy as a run's header names it (with its family cap, when it has one)."""
+    share = family_share(args)
     return args.strategy if share is None else f"{args.strategy} (max family share {share:g})"
 
 

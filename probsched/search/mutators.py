@@ -88,9 +88,8 @@ def algorithm_family(decisions: Trace) -> Tuple:
     >>> algorithm_family(tr)
     (('C/rfactor', 'outer'),)
     """
-    return tuple(
-        (n, decisions[n].value) for n in decisions if _is_other(decisions[n]) and n.rsplit("/", 1)[-1] in ALGORITHM_SITES
-    )
+    # by name alone: the search calls this for every ranked candidate of a batch
+    return tuple((n, decisions[n].value) for n in decisions if n.rsplit("/", 1)[-1] in ALGORITHM_SITES)
 
 
 def _mutable(site: Site) -> bool:
