@@ -102,6 +102,28 @@ def test_build_transfer_caps_each_workload_across_databases(tmp_path):
     assert transfer.load_transfer(str(out), exclude=[g]).groups == [s]
 
 
+def test_build_transfer_on_a_base_adds_workloads_and_replaces_the_ones_it_holds(tmp_path):
+    gmm, sfm, nrm = ps.workloads.small("GMM"), ps.workloads.small("SFM"), ps.workloads.small("NRM")
+    g = _record_db(tmp_path / "a.db", gmm, [2, 4])
+    s = _record_db(tmp_path / "a.db", sfm, [8])
+    base = tmp_path / "base.npz"
+    transfer.build_transfer([str(tmp_path / "a.db")], str(base))
+    _record_db(tmp_path / "b.db", gmm, [16])
+    n = _record_db(tmp_path / "b.db", nrm, [32, 64])
+    out = tmp_path / "t.npz"
+    built = transfer.build_transfer([str(tmp_path / "b.db")], str(out), base=str(base))
+    # base's SFM stays; GMM's records are the new database's; NRM is added
+    assert built.groups == [s, g, n, n] and built.names == {s: sfm.name, g: gmm.name, n: nrm.name}
+    np.testing.assert_allclose(built.seconds, [8e-6, 16e-6, 32e-6, 64e-6])
+    loaded = transfer.load_transfer(str(out))
+    assert sorted((x["group"], x["index"]) for x in loaded.samples) == sorted([(s, 0), (g, 1), (n, 2)])
+    for sample in loaded.samples:
+        sch = ScheduleTrace.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
+        np.testing.assert_allclose(cm.extract(sch), loaded.features[sample["index"]], rtol=1e-6)
+    with pytest.raises(ValueError, match="missing"):
+        transfer.build_transfer([str(tmp_path / "b.db")], str(out), base=str(tmp_path / "none.npz"))
+
+
 def test_build_transfer_leaves_out_records_that_replay_to_another_program(tmp_path, caplog):
     # a record whose trace today gives another program than the one it timed (the
     # primitives changed since) would label that other program with its time

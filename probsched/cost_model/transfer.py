@@ -97,6 +97,19 @@ class TransferRecords:
         drop = set(exclude)
         return self.take([i for i, g in enumerate(self.groups) if g not in drop])
 
+    def concat(self, other: "TransferRecords") -> "TransferRecords":
+        """These records, then ``other``'s (whose groups must not be among these)."""
+        shared = set(self.groups) & set(other.groups)
+        if shared:
+            raise ValueError(f"TransferRecords.concat: groups {sorted(shared)} are in both")
+        return TransferRecords(
+            self.features + other.features,
+            np.concatenate([self.seconds, np.asarray(other.seconds, np.float64)]),
+            self.groups + other.groups,
+            {**self.names, **other.names},
+            self.samples + [{**s, "index": s["index"] + len(self)} for s in other.samples],
+        )
+
 
 def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Optional[TransferRecords]:
     """The transfer records at ``path`` (default :data:`TRANSFER_PATH`) without the groups in
@@ -122,12 +135,29 @@ def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Op
     return records.without(exclude)
 
 
-def build_transfer(databases: Sequence[str], out: str, per_workload: int = 128) -> TransferRecords:
+def build_transfer(
+    databases: Sequence[str], out: str, per_workload: int = 128, base: Optional[str] = None
+) -> TransferRecords:
     """Write transfer records from the successful records of ``databases``: per workload, its
     ``per_workload`` first records in measurement order (a tuning run's spread, from its
     prior draws to its best; a workload in several databases takes them in the order given),
     features extracted by replaying each record's trace today (a record whose trace no longer
-    gives the program that was timed is left out)."""
+    gives the program that was timed is left out).
+
+    With ``base`` (a transfer file, e.g. :data:`TRANSFER_PATH`), the result holds base's
+    records too, except for the workloads the databases hold, which the databases' records
+    replace: that is how records of a new workload are added to the shipped ones."""
+    built = _from_databases(databases, per_workload)
+    if base is not None:
+        old = load_transfer(base)
+        if old is None:
+            raise ValueError(f"build_transfer: base {base} is missing or was made with other features")
+        built = old.without(built.names).concat(built)
+    save_transfer(built, out)
+    return built
+
+
+def _from_databases(databases: Sequence[str], per_workload: int) -> TransferRecords:
     from ..database import Database
     from ..ir.serialize import structural_hash
 
@@ -160,21 +190,25 @@ def build_transfer(databases: Sequence[str], out: str, per_workload: int = 128) 
                     seconds.append(rec.median)
                     groups.append(wl.hash)
                     room -= 1
-    records = TransferRecords(features, np.asarray(seconds, np.float64), groups, names, samples)
+    return TransferRecords(features, np.asarray(seconds, np.float64), groups, names, samples)
+
+
+def save_transfer(records: TransferRecords, out: str) -> None:
+    """Write ``records`` to ``out`` in the format :func:`load_transfer` reads."""
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    features = records.features
     with open(out, "wb") as fh:  # a file object: numpy would append ".npz" to a str
         np.savez_compressed(
             fh,
             x=np.concatenate(features) if features else np.zeros((0, N_FEATURES), np.float32),
             lengths=np.asarray([len(f) for f in features], np.int64),
-            seconds=records.seconds,
-            groups=np.asarray(groups),
-            names=np.asarray(json.dumps(names)),
-            samples=np.asarray(json.dumps(samples)),
+            seconds=np.asarray(records.seconds, np.float64),
+            groups=np.asarray(records.groups),
+            names=np.asarray(json.dumps(records.names)),
+            samples=np.asarray(json.dumps(records.samples)),
             schema=np.asarray(feature_schema()),
             n_features=np.asarray(N_FEATURES),
         )
-    return records
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -182,8 +216,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("databases", nargs="+", help="tuning databases (SQLite)")
     p.add_argument("--out", default=TRANSFER_PATH, help=f"output .npz (default {TRANSFER_PATH})")
     p.add_argument("--per-workload", type=int, default=128)
+    p.add_argument("--base", help="keep this transfer file's records of the workloads the databases do not hold "
+                                   "(e.g. the shipped file, to add a workload to it)")
     args = p.parse_args(argv)
-    records = build_transfer(args.databases, args.out, args.per_workload)
+    try:
+        records = build_transfer(args.databases, args.out, args.per_workload, base=args.base)
+    except ValueError as e:
+        p.error(str(e))
     counts = {n: records.groups.count(g) for g, n in records.names.items()}
     print(f"{args.out}: {len(records)} records, {os.path.getsize(args.out) / 1e3:.0f} KB; per workload {counts}")
     return 0
