@@ -15,17 +15,22 @@ DEP:0 seed 0 lost: the README's section "Transfer"). Over 128 trials the two end
 losses, five level), and evolutionary search with it beats random search on all nine
 workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
 records of the workload's own, both models rank the rest alike (``python
-benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000 extra
+benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-2000 extra
 records costs seconds per (re)training; random search, which never asks the model,
 trains none.
 
-The shipped records (:data:`TRANSFER_PATH`, ~150 KB) hold features, run times and workload
-groups of up to 128 tuned records per suite workload, measured on this project's reference
-machine (since 2026-12-02 the Zen 4 with AVX-512; before, an AVX2 VM). :func:`load_transfer`
-leaves out the group being tuned (a workload's own records come from its database, never
-from here) and returns None, with a warning, when the file is missing or was made with
-other feature columns: rebuild it with ``python -m probsched.cost_model.transfer DB...
---out probsched/cost_model/data/transfer_records.npz``.
+The shipped records (:data:`TRANSFER_PATH`, ~300 KB) hold features, run times and workload
+groups of up to 128 tuned records per workload, measured on this project's reference
+machine (since 2026-12-02 the Zen 4 with AVX-512; before, an AVX2 VM): the nine benchmark
+workloads, and other shapes of the operators that had no relative among them (DEP:1-3,
+NRM:1, NRM:3, SFM:1, SFM:3). Without those, a tuning run of DEP:0 started from a model that
+had seen no depthwise convolution; with DEP:1-3 added its named best over five seeds went
+from a median of 56.5 to 41.0 µs (``benchmarks/data/transfer_siblings_1203.md``).
+:func:`load_transfer` leaves out the group being tuned (a workload's own records come from
+its database, never from here) and returns None, with a warning, when the file is missing
+or was made with other feature columns: rebuild it with ``python -m
+probsched.cost_model.transfer DB... --out probsched/cost_model/data/transfer_records.npz``,
+or add a workload's records to it with ``--base`` (:func:`build_transfer`).
 
 >>> records = load_transfer()
 >>> records is not None and len(records) > 500 and records.features[0].shape[1] == N_FEATURES
