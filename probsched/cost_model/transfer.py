@@ -19,13 +19,14 @@ benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-2
 records costs seconds per (re)training; random search, which never asks the model,
 trains none.
 
-The shipped records (:data:`TRANSFER_PATH`, ~300 KB) hold features, run times and workload
+The shipped records (:data:`TRANSFER_PATH`, ~220 KB) hold features, run times and workload
 groups of up to 128 tuned records per workload, measured on this project's reference
 machine (since 2026-12-02 the Zen 4 with AVX-512; before, an AVX2 VM): the nine benchmark
-workloads, and other shapes of the operators that had no relative among them (DEP:1-3,
-NRM:1, NRM:3, SFM:1, SFM:3). Without those, a tuning run of DEP:0 started from a model that
-had seen no depthwise convolution; with DEP:1-3 added its named best over five seeds went
-from a median of 56.5 to 41.0 µs (``benchmarks/data/transfer_siblings_1203.md``).
+workloads, and other shapes of the depthwise convolution (DEP:1-3), which has no relative
+among them. Without those, a tuning run of DEP:0 started from a model that had seen no
+depthwise convolution; with them its named best over five seeds went from a median of 56.5
+to 41.0 µs (``benchmarks/data/transfer_siblings_1203.md``, which also has a file with other
+shapes of the norm and the softmax too, not shipped).
 :func:`load_transfer` leaves out the group being tuned (a workload's own records come from
 its database, never from here) and returns None, with a warning, when the file is missing
 or was made with other feature columns: rebuild it with ``python -m
