@@ -125,6 +125,8 @@ def test_build_transfer_on_a_base_adds_workloads_and_replaces_the_ones_it_holds(
         np.testing.assert_allclose(cm.extract(sch), loaded.features[sample["index"]], rtol=1e-6)
     with pytest.raises(ValueError, match="missing"):
         transfer.build_transfer([str(tmp_path / "b.db")], str(out), base=str(tmp_path / "none.npz"))
+    with pytest.raises(ValueError, match="in both"):
+        built.concat(built)
 
 
 def test_build_transfer_leaves_out_records_that_replay_to_another_program(tmp_path, caplog):

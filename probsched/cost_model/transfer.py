@@ -15,7 +15,7 @@ DEP:0 seed 0 lost: the README's section "Transfer"). Over 128 trials the two end
 losses, five level), and evolutionary search with it beats random search on all nine
 workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
 records of the workload's own, both models rank the rest alike (``python
-benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-2000 extra
+benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-1500 extra
 records costs seconds per (re)training; random search, which never asks the model,
 trains none.
 
@@ -25,8 +25,8 @@ machine (since 2026-12-02 the Zen 4 with AVX-512; before, an AVX2 VM): the nine 
 workloads, and other shapes of the depthwise convolution (DEP:1-3), which has no relative
 among them. Without those, a tuning run of DEP:0 started from a model that had seen no
 depthwise convolution; with them its named best over five seeds went from a median of 56.5
-to 41.0 µs (``benchmarks/data/transfer_siblings_1203.md``, which also has a file with other
-shapes of the norm and the softmax too, not shipped).
+to 41.0 µs (``benchmarks/data/transfer_siblings_1203.md``; records of other shapes of the
+norm and the softmax were tried there too, and not shipped).
 :func:`load_transfer` leaves out the group being tuned (a workload's own records come from
 its database, never from here) and returns None, with a warning, when the file is missing
 or was made with other feature columns: rebuild it with ``python -m
