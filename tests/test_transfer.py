@@ -88,6 +88,13 @@ def _record_db(path, workload, splits, failed=0):
     return key
 
 
+def _assert_samples_replay(records):
+    """Each sample of ``records`` replays to the features stored for its record."""
+    for sample in records.samples:
+        sch = ScheduleTrace.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
+        np.testing.assert_allclose(cm.extract(sch), records.features[sample["index"]], rtol=1e-6)
+
+
 def test_build_transfer_caps_each_workload_across_databases(tmp_path):
     gmm, sfm = ps.workloads.small("GMM"), ps.workloads.small("SFM")
     g = _record_db(tmp_path / "a.db", gmm, [2, 4, 8], failed=1)
@@ -99,9 +106,7 @@ def test_build_transfer_caps_each_workload_across_databases(tmp_path):
     np.testing.assert_allclose(built.seconds, [2e-6, 4e-6, 8e-6, 16e-6, 2e-6])  # the first four, in order
     loaded = transfer.load_transfer(str(out))
     assert loaded.groups == built.groups and [x["index"] for x in loaded.samples] == [0, 4]
-    for sample in loaded.samples:  # each sample replays to the features stored for its record
-        sch = ScheduleTrace.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
-        np.testing.assert_allclose(cm.extract(sch), loaded.features[sample["index"]], rtol=1e-6)
+    _assert_samples_replay(loaded)
     assert transfer.load_transfer(str(out), exclude=[g]).groups == [s]
 
 
@@ -120,9 +125,7 @@ def test_build_transfer_on_a_base_adds_workloads_and_replaces_the_ones_it_holds(
     np.testing.assert_allclose(built.seconds, [8e-6, 16e-6, 32e-6, 64e-6])
     loaded = transfer.load_transfer(str(out))
     assert sorted((x["group"], x["index"]) for x in loaded.samples) == sorted([(s, 0), (g, 1), (n, 2)])
-    for sample in loaded.samples:
-        sch = ScheduleTrace.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
-        np.testing.assert_allclose(cm.extract(sch), loaded.features[sample["index"]], rtol=1e-6)
+    _assert_samples_replay(loaded)
     with pytest.raises(ValueError, match="missing"):
         transfer.build_transfer([str(tmp_path / "b.db")], str(out), base=str(tmp_path / "none.npz"))
     with pytest.raises(ValueError, match="in both"):
