@@ -286,6 +286,8 @@ def tune(
             strat.observe(ctx, batch, results)
         if retime_top and result.history:  # nothing new measured: the last naming stands
             retime(workload, db, measurer, top=retime_top, rounds=retime_rounds)
+        if not own_measurer and hasattr(measurer, "settle"):
+            measurer.settle()  # the caller may time result.kernel next: no worker start-up beside it
         result.best = best_schedule(db, workload, flops)
     finally:
         if own_measurer:

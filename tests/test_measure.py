@@ -121,6 +121,22 @@ def test_recycling_and_overlap(measurer):
     assert measurer.workers_started > before  # the worker with fewer compiles reached the limit
 
 
+def test_settle_waits_for_a_recycled_worker_to_start(measurer):
+    measurer.settle()  # the fixture's workers may still be starting
+    assert measurer.workers_starting == 0
+    # the worker that measures is replaced after its result
+    limit, measurer.max_compiles_per_worker = measurer.max_compiles_per_worker, 0
+    try:
+        (r,) = measurer.measure(W, [schedule(2)])
+    finally:
+        measurer.max_compiles_per_worker = limit
+    assert r.ok
+    assert measurer.workers_starting == 1  # its replacement spends seconds importing numba
+    measurer.settle()
+    assert measurer.workers_starting == 0
+    assert all(w.state == "idle" for w in measurer._workers)
+
+
 def test_measure_together_times_members_interleaved_and_fails_them_alone(measurer, caplog):
     scheds = [schedule(1), schedule(2), schedule(4), schedule(2, g=3)]
     with caplog.at_level(logging.ERROR, logger="probsched.measure"):

@@ -183,6 +183,19 @@ def test_resume_never_measures_a_candidate_twice(measurer, tmp_path):
     assert again.best.retimed == second.best.retimed  # nothing new measured: no re-timing, the naming stands
 
 
+def test_tune_returns_with_no_worker_starting(measurer):
+    # the caller times result.kernel next (TuneResult.compare): a worker starting beside it takes a core
+    # every result replaces its worker
+    limit, measurer.max_compiles_per_worker = measurer.max_compiles_per_worker, 0
+    try:
+        result = ps.tune(ps.workloads.small("GMM"), trials=1, space=small_space(), strategy="replay", measurer=measurer,
+                         seed=0, retime_top=0)
+    finally:
+        measurer.max_compiles_per_worker = limit
+    assert result.best is not None and measurer.workers_started >= 2
+    assert measurer.workers_starting == 0
+
+
 class _CountingRidge(RidgeModel):
     """A ridge model that counts the calls handing it data."""
 

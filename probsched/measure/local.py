@@ -156,6 +156,10 @@ class _Worker:
         return f"worker process {self.proc.pid} {how} while {self.state}" + (f"\n{tail}" if tail else "")
 
 
+def _no_result(index: int, result) -> None:
+    raise AssertionError(f"a result arrived with no task out (index {index})")
+
+
 def _reap(procs: list) -> list:
     return [p for p in procs if p.join(0) is None and p.is_alive()]
 
@@ -250,6 +254,26 @@ class LocalMeasurer:
     def workers_started(self) -> int:
         """Worker processes started so far (replacements and recycling included)."""
         return self.stats.worker_starts
+
+    @property
+    def workers_starting(self) -> int:
+        """Workers started but not ready yet (a replacement warming numba up)."""
+        return sum(w.state == STARTING for w in self._workers)
+
+    def settle(self) -> None:
+        """Return once no worker is starting.
+
+        A worker replaced after a batch (recycled, or after a crash) starts at once, and its
+        start-up compiles numba's warm-up kernels: 2-5 s of one core. The measurer pauses it
+        while it times a kernel itself, but not while its caller does. A caller about to time
+        kernels in its own process (:meth:`~probsched.tuner.TuneResult.compare`) settles
+        the measurer first; :func:`~probsched.tune` does before it returns, so the wait
+        (at most one start-up) is paid once per tune.
+        """
+        if self.closed:
+            return
+        while self.workers_starting:
+            self._step(_no_result)
 
     def _new_worker(self) -> _Worker:
         self.stats.worker_starts += 1
