@@ -184,8 +184,8 @@ def test_resume_never_measures_a_candidate_twice(measurer, tmp_path):
 
 
 def test_tune_returns_with_no_worker_starting(measurer):
-    # the caller times result.kernel next (TuneResult.compare): a worker starting beside it takes a core
-    # every result replaces its worker
+    # the caller times result.kernel next (TuneResult.compare): a worker starting beside it
+    # would take a core. With no compiles allowed, every result replaces its worker.
     limit, measurer.max_compiles_per_worker = measurer.max_compiles_per_worker, 0
     try:
         result = ps.tune(ps.workloads.small("GMM"), trials=1, space=small_space(), strategy="replay", measurer=measurer,

@@ -49,8 +49,10 @@ Design choices (2 cores, shared):
 >>> _ = sch.split(i, [2, 2])
 >>> with LocalMeasurer(workers=1, repeat=3, min_repeat_ms=1) as m:
 ...     (r,) = m.measure(w, [sch])
->>> r.ok, len(r.run_seconds), r.median > 0
-(True, 3, True)
+...     m.settle()  # before timing kernels here: no worker may be starting beside them
+...     starting = m.workers_starting
+>>> r.ok, len(r.run_seconds), r.median > 0, starting
+(True, 3, True, 0)
 """
 
 from __future__ import annotations
