@@ -20,8 +20,8 @@ records costs seconds per (re)training; random search, which never asks the mode
 trains none.
 
 The shipped records (:data:`TRANSFER_PATH`, ~220 KB) hold features, run times and workload
-groups of up to 128 tuned records per workload, measured on this project's reference
-machine (since 2026-12-02 the Zen 4 with AVX-512; before, an AVX2 VM): the nine benchmark
+groups of up to 128 tuned records per workload, measured on this project's VM while it was
+a Zen 4 with AVX-512 (2026-12-02/03; it has been an AVX2 Zen 3 before and since): the nine benchmark
 workloads, and other shapes of the depthwise convolution (DEP:1-3), which has no relative
 among them. Without those, a tuning run of DEP:0 started from a model that had seen no
 depthwise convolution; with them its named best over five seeds went from a median of 56.5
