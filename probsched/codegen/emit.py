@@ -46,8 +46,8 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
   ran faster in it (``benchmarks/bench_parallel_form.py``: 0.38-0.76x of the threads
   form's time on six workloads, 0.93-0.98x on GMM:2, GMM:3 and C2D:2, whose work per call
   hides most of a thread handoff), and since :mod:`.launch` it compiles only 0.1-0.2 s
-  more per kernel (benchmarks/HISTORY.md, "Parallel form"). Parallel loops nested in a parallel loop run
-  serially in both forms.
+  more per kernel (benchmarks/HISTORY.md, "Parallel form"). Parallel loops nested in a
+  parallel loop run serially in both forms.
 
 >>> import probsched as ps
 >>> A = ps.placeholder((4, 8), name="A")

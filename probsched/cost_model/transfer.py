@@ -11,9 +11,9 @@ cost_model="mlp-transfer")`` does so with the shipped records.
 
 It is the default (since 2026-12-02). With the AVX2 VM's records, after the first 32
 trials it led the MLP from scratch in 10 of 12 paired runs (by up to 1.46x; one level,
-DEP:0 seed 0 lost: benchmarks/HISTORY.md, section "Transfer"). Over 128 trials the two end close (four paired wins, two
-losses, five level), and evolutionary search with it beats random search on all nine
-workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
+DEP:0 seed 0 lost: benchmarks/HISTORY.md, section "Transfer"). Over 128 trials the two
+end close (four paired wins, two losses, five level), and evolutionary search with it
+beats random search on all nine workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
 records of the workload's own, both models rank the rest alike (``python
 benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-1500 extra
 records costs seconds per (re)training; random search, which never asks the model,
