@@ -9,15 +9,14 @@ out at a time). ``CostModel.set_transfer`` trains the model on such records at o
 keeps them beside the workload's own in every later training; ``ps.tune(...,
 cost_model="mlp-transfer")`` does so with the shipped records.
 
-It is the default (since 2026-12-02). With the AVX2 VM's records, after the first 32
-trials it led the MLP from scratch in 10 of 12 paired runs (by up to 1.46x; one level,
-DEP:0 seed 0 lost: benchmarks/HISTORY.md, section "Transfer"). Over 128 trials the two
-end close (four paired wins, two losses, five level), and evolutionary search with it
-beats random search on all nine workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
+It is the default (since 2026-12-02). With the AVX2 VM's records, after the first 32 trials it
+led the MLP from scratch in 10 of 12 paired runs (by up to 1.46x; one level, DEP:0 seed 0 lost:
+benchmarks/HISTORY.md, section "Transfer"). Over 128 trials the two end close (four paired
+wins, two losses, five level), and evolutionary search with it beats random search on all nine
+workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
 records of the workload's own, both models rank the rest alike (``python
 benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-1500 extra
-records costs seconds per (re)training; random search, which never asks the model,
-trains none.
+records costs seconds per (re)training; random search, which never asks the model, trains none.
 
 The shipped records (:data:`TRANSFER_PATH`, ~220 KB) hold features, run times and workload
 groups of up to 128 tuned records per workload, measured on this project's VM while it was
