@@ -43,8 +43,8 @@ def main() -> None:
     args = p.parse_args()
 
     w = resolve_workload(args.workload)
-    db = Database(args.db)
-    best = best_schedule(db, w)
+    with Database(args.db) as db:
+        best = best_schedule(db, w)
     if best is None:
         raise SystemExit(f"{args.db}: no successful record of {args.workload}")
     kernel = TuneResult(w, best, [], best.record.strategy).kernel

@@ -19,18 +19,18 @@ benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-1
 records costs seconds per (re)training; random search, which never asks the model, trains none.
 
 The shipped records (:data:`TRANSFER_PATH`, ~220 KB) hold features, run times and workload
-groups of up to 128 tuned records per workload, measured on this project's VM while it was
-a Zen 4 with AVX-512 (2026-12-02/03; it has been an AVX2 Zen 3 before and since): the nine benchmark
-workloads, and other shapes of the depthwise convolution (DEP:1-3), which has no relative
-among them. Without those, a tuning run of DEP:0 started from a model that had seen no
-depthwise convolution; with them its named best over five seeds went from a median of 56.5
-to 41.0 µs (``benchmarks/data/transfer_siblings_1203.md``; records of other shapes of the
-norm and the softmax were tried there too, and not shipped).
-:func:`load_transfer` leaves out the group being tuned (a workload's own records come from
-its database, never from here) and returns None, with a warning, when the file is missing
-or was made with other feature columns: rebuild it with ``python -m
-probsched.cost_model.transfer DB... --out probsched/cost_model/data/transfer_records.npz``,
-or add a workload's records to it with ``--base`` (:func:`build_transfer`).
+groups of up to 128 tuned records per workload, measured on this project's VM while it was a
+Zen 4 with AVX-512 (2026-12-02/03; it has been an AVX2 Zen 3 before and since): the nine
+benchmark workloads, and other shapes of the depthwise convolution (DEP:1-3), which has no
+relative among them. Without those, a tuning run of DEP:0 started from a model that had seen
+no depthwise convolution; with them its named best over five seeds went from a median of
+56.5 to 41.0 µs (``benchmarks/data/transfer_siblings_1203.md``; records of other shapes of
+the norm and the softmax were tried there too, and not shipped). :func:`load_transfer`
+leaves out the group being tuned (a workload's own records come from its database, never
+from here) and returns None, with a warning, when the file is missing or was made with other
+feature columns: rebuild it with ``python -m probsched.cost_model.transfer DB... --out
+probsched/cost_model/data/transfer_records.npz``, or add a workload's records to it with
+``--base`` (:func:`build_transfer`).
 
 >>> records = load_transfer()
 >>> records is not None and len(records) > 500 and records.features[0].shape[1] == N_FEATURES
