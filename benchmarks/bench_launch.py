@@ -13,12 +13,24 @@ With ``--db``, the best record of each workload in a tuning database is built tw
 with each launcher (spin pool and ``prange``), and the pairs are timed interleaved::
 
     python benchmarks/bench_launch.py --db tuning.db --workloads C1D:0,NRM:2 --rounds 15
+
+A loaded machine: ``--busy N`` keeps N other processes spinning on a core each while the
+kernels are timed (as other tenants, a compile or another library's thread pool do), and
+``--spin-only`` makes the pool's waits spin with ``pause`` and never yield the core (the
+pool before its waits yielded, for an A/B in alternating processes)::
+
+    python benchmarks/bench_launch.py --db tuning.db --busy 1 --rounds 9
+    python benchmarks/bench_launch.py --db tuning.db --busy 1 --rounds 9 --spin-only
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 
@@ -78,17 +90,40 @@ def best_kernels_both_ways(db_path: str, names: list) -> dict:
     return fns
 
 
+@contextlib.contextmanager
+def busy_processes(n: int):
+    """``n`` processes that each keep a core busy until the block ends."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.2 if n else 0.0)  # running before the first timing
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--db", help="A/B the best records of this tuning database (see above)")
     ap.add_argument("--workloads", default="C1D:0,DEP:0,NRM:2,SFM:2", help="with --db: comma-separated")
+    ap.add_argument("--busy", type=int, default=0, help="processes keeping a core busy each while timing")
+    ap.add_argument("--spin-only", action="store_true", help="the pool's waits never yield the core (A/B)")
     args = ap.parse_args(argv)
+    if args.spin_only:
+        from probsched.codegen import spin_pool
+
+        spin_pool.SPIN_TICKS = 1 << 62  # read when the pool's functions compile, below
+    load = f", {args.busy} busy processes" if args.busy else ""
+    load += ", waits spin only" if args.spin_only else ""
     if args.db:
         names = [w.strip() for w in args.workloads.split(",") if w.strip()]
-        timed = time_interleaved(best_kernels_both_ways(args.db, names), rounds=args.rounds)
-        print(f"best records of {args.db}, {args.rounds} interleaved rounds\n")
+        fns = best_kernels_both_ways(args.db, names)
+        with busy_processes(args.busy):
+            timed = time_interleaved(fns, rounds=args.rounds)
+        print(f"best records of {args.db}, {args.rounds} interleaved rounds{load}\n")
         print("| workload | prange µs | spin pool µs | prange / spin pool |\n|---|---:|---:|---:|")
         ratios = []
         for name in names:
@@ -97,9 +132,11 @@ def main(argv=None) -> None:
             print(f"| {name} | {a:.1f} | {b:.1f} | {a / b:.3f} |")
         print(f"| geomean | | | {float(np.exp(np.mean(np.log(ratios)))):.3f} |")
         return
-    timed = time_interleaved(kernels(args.n), rounds=args.rounds)
+    fns = kernels(args.n)
+    with busy_processes(args.busy):
+        timed = time_interleaved(fns, rounds=args.rounds)
     base = timed["serial"].median
-    print(f"n = {args.n}, {args.rounds} interleaved rounds\n")
+    print(f"n = {args.n}, {args.rounds} interleaved rounds{load}\n")
     print("| kernel | µs per call | above serial |")
     print("|---|---:|---:|")
     for name, t in timed.items():

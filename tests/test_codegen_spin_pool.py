@@ -94,6 +94,44 @@ def test_a_failing_chunk_on_a_worker_raises_in_the_caller():
     launch(address, 6, out, np.full(1, -1, np.float32))  # the pool still works
     assert out.tolist() == [1.0] * 6
 
+def _pin_every_thread(cpus):
+    """Set the CPU mask of every thread of this process; returns the old masks by thread id."""
+    old = {}
+    for tid in map(int, os.listdir("/proc/self/task")):
+        try:
+            old[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cpus)
+        except (ProcessLookupError, PermissionError):  # a thread that just ended
+            pass
+    return old
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pins threads through /proc/self/task")
+def test_launches_stay_fast_when_the_worker_shares_the_callers_core(counting):
+    # On a loaded machine the worker can be queued on the launcher's own core. A wait that
+    # only pauses then holds the core until the scheduler preempts it: 1-3 ms per launch,
+    # a few seconds for these 1000 (measured before the waits yielded). Waits that yield
+    # let the worker run at once: ~30 us per launch.
+    launch, address, _ = counting
+    pool = spin_pool.spin_pool()
+    count, first = np.zeros(64, np.float32), np.full(64, -1, np.float32)
+    old = _pin_every_thread({min(os.sched_getaffinity(0))})
+    try:
+        _awake(pool)
+        start = time.perf_counter()
+        for _ in range(1000):
+            pool.wake()  # as a kernel call does: the worker sleeps after a millisecond idle
+            launch(address, 64, count, first)
+        elapsed = time.perf_counter() - start
+    finally:
+        for tid, cpus in old.items():
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except (ProcessLookupError, PermissionError):
+                pass
+    assert count.tolist() == [1000.0] * 64
+    assert elapsed < 1.0, f"1000 launches took {elapsed:.2f} s with the worker on the caller's core"
+
 
 def test_idle_workers_sleep_and_a_launch_without_wake_uses_prange(counting):
     import numba

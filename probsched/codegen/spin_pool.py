@@ -24,7 +24,12 @@ the launcher's argument tuple, which the launcher stashed on its own stack (it s
 until the launcher has collected every chunk), and calls the body by address.
 
 Spinning costs a core while it lasts; that is the price of the fast launch, and it is paid
-only for about a millisecond after a parallel loop (libgomp's threads spin too). The
+only for about a millisecond after a parallel loop (libgomp's threads spin too). Every wait
+(a worker's for a job or for its chunk to be collected, a launcher's for a chunk or for a
+worker being woken) spins with ``pause`` for :data:`SPIN_TICKS` only and then yields the
+core to the OS between checks, as TVM's pool does: on a loaded machine the thread waited
+for may be queued on the waiter's own core, and a waiter that only pauses holds that core
+until the scheduler preempts it, a slice of milliseconds per parallel loop. The
 pool runs on x86-64 only (``pause``, ``rdtsc``); elsewhere, or with
 ``PROBSCHED_LAUNCH=prange`` in the environment, launchers use numba's ``prange``. After
 ``fork()`` a child has no workers: its slots read ``ABSENT`` and launchers fall back.
@@ -60,6 +65,10 @@ the worker SPINNING -> SLEEPING when idle; the pool -> STOPPING at exit, ABSENT 
 
 IDLE_TICKS = 3_000_000
 """Time-stamp-counter ticks a worker spins without a job before it sleeps (~1 ms at 3 GHz)."""
+SPIN_TICKS = 30_000
+"""Time-stamp-counter ticks (~10 us) a wait spins with ``pause`` before it yields the core
+between checks: a wait on an unloaded machine ends well within it, and a yield is a
+system call (~0.3 us) that returns at once when no other thread waits for the core."""
 WAKE_WAIT_TICKS = 30_000_000
 """How long a launcher waits for a worker that is being woken (~10 ms) before it goes on
 without it: a woken worker needs the GIL once, which the caller releases in the kernel."""
@@ -72,13 +81,27 @@ def enabled() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
+def _os_yield():
+    """A ctypes function numba can call that yields the calling thread's core:
+    ``sched_yield`` (POSIX) or ``SwitchToThread`` (Windows)."""
+    import ctypes
+
+    if os.name == "nt":
+        fn = ctypes.windll.kernel32.SwitchToThread  # type: ignore[attr-defined]
+    else:
+        fn = ctypes.CDLL(None).sched_yield
+    fn.restype, fn.argtypes = ctypes.c_int, []
+    return fn
+
+
 @functools.lru_cache(maxsize=None)
 def atomics():
     """numba intrinsics on raw int64 addresses: ``load_acquire(addr)``,
     ``store_release(addr, v)``, ``store_relaxed(addr, v)``, ``load_relaxed(addr)``,
     ``compare_exchange(addr, expected, new) -> 1 or 0``, ``cpu_relax()`` (``pause``),
-    ``ticks()`` (``rdtsc``) and ``stash(tuple) -> address`` (the tuple copied into the
-    caller's stack frame, valid until the caller returns)."""
+    ``ticks()`` (``rdtsc``), ``os_yield()`` (give the core to another runnable thread, see
+    :func:`_os_yield`) and ``stash(tuple) -> address`` (the tuple copied into the caller's
+    stack frame, valid until the caller returns)."""
     numba = configure_numba()
     from llvmlite import ir
     from numba.core import cgutils, types
@@ -161,6 +184,7 @@ def atomics():
         return types.int64(values), codegen
 
     return SimpleNamespace(
+        os_yield=_os_yield(),
         load_acquire=_load("acquire"),
         load_relaxed=_load("monotonic"),
         store_release=_store("release"),
@@ -186,9 +210,17 @@ def pool_functions():
     call = call_by_address()
     load_acquire, load_relaxed = a.load_acquire, a.load_relaxed
     store_release, store_relaxed = a.store_release, a.store_relaxed
-    cas, relax, ticks = a.compare_exchange, a.cpu_relax, a.ticks
+    cas, relax, ticks, os_yield = a.compare_exchange, a.cpu_relax, a.ticks, a.os_yield
     opts = compile_options()
     i64 = numba_type("int64")
+
+    @numba.njit(numba.types.none(i64), **opts)
+    def backoff(since):
+        """One step of a wait that began at tick ``since``: ``pause``, or a yield after SPIN_TICKS."""
+        if ticks() - since > SPIN_TICKS:
+            os_yield()
+        else:
+            relax()
 
     @numba.njit(i64(i64, i64), **opts)
     def serve(base, slot):
@@ -205,11 +237,11 @@ def pool_functions():
             elif state == SPINNING:
                 if ticks() - idle_since > IDLE_TICKS and cas(s, SPINNING, SLEEPING):
                     return SLEEPING
-                relax()
+                backoff(idle_since)
             elif state == STOPPING or state == ABSENT or state == SLEEPING:
                 return state
             else:  # CLAIMED (the job is being written) or DONE (not yet collected)
-                relax()
+                backoff(idle_since)
 
     @numba.njit(i64(i64, i64, i64), **opts)
     def claim(base, workers, wanted):
@@ -224,7 +256,7 @@ def pool_functions():
             if state == WAKING:
                 start = ticks()
                 while state == WAKING and ticks() - start < WAKE_WAIT_TICKS:
-                    relax()
+                    backoff(start)  # the worker needs a core (and the GIL once) to wake
                     state = load_acquire(s)
             if state == SPINNING and cas(s, SPINNING, CLAIMED):
                 mask |= 1 << k
@@ -249,11 +281,12 @@ def pool_functions():
     def collect(base, mask):
         failed = 0
         k = 0
+        start = ticks()
         while mask >> k:
             if mask >> k & 1:
                 s = base + k * SLOT_WORDS * 8
                 while load_acquire(s) != DONE:
-                    relax()
+                    backoff(start)
                 failed += load_relaxed(s + 8 * FAILED)
                 store_release(s, SPINNING)
             k += 1
