@@ -181,10 +181,6 @@ def _shutdown(workers: List[_Worker], retired: list, tmpdir: str) -> None:
     shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-WAIT_SLICE_S = 0.5
-"""Longest a measurer waits for its workers before it checks again (signals, deadlines)."""
-
-
 class LocalMeasurer:
     """Measure candidates in ``workers`` local processes (a context manager; see the module doc).
 
@@ -483,10 +479,7 @@ class LocalMeasurer:
         """Wait for one event (a message, a death, a deadline) and handle what happened."""
         now = time.monotonic()
         deadlines = [w.deadline for w in self._workers if w.deadline is not None]
-        # Capped: Ctrl-C's SIGINT can land on another thread (tqdm's monitor, say), which does
-        # not interrupt this wait; Python raises KeyboardInterrupt only once this thread runs
-        # again. Uncapped, a tune waiting on a long compile ignored Ctrl-C for over 60 s.
-        timeout = min(max(0.0, min(deadlines) - now), WAIT_SLICE_S) if deadlines else WAIT_SLICE_S
+        timeout = max(0.0, min(deadlines) - now) if deadlines else None
         waitables = {}
         for w in self._workers:
             waitables[w.conn] = w
