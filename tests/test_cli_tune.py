@@ -226,7 +226,7 @@ def tuner_tracebacks(stderr):
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "known intermittent bug: in the two fresh-clone CI runs of 2026-12-03 evening the tuner "
+    "known bug: in the three fresh-clone CI runs of 2026-12-03 evening the tuner "
     "went on measuring 60 s after SIGINT (main thread in LocalMeasurer._step, no "
     "KeyboardInterrupt raised, workers replaced); cause not found. Runs every suite so the "
     "next occurrence prints its stacks"))

@@ -94,10 +94,11 @@ def test_a_failing_chunk_on_a_worker_raises_in_the_caller():
     launch(address, 6, out, np.full(1, -1, np.float32))  # the pool still works
     assert out.tolist() == [1.0] * 6
 
-def _pin_every_thread(cpus):
-    """Set the CPU mask of every thread of this process; returns the old masks by thread id."""
+
+def _set_affinities(masks):
+    """Set each thread's CPU mask (``{thread id: cpus}``); returns the masks they had."""
     old = {}
-    for tid in map(int, os.listdir("/proc/self/task")):
+    for tid, cpus in masks.items():
         try:
             old[tid] = os.sched_getaffinity(tid)
             os.sched_setaffinity(tid, cpus)
@@ -109,13 +110,14 @@ def _pin_every_thread(cpus):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pins threads through /proc/self/task")
 def test_launches_stay_fast_when_the_worker_shares_the_callers_core(counting):
     # On a loaded machine the worker can be queued on the launcher's own core. A wait that
-    # only pauses then holds the core until the scheduler preempts it: 1-3 ms per launch,
-    # a few seconds for these 1000 (measured before the waits yielded). Waits that yield
-    # let the worker run at once: ~30 us per launch.
+    # only pauses then holds the core until the scheduler preempts it, a slice per launch:
+    # with such waits these 1000 launches took over the 1 s asserted below (checked on
+    # 2026-12-03 with the old waits). Waits that yield let the worker run at once.
     launch, address, _ = counting
     pool = spin_pool.spin_pool()
     count, first = np.zeros(64, np.float32), np.full(64, -1, np.float32)
-    old = _pin_every_thread({min(os.sched_getaffinity(0))})
+    one_cpu = {min(os.sched_getaffinity(0))}
+    old = _set_affinities({tid: one_cpu for tid in map(int, os.listdir("/proc/self/task"))})
     try:
         _awake(pool)
         start = time.perf_counter()
@@ -124,11 +126,7 @@ def test_launches_stay_fast_when_the_worker_shares_the_callers_core(counting):
             launch(address, 64, count, first)
         elapsed = time.perf_counter() - start
     finally:
-        for tid, cpus in old.items():
-            try:
-                os.sched_setaffinity(tid, cpus)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _set_affinities(old)
     assert count.tolist() == [1000.0] * 64
     assert elapsed < 1.0, f"1000 launches took {elapsed:.2f} s with the worker on the caller's core"
 
