@@ -191,6 +191,7 @@ def best_other(row: Dict[str, Any]) -> Tuple[str, float]:
 def compare(args: argparse.Namespace) -> int:
     from probsched.cli_commands.bench import geomean
     from probsched.cli_commands.common import num, open_database, resolve_workload
+    from probsched.codegen.spin_pool import launch_counts
     from probsched.selection import best_schedule
     from probsched.tuner import TuneResult
 
@@ -207,18 +208,22 @@ def compare(args: argparse.Namespace) -> int:
         (search_best,) = holding[0].best(key, k=1)
         named = best_schedule(holding[0], w)
         ours = TuneResult(w, named, [], named.record.strategy)
-        med = {name: sec * 1e6 for name, sec in ours.compare(rounds=args.rounds, extra={"tvm": best_kernel(args.work, spec)})}
+        tvm_kernel = best_kernel(args.work, spec)
+        launch_counts(reset=True)
+        med = {name: sec * 1e6 for name, sec in ours.compare(rounds=args.rounds, extra={"tvm": tvm_kernel})}
+        launches = launch_counts()  # how our kernel's parallel loops ran beside TVM's pool
         row = {
             "workload": spec, "database": holding[0].path, "ours_worker_us": search_best.median * 1e6,
             "ours_retimed_us": named.seconds * 1e6 if named.retimed else None,
             "tvm_worker_us": min(_records(_database(args.work, spec))) * 1e6,
             "ours_us": med["probsched"], "tvm_us": med["tvm"], "numpy_us": med.get("numpy"), "jax_us": med.get("jax"),
+            "launch_counts": launches,
         }
         row["tvm_over_ours_worker"] = row["tvm_worker_us"] / row["ours_worker_us"]
         row["tvm_over_ours"] = row["tvm_us"] / row["ours_us"]
         row["best_other"], row["best_other_over_ours"] = best_other(row)
         rows.append(row)
-        print(f"{spec}: ours {row['ours_us']:.1f} µs, TVM {row['tvm_us']:.1f} µs (same run)", file=sys.stderr)
+        print(f"{spec}: ours {row['ours_us']:.1f} µs, TVM {row['tvm_us']:.1f} µs (same run); our launches {launches}", file=sys.stderr)
     for db in dbs:
         db.close()
 

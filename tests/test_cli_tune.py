@@ -22,6 +22,7 @@ import probsched as ps
 from probsched.cli import main
 from probsched.cli_commands.common import num
 from probsched.cli_commands.plot import best_so_far
+from probsched.codegen.spin_pool import COUNTERS
 from probsched.database import Database, TuningRecord
 from probsched.measure import MeasureResult
 from probsched.search import EvolutionarySearch
@@ -178,6 +179,7 @@ def test_bench_reuses_the_database_best(tuned, capsys):
     row = json.loads(js.read_text())["workloads"][0]
     assert row["workload"] == "GMM:small" and row["trials"] == 2
     assert row["ours_us"] > 0 and row["numpy_us"] > 0 and row["jax_us"] > 0
+    assert sorted(row["launch_counts"]) == sorted(COUNTERS)  # how its parallel loops ran while timed
     table = md.read_text()
     assert f"| GMM:small | {num(row['ours_us'])} | {num(row['ours_worker_us'])} | {num(row['numpy_us'])} |" in table
     assert "| geomean |" in table

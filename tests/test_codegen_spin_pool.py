@@ -65,12 +65,15 @@ def test_awake_workers_run_chunks_and_every_index_once(counting):
     pool = spin_pool.spin_pool()
     for extent in (2, 3, 7, 64):
         _awake(pool)
+        spin_pool.launch_counts(reset=True)
         count, first = np.zeros(extent, np.float32), np.full(extent, -1, np.float32)
         launch(address, extent, count, first)
         assert count.tolist() == [1.0] * extent
         starts = sorted(set(first.tolist()))
         assert len(starts) == min(numba.get_num_threads(), extent) and starts[0] == 0
         assert set(pool.states()) <= _HANDED_BACK
+        counts = spin_pool.launch_counts()
+        assert counts["launches"] == 1 and counts["fallbacks"] == counts["short"] == counts["wake_waits"] == 0, counts
 
 
 def test_a_failing_chunk_on_a_worker_raises_in_the_caller():
@@ -142,9 +145,12 @@ def test_idle_workers_sleep_and_a_launch_without_wake_uses_prange(counting):
         assert time.monotonic() < end, f"workers kept spinning: {pool.states()}"
         time.sleep(0.01)
     count, first = np.zeros(8, np.float32), np.full(8, -1, np.float32)
+    spin_pool.launch_counts(reset=True)
     launch(address, 8, count, first)  # nobody woke them: numba's prange runs the chunks
     assert count.tolist() == [1.0] * 8 and len(set(first.tolist())) == min(numba.get_num_threads(), 8)
     assert pool.states() == [spin_pool.SLEEPING] * pool.workers
+    counts = spin_pool.launch_counts()
+    assert counts["fallbacks"] == 1 and counts["launches"] == 0, counts
 
 
 def test_kernel_calls_wake_the_pool_and_concurrent_kernels_stay_correct():

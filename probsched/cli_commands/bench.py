@@ -145,7 +145,11 @@ def bench_row(
     (``tvm_us``: TVM's times per workload, :data:`TVM_US` by default).
     ``search_best_seconds``: the fastest median the search measured (the worker column,
     like TVM's; default: the best's own), which the re-timed best may not be."""
+    from ..codegen.spin_pool import launch_counts
+
+    launch_counts(reset=True)
     times = {name: row for name, row in ((r["implementation"], r) for r in comparison(result.compare(), result.best.flops))}
+    launches = launch_counts()  # only our kernel uses the pool: how its parallel loops ran in this timing
     ours, np_row, jax_row = times["probsched"], times.get("numpy"), times.get("jax")
     tvm = (TVM_US if tvm_us is None else tvm_us).get(result.name)
     worker_us = (search_best_seconds or result.best.search_seconds) * 1e6
@@ -164,6 +168,7 @@ def bench_row(
         "trials": trials,
         "strategy": result.best.record.strategy,
         "candidate_hash": result.best.record.candidate_hash,
+        "launch_counts": launches,
     }
 
 

@@ -204,7 +204,7 @@ def compile_launcher(kinds: Tuple[str, ...], pool: bool = True):
             "                c += 1\n"
             "            k += 1\n"
             f"        failed = call(address, (0, extent // parts{args}))\n"
-            "        failed += collect(BASE, mask)\n"
+            "        failed += collect(BASE, WORKERS, mask)\n"
             "        if failed:\n"
             f"            raise RuntimeError({_FAILED!r})\n"
             "        return\n"

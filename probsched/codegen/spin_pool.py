@@ -47,7 +47,7 @@ import os
 import platform
 import threading
 from types import SimpleNamespace
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -58,6 +58,15 @@ SLOT_WORDS = 8
 """int64 words per worker slot: one cache line, so that slots never share one."""
 STATE, TRAMPOLINE, BODY, ARGS, LO, HI, FAILED = range(7)
 """Word offsets within a slot."""
+COUNTERS = ("launches", "short", "fallbacks", "wake_waits", "slow_collects")
+"""The launch counters, one word each in a cache line after the slots, which launchers
+update (not atomically: two threads launching at once may lose a count; they are for
+diagnosis): launches that got a worker; of those, launches that got fewer workers than
+chunks (a worker busy for another thread's launch); launches that fell back to ``prange``
+(every worker asleep); launches that waited for a worker being woken; and launches whose
+wait for the workers' chunks outlasted :data:`SPIN_TICKS` and yielded the core."""
+LAUNCHES, SHORT, FALLBACKS, WAKE_WAITS, SLOW_COLLECTS = range(len(COUNTERS))
+"""Word offsets of the counters within their line."""
 ABSENT, SLEEPING, WAKING, SPINNING, CLAIMED, POSTED, DONE, STOPPING = range(8)
 """Slot states. Transitions: the worker SLEEPING -> (wake) WAKING -> SPINNING; a launcher
 SPINNING -> CLAIMED -> POSTED; the worker POSTED -> DONE; the launcher DONE -> SPINNING;
@@ -201,8 +210,8 @@ def pool_functions():
     """The compiled pool operations: ``serve(base, slot)`` (a worker's loop: returns the
     state it left with, SLEEPING or STOPPING), ``claim(base, workers, wanted) -> mask`` (a
     bit per worker claimed; -1 when no worker is awake, the launcher's cue to use ``prange``),
-    ``post(base, slot, trampoline, body, args, lo, hi)`` and ``collect(base, mask) -> failed
-    chunks``. Launchers call the last three; they are small and LLVM inlines them."""
+    ``post(base, slot, trampoline, body, args, lo, hi)`` and ``collect(base, workers, mask)
+    -> failed chunks``; the first and last update the :data:`COUNTERS`. Launchers call the last three; they are small and LLVM inlines them."""
     numba = configure_numba()
     from .launch import call_by_address
 
@@ -243,6 +252,11 @@ def pool_functions():
             else:  # CLAIMED (the job is being written) or DONE (not yet collected)
                 backoff(idle_since)
 
+    @numba.njit(numba.types.none(i64, i64, i64), **opts)
+    def count(base, workers, counter):
+        c = base + (workers * SLOT_WORDS + counter) * 8
+        store_relaxed(c, load_relaxed(c) + 1)
+
     @numba.njit(i64(i64, i64, i64), **opts)
     def claim(base, workers, wanted):
         mask = 0
@@ -254,6 +268,7 @@ def pool_functions():
             s = base + k * SLOT_WORDS * 8
             state = load_acquire(s)
             if state == WAKING:
+                count(base, workers, WAKE_WAITS)
                 start = ticks()
                 while state == WAKING and ticks() - start < WAKE_WAIT_TICKS:
                     backoff(start)  # the worker needs a core (and the GIL once) to wake
@@ -264,7 +279,11 @@ def pool_functions():
             elif state != SLEEPING and state != ABSENT:
                 awake = True  # busy with another thread's launch
         if mask == 0 and not awake:
+            count(base, workers, FALLBACKS)
             return -1
+        count(base, workers, LAUNCHES)
+        if got < wanted:
+            count(base, workers, SHORT)
         return mask
 
     @numba.njit(numba.types.none(i64, i64, i64, i64, i64, i64, i64), **opts)
@@ -277,8 +296,8 @@ def pool_functions():
         store_relaxed(s + 8 * HI, hi)
         store_release(s, POSTED)
 
-    @numba.njit(i64(i64, i64), **opts)
-    def collect(base, mask):
+    @numba.njit(i64(i64, i64, i64), **opts)
+    def collect(base, workers, mask):
         failed = 0
         k = 0
         start = ticks()
@@ -290,6 +309,8 @@ def pool_functions():
                 failed += load_relaxed(s + 8 * FAILED)
                 store_release(s, SPINNING)
             k += 1
+        if ticks() - start > SPIN_TICKS:
+            count(base, workers, SLOW_COLLECTS)
         return failed
 
     return SimpleNamespace(serve=serve, claim=claim, post=post, collect=collect)
@@ -300,9 +321,11 @@ class SpinPool:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._words = aligned_empty(max(1, workers) * SLOT_WORDS, np.int64)
+        # the slots, then the counters' cache line
+        self._words = aligned_empty((workers + 1) * SLOT_WORDS, np.int64)
         self._words[:] = 0
-        self._words[::SLOT_WORDS] = SLEEPING
+        self._states = self._words[: workers * SLOT_WORDS : SLOT_WORDS]  # a view: each slot's state word
+        self._states[:] = SLEEPING
         self.base = int(self._words.ctypes.data)
         self._events = [threading.Event() for _ in range(workers)]
         self._asleep = [True] * workers
@@ -344,12 +367,22 @@ class SpinPool:
 
     def states(self) -> List[int]:
         """Each slot's state (for tests and diagnostics)."""
-        return [int(x) for x in self._words[:: SLOT_WORDS][: self.workers]]
+        return [int(x) for x in self._states]
+
+    def counts(self) -> Dict[str, int]:
+        """The launch :data:`COUNTERS` since the pool started or was last :meth:`reset`."""
+        line = self.workers * SLOT_WORDS
+        return {name: int(self._words[line + k]) for k, name in enumerate(COUNTERS)}
+
+    def reset(self) -> None:
+        """Set the launch counters to zero."""
+        line = self.workers * SLOT_WORDS
+        self._words[line : line + SLOT_WORDS] = 0
 
     def stop(self, timeout: float = 1.0) -> None:
         """Stop the workers (at exit: none may spin on memory the interpreter frees)."""
         self._stopping = True
-        self._words[::SLOT_WORDS] = STOPPING
+        self._states[:] = STOPPING
         for e in self._events:
             e.set()
         for t in self._threads:
@@ -358,7 +391,7 @@ class SpinPool:
     def forget_after_fork(self) -> None:
         """In a forked child: no worker threads exist, so no launcher may wait for one."""
         self._stopping = True
-        self._words[::SLOT_WORDS] = ABSENT
+        self._states[:] = ABSENT
         self._any_asleep = False
 
 
@@ -384,6 +417,23 @@ def wake() -> None:
     """Wake the pool's sleeping workers, if the pool was started (called before kernels)."""
     if _pool is not None:
         _pool.wake()
+
+
+def launch_counts(reset: bool = False) -> Dict[str, int]:
+    """The pool's launch :data:`COUNTERS` (all zero before the pool starts); with ``reset``,
+    set them to zero after reading. Read around a timing, they say how its parallel loops
+    ran: e.g. ``fallbacks`` (loops run by ``prange`` because every worker slept) or
+    ``slow_collects`` (chunks that kept the caller waiting past a spin).
+
+    >>> sorted(launch_counts())
+    ['fallbacks', 'launches', 'short', 'slow_collects', 'wake_waits']
+    """
+    if _pool is None:
+        return dict.fromkeys(COUNTERS, 0)
+    counts = _pool.counts()
+    if reset:
+        _pool.reset()
+    return counts
 
 
 def _after_fork_in_child() -> None:
