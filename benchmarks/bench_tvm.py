@@ -26,6 +26,12 @@ pinned). Usage::
 
     python benchmarks/bench_tvm.py tune --work tvm_work [--trials 128] [--workloads GMM:2,...]
     python benchmarks/bench_tvm.py compare --work tvm_work --db bench.db [--out tvm_compare.md]
+    python benchmarks/bench_tvm.py seeds --run 0 ours0.json tvm0.json --run 1 ours1.json tvm1.json [--out seeds.md]
+
+``seeds``
+    Both tuners' best worker medians over several seeds, read from files (each seed: our
+    ``probsched bench`` JSON, then TVM summaries): each seed's TVM / ours, and per
+    workload the median over seeds of each tuner, with the geometric means. Times nothing.
 
 ``tune`` occupies both cores for ~5 minutes per workload: run it on a quiet machine.
 """
@@ -250,6 +256,68 @@ def compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def seeds_table(runs: List[Tuple[str, Dict[str, float], Dict[str, float]]]) -> Tuple[str, Dict[str, Any]]:
+    """Both tuners over several seeds: ``runs`` is ``(seed, ours, tvm)`` with each tuner's
+    best worker median in µs per workload. Per seed, TVM's time over ours; then per
+    workload the median over seeds of each tuner's time, and their ratio. The geomean row
+    is issue #9's statistic, for each seed and for the medians.
+
+    >>> md, data = seeds_table([("0", {"A": 10.0}, {"A": 20.0}), ("1", {"A": 30.0}, {"A": 15.0}),
+    ...                         ("2", {"A": 12.0}, {"A": 30.0})])
+    >>> data["geomean"], data["geomean_of_medians"]
+    ({'0': 2.0, '1': 0.5, '2': 2.5}, 1.6666666666666667)
+    """
+    from probsched.cli_commands.bench import geomean
+    from probsched.cli_commands.common import num
+
+    specs = [w for w in dict.fromkeys(w for _, ours, _ in runs for w in ours) if all(w in o and w in t for _, o, t in runs)]
+    rows = []
+    for w in specs:
+        row: Dict[str, Any] = {"workload": w}
+        for seed, ours, tvm in runs:
+            row[f"ours_{seed}"], row[f"tvm_{seed}"] = ours[w], tvm[w]
+            row[f"ratio_{seed}"] = tvm[w] / ours[w]
+        row["ours_median"] = statistics.median(o[w] for _, o, _ in runs)
+        row["tvm_median"] = statistics.median(t[w] for _, _, t in runs)
+        row["ratio_of_medians"] = row["tvm_median"] / row["ours_median"]
+        rows.append(row)
+    labels = [seed for seed, _, _ in runs]
+    head = "| workload | " + " | ".join(f"seed {s}: ours µs | TVM µs | TVM / ours" for s in labels)
+    head += " | median ours µs | median TVM µs | TVM / ours (medians) |"
+    lines = [head, "|---|" + "---:|" * (3 * len(labels) + 3)]
+    for r in rows:
+        cells = [f"{num(r[f'ours_{s}'])} | {num(r[f'tvm_{s}'])} | {r[f'ratio_{s}']:.2f}x" for s in labels]
+        lines.append(f"| {r['workload']} | " + " | ".join(cells)
+                     + f" | {num(r['ours_median'])} | {num(r['tvm_median'])} | {r['ratio_of_medians']:.2f}x |")
+    per_seed = {s: geomean([r[f"ratio_{s}"] for r in rows]) for s in labels}
+    of_medians = geomean([r["ratio_of_medians"] for r in rows])
+    lines.append("| geomean | " + " | ".join(f"| | **{per_seed[s]:.2f}x**" for s in labels) + f" | | | **{of_medians:.2f}x** |")
+    return "\n".join(lines), {"rows": rows, "geomean": per_seed, "geomean_of_medians": of_medians}
+
+
+def seeds(args: argparse.Namespace) -> int:
+    from probsched.cli_commands.bench import load_tvm_times
+
+    runs = []
+    for seed, ours_path, *tvm_paths in args.run:
+        if not tvm_paths:
+            sys.exit(f"bench_tvm: --run {seed} {ours_path}: give at least one TVM summary after our bench JSON")
+        with open(ours_path) as fh:
+            ours = {r["workload"]: r["ours_worker_us"] for r in json.load(fh)["workloads"]}
+        tvm: Dict[str, float] = {}
+        for path in tvm_paths:  # a later summary's workload replaces an earlier one's
+            tvm.update(load_tvm_times(path))
+        runs.append((seed, ours, tvm))
+    table, data = seeds_table(runs)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(table + "\n")
+        with open(os.path.splitext(args.out)[0] + ".json", "w") as fh:
+            json.dump({"runs": [{"seed": s, "ours": o, "tvm": t} for s, o, t in runs], **data}, fh, indent=2)
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -265,8 +333,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     for q in (t, c):
         q.add_argument("--work", required=True, help="directory of TVM's databases")
         q.add_argument("--workloads", default=DEFAULT_WORKLOADS)
+    r = sub.add_parser("seeds", help="both tuners' bests over several seeds, from files (times nothing)")
+    r.add_argument("--run", nargs="+", action="append", required=True, metavar="SEED OURS.json TVM.json",
+                   help="a seed, our `probsched bench` JSON and TVM summaries (later ones override); repeat per seed")
+    r.add_argument("--out", default=None, help="also write this Markdown file and a JSON beside it")
     args = p.parse_args(argv)
-    return tune(args) if args.cmd == "tune" else compare(args)
+    return {"tune": tune, "compare": compare, "seeds": seeds}[args.cmd](args)
 
 
 if __name__ == "__main__":
