@@ -153,6 +153,33 @@ def test_idle_workers_sleep_and_a_launch_without_wake_uses_prange(counting):
     assert counts["fallbacks"] == 1 and counts["launches"] == 0, counts
 
 
+def test_a_worker_that_fell_asleep_while_the_caller_held_the_gil_is_woken(counting):
+    # A worker goes to SLEEPING in nopython code and then needs the GIL to get back to its
+    # wait. A caller that holds the GIL meanwhile (timing another library's kernel in
+    # Python) and then runs a kernel must still wake it: before, wake() trusted a flag the
+    # worker had not yet set, and the launch fell back to prange (a few per same-run timing).
+    launch, address, _ = counting
+    pool = spin_pool.spin_pool()
+    count, first = np.zeros(8, np.float32), np.full(8, -1, np.float32)
+    _awake(pool)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)  # this thread keeps the GIL through the busy loop
+    try:
+        end = time.perf_counter() + 0.02  # a worker sleeps after ~1 ms without a job
+        while time.perf_counter() < end:
+            pass
+        asleep = pool.states()
+        spin_pool.launch_counts(reset=True)
+        pool.wake()  # as a kernel call does
+        launch(address, 8, count, first)
+    finally:
+        sys.setswitchinterval(old)
+    assert asleep == [spin_pool.SLEEPING] * pool.workers  # the case under test happened
+    counts = spin_pool.launch_counts()
+    assert counts["fallbacks"] == 0 and counts["launches"] == 1, counts
+    assert count.tolist() == [1.0] * 8
+
+
 def test_kernel_calls_wake_the_pool_and_concurrent_kernels_stay_correct():
     n = 4096
     A = ps.placeholder((n,), name="A")

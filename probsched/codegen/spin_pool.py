@@ -327,9 +327,8 @@ class SpinPool:
         self._states = self._words[: workers * SLOT_WORDS : SLOT_WORDS]  # a view: each slot's state word
         self._states[:] = SLEEPING
         self.base = int(self._words.ctypes.data)
+        self._state_words = memoryview(self._states)  # reads a state as a Python int in ~30 ns
         self._events = [threading.Event() for _ in range(workers)]
-        self._asleep = [True] * workers
-        self._any_asleep = workers > 0
         self._stopping = False
         self._lock = threading.Lock()
         self._serve = pool_functions().serve
@@ -349,21 +348,23 @@ class SpinPool:
             left = self._serve(self.base, slot)
             if left != SLEEPING or self._stopping:
                 return
-            with self._lock:
-                self._asleep[slot] = True
-                self._any_asleep = True
 
     def wake(self) -> None:
-        """Wake the sleeping workers (cheap when none sleeps): called before a kernel runs."""
-        if not self._any_asleep:
+        """Wake the sleeping workers (cheap when none sleeps): called before a kernel runs.
+
+        It reads the slots' states, which a worker sets to SLEEPING itself (in ``serve``,
+        without the GIL): a flag the worker set in Python afterwards would lag while another
+        thread held the GIL (such as a caller timing another library's kernel), and the next
+        launch would find the worker asleep and fall back to ``prange``. A worker woken
+        before it is back in its wait finds its event set and does not block."""
+        states = self._state_words
+        if SLEEPING not in states:  # ~0.1 us
             return
         with self._lock:
             for k in range(self.workers):
-                if self._asleep[k] and self._words[k * SLOT_WORDS] == SLEEPING:
-                    self._asleep[k] = False
-                    self._words[k * SLOT_WORDS] = WAKING
+                if states[k] == SLEEPING:  # left only here (or at stop and fork): no other writer to race
+                    self._states[k] = WAKING
                     self._events[k].set()
-            self._any_asleep = False
 
     def states(self) -> List[int]:
         """Each slot's state (for tests and diagnostics)."""
@@ -392,7 +393,6 @@ class SpinPool:
         """In a forked child: no worker threads exist, so no launcher may wait for one."""
         self._stopping = True
         self._states[:] = ABSENT
-        self._any_asleep = False
 
 
 _pool: Optional[SpinPool] = None
