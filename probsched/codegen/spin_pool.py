@@ -33,6 +33,7 @@ until the scheduler preempts it, a slice of milliseconds per parallel loop. The
 pool runs on x86-64 only (``pause``, ``rdtsc``); elsewhere, or with
 ``PROBSCHED_LAUNCH=prange`` in the environment, launchers use numba's ``prange``. After
 ``fork()`` a child has no workers: its slots read ``ABSENT`` and launchers fall back.
+Launchers count what happened (:func:`launch_counts`): a diagnosis of slow timings.
 
 >>> pool = spin_pool()
 >>> pool is None or pool.workers == max(0, configure_numba().config.NUMBA_NUM_THREADS - 1)
@@ -211,7 +212,8 @@ def pool_functions():
     state it left with, SLEEPING or STOPPING), ``claim(base, workers, wanted) -> mask`` (a
     bit per worker claimed; -1 when no worker is awake, the launcher's cue to use ``prange``),
     ``post(base, slot, trampoline, body, args, lo, hi)`` and ``collect(base, workers, mask)
-    -> failed chunks``; the first and last update the :data:`COUNTERS`. Launchers call the last three; they are small and LLVM inlines them."""
+    -> failed chunks``. Launchers call the last three; they are small and LLVM inlines them.
+    ``claim`` and ``collect`` update the :data:`COUNTERS`."""
     numba = configure_numba()
     from .launch import call_by_address
 
