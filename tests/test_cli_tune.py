@@ -227,26 +227,30 @@ def tuner_tracebacks(stderr):
             and not (i and lines[i - 1].startswith("Process probsched-measure"))]
 
 
-def _as_a_foreground_job() -> None:
-    """Run in the child before exec: SIGINT back to its default, as a terminal's foreground
-    job has it. A job started with ``&`` from a non-interactive shell (a CI script run in the
-    background) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt
-    handler: the tuner would rightly go on measuring, and this test would hang."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# Run the CLI as a terminal's foreground job has it: SIGINT at its default. A job started with
+# ``&`` from a non-interactive shell (a CI script run in the background) inherits SIGINT
+# ignored, and Python then installs no KeyboardInterrupt handler: the tuner would rightly go
+# on measuring, and the test below would hang. The disposition is reset before an exec, which
+# keeps it (a preexec_fn would make subprocess fork a process that runs JAX's threads).
+AS_A_FOREGROUND_JOB = [
+    sys.executable, "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])",
+]
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_records(tmp_path, user_file):
     """SIGINT to the whole process group (what a terminal's Ctrl-C does) during a long run of
     a user's function: exit 130, one message, every committed record intact and resumable."""
     # It hung in CI runs whose test suite had been started in the background (SIGINT ignored,
-    # inherited: see _as_a_foreground_job). A hang fails with the process group and every
+    # inherited: see AS_A_FOREGROUND_JOB). A hang fails with the process group and every
     # thread's stack, so a next occurrence says where.
     db = tmp_path / "u.db"
     proc = subprocess.Popen(
-        [*CLI, "tune", f"{user_file}:small_matmul", "--trials", "500", "--strategy", "replay",
+        [*AS_A_FOREGROUND_JOB, "-m", "probsched.cli",
+         "tune", f"{user_file}:small_matmul", "--trials", "500", "--strategy", "replay",
          "--cost-model", "random", "--workers", "1", "--batch-size", "1", "--db", str(db)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "PYTHONFAULTHANDLER": "1"}, preexec_fn=_as_a_foreground_job,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         deadline = time.monotonic() + 150
