@@ -26,7 +26,10 @@ def shipped():
     return records
 
 
-def test_shipped_records_hold_every_suite_workload_with_todays_features(shipped):
+@pytest.mark.parametrize("width", sorted(transfer.TRANSFER_PATHS))
+def test_shipped_records_hold_every_suite_workload_with_todays_features(width):
+    shipped = transfer.load_transfer(transfer.TRANSFER_PATHS[width])
+    assert shipped is not None, f"{transfer.TRANSFER_PATHS[width]} is missing or stale: rebuild it (probsched/cost_model/transfer.py)"
     benchmarked = {"GMM:2", "GMM:3", "C1D:0", "C2D:2", "DEP:0", "T2D:0", "CBR:1", "SFM:2", "NRM:2"}
     # and other shapes of the depthwise convolution, which has no relative among those
     siblings = {"DEP:1", "DEP:2", "DEP:3"}
@@ -55,11 +58,26 @@ def test_load_transfer_leaves_out_the_excluded_groups(shipped):
         np.testing.assert_array_equal(rest.features[s["index"]], shipped.features[full["index"]])
 
 
+def test_transfer_path_takes_the_users_file_or_the_shipped_one_of_the_closest_vector_width(monkeypatch, tmp_path):
+    from probsched.target import Target
+
+    avx2, avx512 = Target(isa=("avx", "avx2", "fma")), Target(isa=("avx2", "avx512f", "fma"))
+    monkeypatch.delenv("PROBSCHED_TRANSFER", raising=False)
+    assert transfer.transfer_path(avx512) == transfer.TRANSFER_PATHS[64]
+    assert transfer.transfer_path(Target(isa=("sse4_2",))) == transfer.transfer_path(avx2)
+    only_512 = {64: transfer.TRANSFER_PATHS[64], 32: str(tmp_path / "absent.npz")}
+    monkeypatch.setattr(transfer, "TRANSFER_PATHS", only_512)
+    assert transfer.transfer_path(avx2) == only_512[64]  # no AVX2 file shipped: the other one
+    monkeypatch.setenv("PROBSCHED_TRANSFER", str(tmp_path / "mine.npz"))
+    assert transfer.transfer_path(avx512) == str(tmp_path / "mine.npz")
+    assert transfer.load_transfer() is None  # the user's file, missing: no silent fallback
+
+
 def test_missing_or_stale_records_are_not_used_and_say_why(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="probsched.cost_model.transfer"):
         assert transfer.load_transfer(str(tmp_path / "none.npz")) is None
     assert "missing" in caplog.text
-    with np.load(transfer.TRANSFER_PATH) as z:
+    with np.load(transfer.transfer_path()) as z:
         data = {k: z[k] for k in z.files}
     data["schema"] = np.asarray("0123456789abcdef")
     stale = tmp_path / "stale.npz"

@@ -18,18 +18,25 @@ records of the workload's own, both models rank the rest alike (``python
 benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-1500 extra
 records costs seconds per (re)training; random search, which never asks the model, trains none.
 
-The shipped records (:data:`TRANSFER_PATH`, ~220 KB) hold features, run times and workload
-groups of up to 128 tuned records per workload, measured on this project's VM while it was a
-Zen 4 with AVX-512 (2026-12-02/03; it has been an AVX2 Zen 3 before and since): the nine
-benchmark workloads, and other shapes of the depthwise convolution (DEP:1-3), which has no
-relative among them. Without those, a tuning run of DEP:0 started from a model that had seen
-no depthwise convolution; with them its named best over five seeds went from a median of
-56.5 to 41.0 µs (``benchmarks/data/transfer_siblings_1203.md``; records of other shapes of
-the norm and the softmax were tried there too, and not shipped). :func:`load_transfer`
-leaves out the group being tuned (a workload's own records come from its database, never
-from here) and returns None, with a warning, when the file is missing or was made with other
-feature columns: rebuild it with ``python -m probsched.cost_model.transfer DB... --out
-probsched/cost_model/data/transfer_records.npz``, or add a workload's records to it with
+The shipped records (:data:`TRANSFER_PATHS`, ~240 KB each) hold features, run times and
+workload groups of up to 128 tuned records per workload, one file per vector width of the CPU
+they were measured on, since run times, and so the ranking a model learns from them, depend
+on it: ``transfer_records_avx512.npz`` from this project's VM while it was a Zen 4 with
+AVX-512 (2026-12-02/03), ``transfer_records_avx2.npz`` from the same VM as an AVX2 Zen 3
+(2026-12-03/04). :func:`transfer_path` picks the file of the host's width (or
+``$PROBSCHED_TRANSFER``, a user's own). On the Zen 3, DEP:0 tuned from the AVX2 file
+reached 73.2 / 93.3 / 87.7 µs (seeds 0-2, fastest search median) against 76.2 / 110.8 / 98.5
+from the AVX-512 one (``benchmarks/data/zen3_1204.md``, "Transfer records per vector width").
+Each file holds the nine benchmark workloads and other shapes of the depthwise convolution
+(DEP:1-3), which has no relative among them. Without those, a tuning run of DEP:0 started
+from a model that had seen no depthwise convolution; with them (on the Zen 4) its named best
+over five seeds went from a median of 56.5 to 41.0 µs
+(``benchmarks/data/transfer_siblings_1203.md``; records of other shapes of the norm and the
+softmax were tried there too, and not shipped). :func:`load_transfer` leaves out the group
+being tuned (a workload's own records come from its database, never from here) and returns
+None, with a warning, when the file is missing or was made with other feature columns:
+rebuild a file with ``python -m probsched.cost_model.transfer DB... [--out FILE]`` (by default
+the shipped file of this machine's width), or add a workload's records to one with
 ``--base`` (:func:`build_transfer`).
 
 >>> records = load_transfer()
@@ -55,8 +62,33 @@ from .features import N_FEATURES, extract, feature_names
 
 log = logging.getLogger(__name__)
 
-#: The transfer records shipped with the package.
-TRANSFER_PATH = os.path.join(os.path.dirname(__file__), "data", "transfer_records.npz")
+#: The transfer records shipped with the package, by the vector width (bytes) of the CPU
+#: they were measured on: run times, and so the ranking a model learns from them, depend on it.
+TRANSFER_PATHS = {
+    64: os.path.join(os.path.dirname(__file__), "data", "transfer_records_avx512.npz"),
+    32: os.path.join(os.path.dirname(__file__), "data", "transfer_records_avx2.npz"),
+}
+
+
+def transfer_path(target=None) -> str:
+    """The transfer records a tuning run on ``target`` (default: this machine) starts from:
+    ``$PROBSCHED_TRANSFER`` when set (a user's own, built with :func:`build_transfer`), else
+    the shipped file measured with ``target``'s vector width, else the closest width shipped.
+
+    >>> from probsched.target import Target
+    >>> os.path.basename(transfer_path(Target(isa=("avx", "avx2", "fma"))))
+    'transfer_records_avx2.npz'
+    >>> os.path.basename(transfer_path(Target(isa=("avx2", "avx512f"))))
+    'transfer_records_avx512.npz'
+    """
+    from ..target import Target
+
+    own = os.environ.get("PROBSCHED_TRANSFER")
+    if own:
+        return own
+    width = Target.parse(target).vector_bytes
+    shipped = [w for w, path in TRANSFER_PATHS.items() if os.path.exists(path)] or list(TRANSFER_PATHS)
+    return TRANSFER_PATHS[min(shipped, key=lambda w: (abs(w - width), -w))]
 
 
 def feature_schema() -> str:
@@ -117,9 +149,10 @@ class TransferRecords:
 
 
 def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Optional[TransferRecords]:
-    """The transfer records at ``path`` (default :data:`TRANSFER_PATH`) without the groups in
-    ``exclude``; None (and a warning) when the file is missing or its features are stale."""
-    path = path or TRANSFER_PATH
+    """The transfer records at ``path`` (default :func:`transfer_path`, this machine's)
+    without the groups in ``exclude``; None (and a warning) when the file is missing or its
+    features are stale."""
+    path = path or transfer_path()
     if not os.path.exists(path):
         log.warning("cost-model transfer records %s are missing: the first batch is drawn blind", path)
         return None
@@ -149,7 +182,7 @@ def build_transfer(
     features extracted by replaying each record's trace today (a record whose trace no longer
     gives the program that was timed is left out).
 
-    With ``base`` (a transfer file, e.g. :data:`TRANSFER_PATH`), the result holds base's
+    With ``base`` (a transfer file, e.g. one of :data:`TRANSFER_PATHS`), the result holds base's
     records too, except for the workloads the databases hold, which the databases' records
     replace: that is how records of a new workload are added to the shipped ones."""
     built = _from_databases(databases, per_workload)
@@ -219,11 +252,16 @@ def save_transfer(records: TransferRecords, out: str) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m probsched.cost_model.transfer", description=build_transfer.__doc__)
     p.add_argument("databases", nargs="+", help="tuning databases (SQLite)")
-    p.add_argument("--out", default=TRANSFER_PATH, help=f"output .npz (default {TRANSFER_PATH})")
+    p.add_argument("--out", default=None, help="output .npz (default: the shipped file of this machine's vector width, "
+                                               "see transfer_path)")
     p.add_argument("--per-workload", type=int, default=128)
     p.add_argument("--base", help="keep this transfer file's records of the workloads the databases do not hold "
                                    "(e.g. the shipped file, to add a workload to it)")
     args = p.parse_args(argv)
+    if args.out is None:
+        from ..target import Target
+
+        args.out = TRANSFER_PATHS.get(Target.host().vector_bytes, TRANSFER_PATHS[32])
     try:
         records = build_transfer(args.databases, args.out, args.per_workload, base=args.base)
     except ValueError as e:
