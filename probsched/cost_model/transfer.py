@@ -54,11 +54,14 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
 from .features import N_FEATURES, extract, feature_names
+
+if TYPE_CHECKING:
+    from ..target import Target
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +73,7 @@ TRANSFER_PATHS = {
 }
 
 
-def transfer_path(target=None) -> str:
+def transfer_path(target: Union[None, str, "Target"] = None) -> str:
     """The transfer records a tuning run on ``target`` (default: this machine) starts from:
     ``$PROBSCHED_TRANSFER`` when set (a user's own, built with :func:`build_transfer`), else
     the shipped file measured with ``target``'s vector width, else the closest width shipped.
