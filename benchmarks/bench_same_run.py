@@ -4,8 +4,9 @@
 (``TuneResult.compare``: interleaved rounds, a 0.2 s pause and an untimed repeat before each
 timed one), while the tuner's numbers come from measure workers. This script takes the named
 best of one database and, in one window, times it under four in-process protocols and once in
-a worker, ``--reps`` times in rotation, then prints each protocol's median over the reps, and how the in-process protocols' parallel
-launches went (:func:`probsched.codegen.spin_pool.launch_counts`):
+a worker, ``--reps`` times in rotation, then prints each protocol's median over the reps,
+and how the in-process protocols' parallel launches went
+(:func:`probsched.codegen.spin_pool.counting_launches`):
 
 - ``alone``: only our kernel, no pauses (the workers' re-timing protocol, in this process);
 - ``alone_paused``: only our kernel, with the compare's pauses;
@@ -31,7 +32,7 @@ def main() -> None:
     from probsched.baselines import baselines
     from probsched.cli_commands.common import resolve_workload
     from probsched.codegen.aligned import aligned_copy, aligned_empty
-    from probsched.codegen.spin_pool import launch_counts
+    from probsched.codegen.spin_pool import counting_launches
     from probsched.database import Database
     from probsched.measure import LocalMeasurer
     from probsched.measure.timer import time_interleaved
@@ -61,16 +62,15 @@ def main() -> None:
         "compare_no_pause": lambda: time_interleaved({"o": ours, **others}, settle_s=0.0),
     }
     out = {name: [] for name in [*protocols, "worker"]}
-    # per in-process protocol: the share of our parallel launches whose wait for the worker's
-    # chunk outlasted a spin (slow_collects / launches), summed over the reps
+    # per in-process protocol, summed over the reps: our parallel launches, those whose wait
+    # for the worker's chunk outlasted a spin, and those that fell back to prange
     launches = {name: {"launches": 0, "slow_collects": 0, "fallbacks": 0} for name in protocols}
     with LocalMeasurer(workers=1) as m:
         for rep in range(args.reps):
             for name, protocol in protocols.items():
                 m.settle()
-                launch_counts(reset=True)
-                out[name].append(protocol()["o"].median)
-                counts = launch_counts()
+                with counting_launches() as counts:
+                    out[name].append(protocol()["o"].median)
                 for k in launches[name]:
                     launches[name][k] += counts[k]
             (r,) = m.measure_together(w, [best.record.trace()], rounds=7)

@@ -197,7 +197,7 @@ def best_other(row: Dict[str, Any]) -> Tuple[str, float]:
 def compare(args: argparse.Namespace) -> int:
     from probsched.cli_commands.bench import geomean
     from probsched.cli_commands.common import num, open_database, resolve_workload
-    from probsched.codegen.spin_pool import launch_counts
+    from probsched.codegen.spin_pool import counting_launches
     from probsched.selection import best_schedule
     from probsched.tuner import TuneResult
 
@@ -215,9 +215,8 @@ def compare(args: argparse.Namespace) -> int:
         named = best_schedule(holding[0], w)
         ours = TuneResult(w, named, [], named.record.strategy)
         tvm_kernel = best_kernel(args.work, spec)
-        launch_counts(reset=True)
-        med = {name: sec * 1e6 for name, sec in ours.compare(rounds=args.rounds, extra={"tvm": tvm_kernel})}
-        launches = launch_counts()  # how our kernel's parallel loops ran beside TVM's pool
+        with counting_launches() as launches:  # how our kernel's parallel loops ran beside TVM's pool
+            med = {name: sec * 1e6 for name, sec in ours.compare(rounds=args.rounds, extra={"tvm": tvm_kernel})}
         row = {
             "workload": spec, "database": holding[0].path, "ours_worker_us": search_best.median * 1e6,
             "ours_retimed_us": named.seconds * 1e6 if named.retimed else None,

@@ -145,11 +145,10 @@ def bench_row(
     (``tvm_us``: TVM's times per workload, :data:`TVM_US` by default).
     ``search_best_seconds``: the fastest median the search measured (the worker column,
     like TVM's; default: the best's own), which the re-timed best may not be."""
-    from ..codegen.spin_pool import launch_counts
+    from ..codegen.spin_pool import counting_launches
 
-    launch_counts(reset=True)
-    times = {name: row for name, row in ((r["implementation"], r) for r in comparison(result.compare(), result.best.flops))}
-    launches = launch_counts()  # only our kernel uses the pool: how its parallel loops ran in this timing
+    with counting_launches() as launches:  # only our kernel uses the pool: how its parallel loops ran here
+        times = {name: row for name, row in ((r["implementation"], r) for r in comparison(result.compare(), result.best.flops))}
     ours, np_row, jax_row = times["probsched"], times.get("numpy"), times.get("jax")
     tvm = (TVM_US if tvm_us is None else tvm_us).get(result.name)
     worker_us = (search_best_seconds or result.best.search_seconds) * 1e6

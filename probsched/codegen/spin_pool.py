@@ -43,12 +43,13 @@ True
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import platform
 import threading
 from types import SimpleNamespace
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import numpy as np
 
@@ -436,6 +437,24 @@ def launch_counts(reset: bool = False) -> Dict[str, int]:
     if reset:
         _pool.reset()
     return counts
+
+
+@contextlib.contextmanager
+def counting_launches() -> Iterator[Dict[str, int]]:
+    """Count the parallel launches of a block: yields a dict that holds the block's
+    :data:`COUNTERS` once it ends (the counters are reset when it starts).
+
+    >>> with counting_launches() as counts:
+    ...     pass
+    >>> counts["launches"], counts["fallbacks"]
+    (0, 0)
+    """
+    launch_counts(reset=True)
+    counts: Dict[str, int] = {}
+    try:
+        yield counts
+    finally:
+        counts.update(launch_counts())
 
 
 def _after_fork_in_child() -> None:
