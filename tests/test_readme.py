@@ -24,3 +24,18 @@ def test_quickstart_has_exactly_two_commands_and_ci_runs_the_second():
     assert len(commands) == 2
     assert "probsched tune GMM:2" in commands[0] and "pytest" in commands[1]
     assert "quickstart:test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_quickstart_installs_the_pinned_versions_of_constraints_txt():
+    text = (ROOT / "README.md").read_text()
+    quick = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    for command in re.findall(r"```bash\n(.*?)\n```", quick, flags=re.S):
+        assert "pip install -c constraints.txt " in command, command
+    pins = dict(
+        line.split(";")[0].strip().split("==")
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    declared = re.findall(r'"([A-Za-z0-9_.-]+)[<>=!~]', (ROOT / "pyproject.toml").read_text())
+    missing = sorted({d for d in declared if d.lower() not in {p.lower() for p in pins}} - {"setuptools"})
+    assert not missing, f"constraints.txt pins no version of {missing}"
