@@ -63,8 +63,9 @@ def main() -> None:
     }
     out = {name: [] for name in [*protocols, "worker"]}
     # per in-process protocol, summed over the reps: our parallel launches, those whose wait
-    # for the worker's chunk outlasted a spin, and those that fell back to prange
-    launches = {name: {"launches": 0, "slow_collects": 0, "fallbacks": 0} for name in protocols}
+    # for the worker's chunk outlasted a spin, those that fell back to prange, and the
+    # workers' naps (each one a wake-up the next launch may wait for)
+    launches = {name: {"launches": 0, "slow_collects": 0, "fallbacks": 0, "naps": 0} for name in protocols}
     with LocalMeasurer(workers=1) as m:
         for rep in range(args.reps):
             for name, protocol in protocols.items():

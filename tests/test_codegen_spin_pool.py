@@ -180,6 +180,35 @@ def test_a_worker_that_fell_asleep_while_the_caller_held_the_gil_is_woken(counti
     assert count.tolist() == [1.0] * 8
 
 
+def test_wake_keeps_spinning_workers_awake_and_idle_ones_still_sleep():
+    # A kernel calls wake() just before its first parallel loop. A worker whose idle
+    # millisecond ran out in between used to sleep anyway and send the loop to prange; now
+    # wake() bumps a kick word that a worker reads before it sleeps. Calls every 0.2 ms for
+    # 0.1 s: without the kick a worker naps about once a millisecond and is woken again
+    # (as often as it gets the GIL back, hence the short switch interval).
+    pool = spin_pool.spin_pool()
+    _awake(pool)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    try:
+        spin_pool.launch_counts(reset=True)
+        end = time.perf_counter() + 0.1
+        while time.perf_counter() < end:
+            pool.wake()
+            step = time.perf_counter() + 2e-4
+            while time.perf_counter() < step:
+                pass
+        naps = spin_pool.launch_counts()["naps"]
+    finally:
+        sys.setswitchinterval(old)
+    assert naps <= 3, f"{naps} naps while wake() was called every 0.2 ms"  # slack for a descheduled caller
+    deadline = time.monotonic() + 5.0
+    while pool.states() != [spin_pool.SLEEPING] * pool.workers:  # without calls they do sleep
+        assert time.monotonic() < deadline, f"workers kept spinning: {pool.states()}"
+        time.sleep(0.01)
+    assert spin_pool.launch_counts()["naps"] >= naps + pool.workers
+
+
 def test_kernel_calls_wake_the_pool_and_concurrent_kernels_stay_correct():
     n = 4096
     A = ps.placeholder((n,), name="A")

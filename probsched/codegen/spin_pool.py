@@ -10,8 +10,9 @@ while after each job; this is the same idea, written with numba and LLVM atomics
   address, address of the arguments, ``lo``, ``hi``, a failure flag);
 - a worker runs :func:`serve` (a nogil numba loop) while it is awake: it waits for
   ``POSTED``, runs the job, sets ``DONE``; after :data:`IDLE_TICKS` time-stamp-counter ticks
-  (about a millisecond) without a job it goes to ``SLEEPING`` and back to Python, where it
-  blocks on an event until :meth:`SpinPool.wake` (called before each kernel) sets it;
+  (about a millisecond) with neither a job nor a call of :meth:`SpinPool.wake` (made before
+  each kernel; it bumps a *kick* word the worker reads when its idle time is up) it goes to
+  ``SLEEPING`` and back to Python, where it blocks on an event until ``wake`` sets it;
 - a launcher claims a spinning worker with a compare-and-swap (``SPINNING -> CLAIMED``),
   writes the job, publishes it with a release store (``POSTED``), runs its own chunk, and
   spins until the worker's ``DONE`` before it sets the slot back to ``SPINNING``. A worker
@@ -45,6 +46,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import itertools
 import os
 import platform
 import threading
@@ -60,14 +62,15 @@ SLOT_WORDS = 8
 """int64 words per worker slot: one cache line, so that slots never share one."""
 STATE, TRAMPOLINE, BODY, ARGS, LO, HI, FAILED = range(7)
 """Word offsets within a slot."""
-COUNTERS = ("launches", "short", "fallbacks", "wake_waits", "slow_collects")
+COUNTERS = ("launches", "short", "fallbacks", "wake_waits", "slow_collects", "naps")
 """The launch counters, one word each in a cache line after the slots, which launchers
 update (not atomically: two threads launching at once may lose a count; they are for
 diagnosis): launches that got a worker; of those, launches that got fewer workers than
 chunks (a worker busy for another thread's launch); launches that fell back to ``prange``
-(every worker asleep); launches that waited for a worker being woken; and launches whose
-wait for the workers' chunks outlasted :data:`SPIN_TICKS` and yielded the core."""
-LAUNCHES, SHORT, FALLBACKS, WAKE_WAITS, SLOW_COLLECTS = range(len(COUNTERS))
+(every worker asleep); launches that waited for a worker being woken; launches whose
+wait for the workers' chunks outlasted :data:`SPIN_TICKS` and yielded the core; and the
+times a worker went to sleep (which the workers count)."""
+LAUNCHES, SHORT, FALLBACKS, WAKE_WAITS, SLOW_COLLECTS, NAPS = range(len(COUNTERS))
 """Word offsets of the counters within their line."""
 ABSENT, SLEEPING, WAKING, SPINNING, CLAIMED, POSTED, DONE, STOPPING = range(8)
 """Slot states. Transitions: the worker SLEEPING -> (wake) WAKING -> SPINNING; a launcher
@@ -209,7 +212,7 @@ def atomics():
 
 @functools.lru_cache(maxsize=None)
 def pool_functions():
-    """The compiled pool operations: ``serve(base, slot)`` (a worker's loop: returns the
+    """The compiled pool operations: ``serve(base, workers, slot)`` (a worker's loop: returns the
     state it left with, SLEEPING or STOPPING), ``claim(base, workers, wanted) -> mask`` (a
     bit per worker claimed; -1 when no worker is awake, the launcher's cue to use ``prange``),
     ``post(base, slot, trampoline, body, args, lo, hi)`` and ``collect(base, workers, mask)
@@ -226,19 +229,32 @@ def pool_functions():
     opts = compile_options()
     i64 = numba_type("int64")
 
-    @numba.njit(numba.types.none(i64), **opts)
-    def backoff(since):
-        """One step of a wait that began at tick ``since``: ``pause``, or a yield after SPIN_TICKS."""
-        if ticks() - since > SPIN_TICKS:
+    @numba.njit(numba.types.none(i64, i64), **opts)
+    def backoff_at(now, since):
+        """One step of a wait that began at tick ``since``, at tick ``now``: ``pause``, or a
+        yield once the wait is older than SPIN_TICKS."""
+        if now - since > SPIN_TICKS:
             os_yield()
         else:
             relax()
 
-    @numba.njit(i64(i64, i64), **opts)
-    def serve(base, slot):
+    @numba.njit(numba.types.none(i64), **opts)
+    def backoff(since):
+        """One step of a wait that began at tick ``since``."""
+        backoff_at(ticks(), since)
+
+    @numba.njit(numba.types.none(i64, i64, i64), **opts)
+    def count(base, workers, counter):
+        c = base + (workers * SLOT_WORDS + counter) * 8
+        store_relaxed(c, load_relaxed(c) + 1)
+
+    @numba.njit(i64(i64, i64, i64), **opts)
+    def serve(base, workers, slot):
         s = base + slot * SLOT_WORDS * 8
+        kick = base + (workers + 1) * SLOT_WORDS * 8
         cas(s, WAKING, SPINNING)
         idle_since = ticks()
+        kicks_seen = load_relaxed(kick)
         while True:
             state = load_acquire(s)
             if state == POSTED:
@@ -247,18 +263,23 @@ def pool_functions():
                 store_release(s, DONE)
                 idle_since = ticks()
             elif state == SPINNING:
-                if ticks() - idle_since > IDLE_TICKS and cas(s, SPINNING, SLEEPING):
-                    return SLEEPING
-                backoff(idle_since)
+                now = ticks()
+                if now - idle_since > IDLE_TICKS:
+                    # a wake() since the last look means a kernel is about to launch: a
+                    # worker that slept now would leave it to prange (or this worker was
+                    # descheduled past its idle time while the caller went on)
+                    kicks = load_relaxed(kick)
+                    if kicks != kicks_seen:
+                        kicks_seen = kicks
+                        idle_since = now
+                    elif cas(s, SPINNING, SLEEPING):
+                        count(base, workers, NAPS)
+                        return SLEEPING
+                backoff_at(now, idle_since)
             elif state == STOPPING or state == ABSENT or state == SLEEPING:
                 return state
             else:  # CLAIMED (the job is being written) or DONE (not yet collected)
                 backoff(idle_since)
-
-    @numba.njit(numba.types.none(i64, i64, i64), **opts)
-    def count(base, workers, counter):
-        c = base + (workers * SLOT_WORDS + counter) * 8
-        store_relaxed(c, load_relaxed(c) + 1)
 
     @numba.njit(i64(i64, i64, i64), **opts)
     def claim(base, workers, wanted):
@@ -324,13 +345,17 @@ class SpinPool:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        # the slots, then the counters' cache line
-        self._words = aligned_empty((workers + 1) * SLOT_WORDS, np.int64)
+        # the slots, the counters' cache line, then the kick word's (written by wake(), read
+        # by idle workers: apart from the counters, which launchers write)
+        self._words = aligned_empty((workers + 2) * SLOT_WORDS, np.int64)
         self._words[:] = 0
         self._states = self._words[: workers * SLOT_WORDS : SLOT_WORDS]  # a view: each slot's state word
         self._states[:] = SLEEPING
         self.base = int(self._words.ctypes.data)
         self._state_words = memoryview(self._states)  # reads a state as a Python int in ~30 ns
+        kick = (workers + 1) * SLOT_WORDS
+        self._kick_word = memoryview(self._words[kick : kick + 1])
+        self._kicks = itertools.count(1)
         self._events = [threading.Event() for _ in range(workers)]
         self._stopping = False
         self._lock = threading.Lock()
@@ -348,18 +373,22 @@ class SpinPool:
             event.clear()
             if self._stopping:
                 return
-            left = self._serve(self.base, slot)
+            left = self._serve(self.base, self.workers, slot)
             if left != SLEEPING or self._stopping:
                 return
 
     def wake(self) -> None:
-        """Wake the sleeping workers (cheap when none sleeps): called before a kernel runs.
+        """Keep the spinning workers awake and wake the sleeping ones (~0.2 us when none
+        sleeps): called before a kernel runs.
 
-        It reads the slots' states, which a worker sets to SLEEPING itself (in ``serve``,
-        without the GIL): a flag the worker set in Python afterwards would lag while another
-        thread held the GIL (such as a caller timing another library's kernel), and the next
-        launch would find the worker asleep and fall back to ``prange``. A worker woken
-        before it is back in its wait finds its event set and does not block."""
+        It bumps the kick word first: a spinning worker whose idle time runs out between this
+        call and the kernel's first parallel loop sees it and spins on instead of sleeping
+        (the loop would otherwise go to ``prange``). Then it reads the slots' states, which a
+        worker sets to SLEEPING itself (in ``serve``, without the GIL): a flag the worker set
+        in Python afterwards would lag while another thread held the GIL (such as a caller
+        timing another library's kernel). A worker woken before it is back in its wait finds
+        its event set and does not block."""
+        self._kick_word[0] = next(self._kicks)  # only a change is read
         states = self._state_words
         if SLEEPING not in states:  # ~0.1 us
             return
@@ -429,7 +458,7 @@ def launch_counts(reset: bool = False) -> Dict[str, int]:
     ``slow_collects`` (chunks that kept the caller waiting past a spin).
 
     >>> sorted(launch_counts())
-    ['fallbacks', 'launches', 'short', 'slow_collects', 'wake_waits']
+    ['fallbacks', 'launches', 'naps', 'short', 'slow_collects', 'wake_waits']
     """
     if _pool is None:
         return dict.fromkeys(COUNTERS, 0)
