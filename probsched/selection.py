@@ -42,15 +42,19 @@ from __future__ import annotations
 import logging
 import statistics
 from dataclasses import dataclass
-from typing import List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 from handlers.trace_struct import Trace
 
 from .database import Database, TuningRecord
+from .database.record import WorkloadRef
 from .ir.stmt import PrimFunc
 from .measure.result import MeasureResult
 from .schedule import Schedule, ScheduleTrace
 from .workloads import Workload
+
+if TYPE_CHECKING:
+    from .measure import LocalMeasurer
 
 log = logging.getLogger("probsched.tune")
 
@@ -105,7 +109,7 @@ class BestSchedule:
         return self.record.schedule(func)
 
 
-def best_schedule(db: Database, workload, flops: Optional[float] = None) -> Optional[BestSchedule]:
+def best_schedule(db: Database, workload: WorkloadRef, flops: Optional[float] = None) -> Optional[BestSchedule]:
     """The best schedule of ``workload`` (a Workload, PrimFunc or structural hash) in ``db``
     on this machine: the fastest of the latest re-timing session if that session holds the
     stored fastest candidate, else the stored fastest; None without a successful record.
@@ -127,7 +131,7 @@ def best_schedule(db: Database, workload, flops: Optional[float] = None) -> Opti
 def retime(
     workload: Union[Workload, PrimFunc],
     db: Database,
-    measurer,
+    measurer: "LocalMeasurer",
     *,
     top: int = DEFAULT_RETIME_TOP,
     rounds: int = DEFAULT_RETIME_ROUNDS,

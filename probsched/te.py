@@ -32,6 +32,7 @@ from .ir.expr import (
     INT_DTYPES,
     Const,
     Expr,
+    ExprLike,
     Load,
     Var,
     as_expr,
@@ -219,17 +220,23 @@ def _reduction(combiner: str, expr, axis, where) -> Reduce:
     return Reduce(combiner, expr, axes, cond)
 
 
-def sum(expr, axis=None, where=None) -> Reduce:  # noqa: A001 - the front end's name for it
+def sum(  # noqa: A001 - the front end's name for it
+    expr: ExprLike, axis: Union[ReduceAxis, Sequence[ReduceAxis], None] = None, where: Optional[ExprLike] = None
+) -> Reduce:
     """Sum of ``expr`` over the reduction axes (identity 0), optionally only ``where`` true."""
     return _reduction("sum", expr, axis, where)
 
 
-def max(expr, axis=None, where=None) -> Reduce:  # noqa: A001
+def max(  # noqa: A001
+    expr: ExprLike, axis: Union[ReduceAxis, Sequence[ReduceAxis], None] = None, where: Optional[ExprLike] = None
+) -> Reduce:
     """Maximum over the reduction axes (identity -inf)."""
     return _reduction("max", expr, axis, where)
 
 
-def min(expr, axis=None, where=None) -> Reduce:  # noqa: A001
+def min(  # noqa: A001
+    expr: ExprLike, axis: Union[ReduceAxis, Sequence[ReduceAxis], None] = None, where: Optional[ExprLike] = None
+) -> Reduce:
     """Minimum over the reduction axes (identity +inf)."""
     return _reduction("min", expr, axis, where)
 

@@ -24,16 +24,22 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
 from .database import Database, TuningRecord
 from .ir.stmt import PrimFunc
-from .search import SearchContext
+from .schedule import Schedule
+from .search import SearchContext, SearchStrategy
 from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, DEFAULT_RETIME_TOP, BestSchedule, best_schedule, retime
 from .workloads import Workload
+
+if TYPE_CHECKING:  # imported where used: the cost models load JAX, the measurer and kernels numba
+    from .codegen.kernel import Kernel
+    from .cost_model import CostModel
+    from .measure import LocalMeasurer
 
 log = logging.getLogger("probsched.tune")
 
@@ -65,7 +71,7 @@ class TuneResult:
         return self.workload if isinstance(self.workload, PrimFunc) else self.workload.func
 
     @property
-    def kernel(self):
+    def kernel(self) -> Optional["Kernel"]:
         """The best schedule compiled (built on first access)."""
         if self._kernel is None and self.best is not None:
             from .codegen import build
@@ -192,14 +198,14 @@ def _features_of_records(records: Sequence[TuningRecord], func: PrimFunc) -> tup
 
 
 def tune(
-    workload,
+    workload: Union[Workload, PrimFunc, str],
     *,
     trials: int,
-    space=None,
-    strategy="evolutionary",
-    cost_model=DEFAULT_COST_MODEL,
-    database=None,
-    measurer=None,
+    space: Optional[Callable[[Schedule], None]] = None,
+    strategy: Union[str, SearchStrategy] = "evolutionary",
+    cost_model: Union[str, "CostModel", None] = DEFAULT_COST_MODEL,
+    database: Union[Database, str, None] = None,
+    measurer: Optional["LocalMeasurer"] = None,
     seed: Optional[int] = None,
     callbacks: Sequence[Callable[[Trial, "TuneResult"], None]] = (),
     batch_size: int = 32,

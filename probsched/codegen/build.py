@@ -13,7 +13,7 @@ cache hit has ``from_cache = True`` and the original ``compile_seconds``.
 from __future__ import annotations
 
 import threading
-from typing import Dict, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Tuple, Union
 
 from ..errors import BuildError
 from ..ir.stmt import PrimFunc
@@ -25,11 +25,14 @@ from .kernel import Kernel
 from .registry import generation
 from .spin_pool import enabled as spin_pool_enabled
 
+if TYPE_CHECKING:
+    from ..schedule import Schedule
+
 _cache: Dict[tuple, Tuple[object, object]] = {}
 _cache_lock = threading.Lock()
 
 
-def as_func(func_or_schedule) -> PrimFunc:
+def as_func(func_or_schedule: Union[PrimFunc, "Schedule"]) -> PrimFunc:
     """The PrimFunc of ``func_or_schedule`` (a PrimFunc, or anything whose ``.mod`` is one)."""
     if isinstance(func_or_schedule, PrimFunc):
         return func_or_schedule
@@ -51,7 +54,7 @@ def _cache_key(func: PrimFunc, form: str):
 
 
 def build(
-    func_or_schedule,
+    func_or_schedule: Union[PrimFunc, "Schedule"],
     target: Union[None, str, Target] = None,
     *,
     parallel: str = "auto",

@@ -58,7 +58,7 @@ traffic (4)                 data brought into registers, L1, L2 (bytes) and the 
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -67,6 +67,9 @@ from ..ir.stmt import PrimFunc
 from .access import BUFFER_FIELDS, CACHE_LINE, MAX_BUFFERS, Access, Buf, buffer_row, elem_bytes, footprints, local_shapes, relative
 from .nest import StoreContext, store_contexts
 from .ops import OP_DOCS, OP_KINDS, count_ops, flops
+
+if TYPE_CHECKING:
+    from ..schedule import Schedule
 
 AI_POINTS = 10
 LOOP_KINDS = ("vectorized", "unrolled", "parallel")
@@ -292,7 +295,7 @@ def _tensorize_row(ctx: StoreContext, bufs: List[Buf], inner: List[float], fpe: 
 # ----------------------------------------------------------------------------- public
 
 
-def extract(sch_or_func) -> np.ndarray:
+def extract(sch_or_func: Union[PrimFunc, "Schedule"]) -> np.ndarray:
     """Features of every store of a scheduled function: float32 ``(n_stores, N_FEATURES)``.
 
     ``sch_or_func`` is a :class:`~probsched.Schedule` (its ``mod`` is used) or a PrimFunc.

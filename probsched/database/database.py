@@ -47,7 +47,7 @@ from ..ir.stmt import PrimFunc
 from ..measure.result import MeasureResult
 from ..target import Target
 from .errors import DatabaseError
-from .record import TuningRecord, target_json, workload_key
+from .record import TuningRecord, WorkloadRef, target_json, workload_key
 from .schema import connect, retry
 
 HOST = "host"
@@ -162,7 +162,7 @@ class Database:
                 raise DatabaseError(f"database {self.path}: {exc}") from exc
 
     # ------------------------------------------------------------------ writing
-    def commit_workload(self, workload) -> str:
+    def commit_workload(self, workload: WorkloadRef) -> str:
         """Store a Workload's (or a PrimFunc's) function and name; returns its structural hash."""
         func = workload if isinstance(workload, PrimFunc) else getattr(workload, "func", None)
         if not isinstance(func, PrimFunc):
@@ -191,7 +191,7 @@ class Database:
         """Store one record, committed before this returns (an identical record is stored once)."""
         self._write([self._insert(record)])
 
-    def commit_retiming(self, workload, entries: Sequence[Tuple[str, MeasureResult]]) -> str:
+    def commit_retiming(self, workload: WorkloadRef, entries: Sequence[Tuple[str, MeasureResult]]) -> str:
         """Store ``(candidate hash, result)`` pairs measured together on this machine as one
         session (one transaction); returns the session's id."""
         key, target, session, now = workload_key(workload), target_json(None), uuid.uuid4().hex, time.time()
@@ -209,7 +209,7 @@ class Database:
         self._write(statements)
         return session
 
-    def latest_retiming(self, workload, target: Union[str, Target, None] = HOST) -> List[Retiming]:
+    def latest_retiming(self, workload: WorkloadRef, target: Union[str, Target, None] = HOST) -> List[Retiming]:
         """The candidates of ``workload``'s latest re-timing session on ``target``, fastest
         first (failed ones last); ``[]`` when it was never re-timed."""
         where, args = self._where(workload, target)
@@ -232,14 +232,14 @@ class Database:
             args.append(tgt)
         return sql + extra, tuple(args)
 
-    def records(self, workload, target: Union[str, Target, None] = HOST, include_failed: bool = True) -> List[TuningRecord]:
+    def records(self, workload: WorkloadRef, target: Union[str, Target, None] = HOST, include_failed: bool = True) -> List[TuningRecord]:
         """Records of ``workload`` measured on ``target``, in commit order."""
         where, args = self._where(workload, target, "" if include_failed else " AND median IS NOT NULL")
         rows = self._query(f"SELECT {_COLUMNS} FROM records WHERE {where} ORDER BY id", args)
         return [_row_to_record(r) for r in rows]
 
     def best(
-        self, workload, k: int = 1, target: Union[str, Target, None] = HOST, *, candidate_hash: Optional[str] = None
+        self, workload: WorkloadRef, k: int = 1, target: Union[str, Target, None] = HOST, *, candidate_hash: Optional[str] = None
     ) -> List[TuningRecord]:
         """The ``k`` fastest distinct candidates (each by its best record), fastest first;
         with ``candidate_hash``, that candidate's best record (or ``[]``)."""
@@ -253,12 +253,12 @@ class Database:
         )
         return [_row_to_record(r) for r in self._query(sql, args + (int(k),))]
 
-    def candidate_hashes(self, workload, target: Union[str, Target, None] = HOST) -> Set[str]:
+    def candidate_hashes(self, workload: WorkloadRef, target: Union[str, Target, None] = HOST) -> Set[str]:
         """Structural hashes of every candidate measured (successfully or not) for ``workload``."""
         where, args = self._where(workload, target)
         return {r[0] for r in self._query(f"SELECT DISTINCT candidate_hash FROM records WHERE {where}", args)}
 
-    def has_candidate(self, workload, candidate_hash: str, target: Union[str, Target, None] = HOST) -> bool:
+    def has_candidate(self, workload: WorkloadRef, candidate_hash: str, target: Union[str, Target, None] = HOST) -> bool:
         """Whether a candidate with this structural hash was measured for ``workload``."""
         where, args = self._where(workload, target, " AND candidate_hash = ?")
         return bool(self._query(f"SELECT 1 FROM records WHERE {where} LIMIT 1", args + (candidate_hash,)))

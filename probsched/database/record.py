@@ -26,7 +26,7 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Optional, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from ..ir.serialize import structural_hash
 from ..ir.stmt import PrimFunc
@@ -34,8 +34,16 @@ from ..measure.result import ERROR_KINDS, MeasureResult
 from ..schedule import Schedule, ScheduleTrace
 from ..target import Target
 
+if TYPE_CHECKING:
+    from handlers.trace_struct import Trace
 
-def workload_key(workload) -> str:
+    from ..workloads import Workload
+
+WorkloadRef = Union["Workload", PrimFunc, str]
+"""What the database accepts for a workload: a Workload, its PrimFunc, or the structural hash."""
+
+
+def workload_key(workload: WorkloadRef) -> str:
     """The structural hash of a Workload's or PrimFunc's function (a str passes through)."""
     if isinstance(workload, str):
         return workload
@@ -84,10 +92,10 @@ class TuningRecord:
 
     @staticmethod
     def from_result(
-        workload_hash,
+        workload_hash: WorkloadRef,
         schedule: Schedule,
         result: MeasureResult,
-        decisions=None,
+        decisions: Union[None, str, "Trace"] = None,
         space: str = "",
         strategy: str = "",
         target: Union[None, str, Target] = None,

@@ -23,9 +23,12 @@ True
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from ..errors import ScheduleError
+
+if TYPE_CHECKING:
+    from .schedule import Schedule
 
 
 class BlockRV:
@@ -188,7 +191,7 @@ class ScheduleTrace:
             raise ScheduleError("not a probsched schedule trace (missing or unknown 'format')")
         return ScheduleTrace([Instruction.from_data(x) for x in d["instructions"]])
 
-    def apply(self, sch, *, decisions: bool = True):
+    def apply(self, sch: "Schedule", *, decisions: bool = True) -> "Schedule":
         """Replay every instruction onto ``sch`` (a fresh Schedule of the same function); returns it.
 
         Sampling instructions reuse their recorded decision when ``decisions`` is true.

@@ -178,7 +178,7 @@ class Schedule:
         self._record("get_consumers", [BlockRV(b)], {}, out)
         return out
 
-    def get(self, rv: Union[BlockRV, LoopRV]):
+    def get(self, rv: Union[BlockRV, LoopRV]) -> Union[Block, Loop]:
         """The IR node a handle refers to (a :class:`Block` or :class:`Loop`)."""
         idx = self._idx()
         if isinstance(rv, BlockRV):
@@ -365,7 +365,7 @@ class Schedule:
         n: int,
         max_innermost_factor: Optional[int] = None,
         name: Optional[str] = None,
-        decision=None,
+        decision: Optional[Sequence[int]] = None,
     ) -> List[int]:
         """Tile sizes for ``loop``: ``n`` factors whose product is its extent (site ``<block>/<loop>/tile``)."""
         l = _name(loop, LoopRV, "sample_perfect_tile")
@@ -378,7 +378,7 @@ class Schedule:
         return list(self._decide("sample_perfect_tile", name, dist, decision, [LoopRV(l)], attrs))
 
     def sample_categorical(
-        self, candidates: Sequence[Any], probs: Optional[Sequence[float]] = None, name: Optional[str] = None, decision=None
+        self, candidates: Sequence[Any], probs: Optional[Sequence[float]] = None, name: Optional[str] = None, decision: Any = None
     ) -> Any:
         """One of ``candidates`` (site ``name``, default ``categorical_<k>``)."""
         if name is None:
@@ -419,7 +419,7 @@ class Schedule:
                 candidates.append(l.name)
         return out + compute_location.legal_compute_at_loops(self._mod, b, candidates)
 
-    def sample_compute_location(self, block: BlockLike, name: Optional[str] = None, decision=None) -> str:
+    def sample_compute_location(self, block: BlockLike, name: Optional[str] = None, decision: Optional[str] = None) -> str:
         """Where to compute ``block`` (site ``<block>/compute_at``): a loop name, "root" or "inline"."""
         b = _name(block, BlockRV, "sample_compute_location")
         support = self.compute_locations(b)

@@ -16,13 +16,16 @@ dtypes, each operand depending on exactly the mapped loops, affinely, and contig
 from __future__ import annotations
 
 import itertools
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, free_vars, substitute
 from ..ir.stmt import Block, Loop, PrimFunc, Store
 from .analysis import affine_in, simplify
 from .loops import lookup_block
 from .tree import ScheduleError, TreeIndex, make_room, replace_at, require
+
+if TYPE_CHECKING:
+    from ..intrinsics.registry import Intrinsic
 
 TENSORIZE_KEY = "tensorize"
 AXES_KEY = "tensorize_axes"
@@ -146,7 +149,7 @@ _MATCHES: Dict[tuple, tuple] = {}
 _MATCHES_MAX = 8192
 
 
-def match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
+def match_intrinsic(blk: Block, intrin: "Intrinsic") -> Tuple[List[str], Dict[str, str]]:
     """Tile loop names in description-iterator order and the buffer mapping, or ScheduleError.
 
     Memoized on the block's structure (see ``_MATCHES``); the result is a fresh copy.
@@ -217,7 +220,7 @@ def _match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
     raise AssertionError  # unreachable
 
 
-def tensorize(func: PrimFunc, block: str, intrin) -> PrimFunc:
+def tensorize(func: PrimFunc, block: str, intrin: "Intrinsic") -> PrimFunc:
     """Mark a blockized block as computed by ``intrin`` after checking it matches."""
     prim = "tensorize"
     idx = TreeIndex.of(func)

@@ -16,7 +16,7 @@ block's body). Rewrites rebuild only the nodes on the path; everything else is s
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Container, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import ScheduleError
 from ..ir.expr import Expr, free_vars, substitute
@@ -25,7 +25,7 @@ from ..ir.stmt import Block, Loop, PrimFunc, Stmt
 Path = Tuple[int, ...]
 
 
-def children_of(s) -> tuple:
+def children_of(s: Stmt) -> tuple:
     """Child statements of a loop or of a blockized block (whose body is a tuple)."""
     if isinstance(s, Loop):
         return s.body
@@ -34,7 +34,7 @@ def children_of(s) -> tuple:
     return ()
 
 
-def with_children(s, new_children: tuple):
+def with_children(s: Stmt, new_children: tuple) -> Stmt:
     """``s`` with its children replaced."""
     if isinstance(s, Loop):
         return s.replace(body=new_children)
@@ -105,7 +105,7 @@ class TreeIndex:
         _RECENT[id(func)] = idx  # the entry holds ``func``, so its id is not reused meanwhile
         return idx
 
-    def at(self, path: Path):
+    def at(self, path: Path) -> Stmt:
         """The statement at ``path``."""
         node = self.func.body[path[0]]
         for i in path[1:]:
@@ -155,7 +155,7 @@ class TreeIndex:
         return self.order["block:" + name]
 
 
-def iter_blocks(s) -> Iterator[Block]:
+def iter_blocks(s: Union[Stmt, tuple]) -> Iterator[Block]:
     """Blocks in ``s`` (a statement or tuple) in program order, nested ones included."""
     if isinstance(s, tuple):
         for x in s:
@@ -167,7 +167,7 @@ def iter_blocks(s) -> Iterator[Block]:
         yield from iter_blocks(c)
 
 
-def iter_outer_blocks(s) -> Iterator[Block]:
+def iter_outer_blocks(s: Union[Stmt, tuple]) -> Iterator[Block]:
     """Blocks in ``s`` not nested in another block of ``s`` (a blockized block stands for
     its tile: its iterators summarise the inner block's)."""
     if isinstance(s, tuple):
@@ -227,7 +227,7 @@ def remove_at(func: PrimFunc, path: Path) -> PrimFunc:
     return func
 
 
-def map_blocks(s, fn: Callable[[Block], Block]):
+def map_blocks(s: Union[Stmt, tuple], fn: Callable[[Block], Block]) -> Union[Stmt, tuple]:
     """Apply ``fn`` to every block in ``s`` (statement or tuple), rebuilding the tree."""
     if isinstance(s, tuple):
         return tuple(map_blocks(x, fn) for x in s)
@@ -240,7 +240,7 @@ def map_blocks(s, fn: Callable[[Block], Block]):
     return s
 
 
-def substitute_loop_vars(s, mapping: Dict[str, Expr]):
+def substitute_loop_vars(s: Union[Stmt, tuple], mapping: Dict[str, Expr]) -> Union[Stmt, tuple]:
     """Rewrite bindings and predicates of every block in ``s`` with a var -> expr mapping."""
     if not mapping:
         return s
@@ -258,7 +258,7 @@ def substitute_loop_vars(s, mapping: Dict[str, Expr]):
     return map_blocks(s, fix)
 
 
-def fresh_name(taken, base: str) -> str:
+def fresh_name(taken: Container[str], base: str) -> str:
     """``base`` or ``base_1``, ``base_2``... whichever is not in ``taken``."""
     name, n = base, 0
     while name in taken:

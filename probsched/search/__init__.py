@@ -11,6 +11,8 @@
 ['evolutionary', 'mcmc', 'replay']
 """
 
+from typing import Union
+
 from .candidate import Candidate, SearchContext  # noqa: F401
 from .evolutionary import EvolutionarySearch  # noqa: F401
 from .mcmc import AnnealedMCMC  # noqa: F401
@@ -22,7 +24,7 @@ from .strategy import SearchStrategy, best_then_prior, new_candidates, prior_can
 STRATEGIES = {"replay": ReplayTrace, "evolutionary": EvolutionarySearch, "mcmc": AnnealedMCMC}
 
 
-def get(strategy) -> SearchStrategy:
+def get(strategy: Union[str, SearchStrategy]) -> SearchStrategy:
     """A strategy object from a name of :data:`STRATEGIES` (an object passes through)."""
     if isinstance(strategy, str):
         try:

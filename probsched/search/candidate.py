@@ -115,7 +115,7 @@ class SearchContext:
         """The candidate these decisions give (sites they lack are drawn from the prior)."""
         return self._run(replay(seed(self.space, self._seed()), decisions, strict=False))
 
-    def mutate(self, parent: Candidate, sites) -> Optional[Candidate]:
+    def mutate(self, parent: Candidate, sites: Iterable[str]) -> Optional[Candidate]:
         """A candidate with ``sites`` of ``parent`` re-proposed by their distributions."""
         return self._run(mutate(self.space, parent.decisions, sites=sites, rng_seed=self._seed()))
 

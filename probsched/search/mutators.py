@@ -100,7 +100,9 @@ def _mutable(site: Site) -> bool:
     return values is None or len(values) > 1
 
 
-def choose_site(decisions: Trace, rng: np.random.Generator, mutators=None) -> Optional[str]:
+def choose_site(
+    decisions: Trace, rng: np.random.Generator, mutators: Optional[Dict[str, Tuple[float, Callable[[Site], bool]]]] = None
+) -> Optional[str]:
     """A site to mutate: a mutator by weight (among those that apply), then a site uniformly."""
     mutators = MUTATORS if mutators is None else mutators
     sites = [decisions[n] for n in decisions if _mutable(decisions[n])]

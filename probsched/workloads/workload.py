@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -159,7 +159,7 @@ class Workload:
         outs = _as_tuple(self.reference_fn(*inputs))
         return tuple(np.ascontiguousarray(o, dtype=b.dtype) for b, o in zip(self.outputs, outs))
 
-    def check(self, outputs, expected) -> None:
+    def check(self, outputs: Union[np.ndarray, Sequence[np.ndarray]], expected: Union[np.ndarray, Sequence[np.ndarray]]) -> None:
         """Raise AssertionError (worst index, max abs/rel error) unless outputs match expected."""
         outputs, expected = _as_tuple(outputs), _as_tuple(expected)
         if len(outputs) != len(self.outputs) or len(expected) != len(self.outputs):
