@@ -4,6 +4,11 @@ The inner block's iterators are split into an outer part (loops above the blocki
 which become iterators of the new outer block) and an inner part (loops inside it):
 ``v = o(outer loops) + i(inner loops)`` becomes outer iterator ``vo = o(...)`` and inner
 binding ``v = vo + i(...)``.
+
+>>> import probsched as ps
+>>> f, outer = blockize(ps.workloads.small("GMM").func, "j")  # the j, k nest becomes block Z_o
+>>> outer, [b.name for b in f.blocks()]
+('Z_o', ['Z_o', 'Z'])
 """
 
 from __future__ import annotations

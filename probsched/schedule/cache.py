@@ -3,6 +3,22 @@
 Both add a copy block over the whole buffer at the root; moving that block with
 ``compute_at`` / ``reverse_compute_at`` shrinks it to a tile, and the lowering step
 (:mod:`probsched.lowering.compact`) shrinks a ``local`` cache buffer to the tile it holds.
+
+>>> import probsched as ps
+>>> from probsched.schedule.compute_location import compute_at
+>>> f, local = cache_read(ps.workloads.small("GMM").func, "Z", 1, "local")  # Z's read 1 is Y
+>>> local, [b.name for b in f.blocks()]
+('Y_local', ['Y_local', 'Z'])
+>>> print(compute_at(f, local, "k").body[0])  # the copy shrinks to what one k iteration reads
+for b in range(2):
+    for i in range(4):
+        for j in range(6):
+            for k in range(5):
+                with block("Y_local", v0=S(2, b), v1=S(5, k), v2=S(6, j)):
+                    Y_local[v0, v1, v2] = Y[v0, v1, v2]
+                with block("Z", v_b=S(2, b), v_i=S(4, i), v_j=S(6, j), v_k=R(5, k)):
+                    init: Z[v_b, v_i, v_j] = 0.0
+                    Z[v_b, v_i, v_j] = Z[v_b, v_i, v_j] + X[v_b, v_i, v_k] * Y_local[v_b, v_k, v_j]
 """
 
 from __future__ import annotations

@@ -5,6 +5,13 @@ region those consumers read in one iteration of that loop; ``reverse_compute_at`
 consumer under a loop of its producers over the region they write. Regions come from
 :func:`~probsched.schedule.analysis.region` (exact for affine indices, over-approximated and
 then clipped with a predicate otherwise), so the moved block never computes less than needed.
+
+>>> import probsched as ps
+>>> f = ps.workloads.small("C2D").func  # a padding block, then the convolution reading it
+>>> [b.name for b in f.blocks()], [b.name for b in compute_inline(f, "padded").blocks()]
+(['padded', 'conv2d'], ['conv2d'])
+>>> legal_compute_at_loops(f, "padded", ["n1", "h1"])  # under a loop of its consumer
+['n1', 'h1']
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""Producer/consumer relations between blocks and rewriting of buffer accesses."""
+"""Producer/consumer relations between blocks and rewriting of buffer accesses.
+
+>>> import probsched as ps
+>>> f = ps.workloads.small("C2D").func
+>>> [b.name for b in producers(f, "conv2d")], [b.name for b in consumers(f, "padded")]
+(['padded'], ['conv2d'])
+>>> read_buffers(f.blocks()[1]), written_buffers(f.blocks()[1])
+(['conv2d', 'padded', 'weight'], ['conv2d'])
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,17 @@
 Each function takes the function and names, and returns the new function and the names of
 the loops it produced; it raises :class:`ScheduleError` (and changes nothing, the IR being
 immutable) when a precondition fails.
+
+>>> import probsched as ps
+>>> f = ps.workloads.small("GMM").func  # for b, i, j, k: Z[b, i, j] += X[b, i, k] * Y[b, k, j]
+>>> f, names = split(f, "i", [None, 2])
+>>> names
+['i_0', 'i_1']
+>>> f = reorder(f, ["j", "i_1"])
+>>> [loop.name for loop in f.loops()]
+['b', 'i_0', 'j', 'i_1', 'k']
+>>> fuse(f, ["b", "i_0"])[1]
+'b_i_0_fused'
 """
 
 from __future__ import annotations

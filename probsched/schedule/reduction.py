@@ -1,4 +1,14 @@
-"""Reduction primitives: rfactor and decompose_reduction."""
+"""Reduction primitives: rfactor and decompose_reduction.
+
+>>> import probsched as ps
+>>> f = ps.workloads.small("GMM").func
+>>> f2, init = decompose_reduction(f, "Z", "k")  # the init becomes its own block before k
+>>> init, [b.name for b in f2.blocks()]
+('Z_init', ['Z_init', 'Z'])
+>>> f3, partial = rfactor(f, "k", 0)  # partial sums over k into Z_rf, then Z sums them
+>>> partial, [b.name for b in f3.blocks()]
+('Z_rf', ['Z_rf', 'Z'])
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,12 @@ loops with equal kinds and extents (the description's *panel* axis, the K of a
 register-blocked matmul, takes any extent), the same expression tree, the same buffer
 dtypes, each operand depending on exactly the mapped loops, affinely, and contiguous
 (stride 1: the last dimension, coefficient 1) where the intrinsic requires it.
+
+>>> import probsched as ps
+>>> tensorize(ps.workloads.small("GMM").func, "Z", ps.intrinsics.get("matmul_4x8"))
+Traceback (most recent call last):
+  ...
+probsched.errors.ScheduleError: tensorize: block Z is not blockized (use a loop or sch.blockize)
 """
 
 from __future__ import annotations
