@@ -28,7 +28,7 @@ import importlib.util
 import math
 import os
 import sys
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..database import Database, TuningRecord
 from ..database.errors import DatabaseError
@@ -38,6 +38,9 @@ from ..workloads import Workload
 from ..workloads import get as suite_get
 from ..workloads import names as suite_names
 from ..workloads import small as suite_small
+
+if TYPE_CHECKING:
+    from ..space import Space
 
 WORKLOAD_HELP = (
     "a suite entry (GMM:2, GMM:small; see `probsched workloads`), or path/to/file.py:function "
@@ -131,7 +134,7 @@ def resolve_workload(spec: str) -> Union[Workload, PrimFunc]:
             return suite_small(where) if attr == "small" else suite_get(spec)
         except ValueError as exc:
             raise CLIError(str(exc)) from None  # the suite names the operator or lists the indices
-    obj = load_object(spec)
+    obj = load_object(spec, not_found=" (nor a suite workload; see `probsched workloads`)")
     if isinstance(obj, (PrimFunc, Workload)):
         return obj
     if not callable(obj):
@@ -145,8 +148,9 @@ def resolve_workload(spec: str) -> Union[Workload, PrimFunc]:
     return result
 
 
-def load_object(spec: str) -> Any:
-    """The object ``path/to/file.py:name`` or ``module:name`` (``name`` may be dotted).
+def load_object(spec: str, not_found: str = "") -> Any:
+    """The object ``path/to/file.py:name`` or ``module:name`` (``name`` may be dotted);
+    ``not_found`` ends the message when no such module exists.
 
     Like ``python path/to/file.py`` the file's folder joins ``sys.path`` (so its sibling
     imports work), and like ``python -m`` the current directory does for a module.
@@ -161,7 +165,7 @@ def load_object(spec: str) -> Any:
             module = importlib.import_module(where)
         except ModuleNotFoundError as exc:
             if exc.name and where.startswith(exc.name):  # the module itself, not one it imports
-                raise CLIError(f"{spec}: no module named {where!r} (nor a suite workload; see `probsched workloads`)") from None
+                raise CLIError(f"{spec}: no module named {where!r}{not_found}") from None
             raise CLIError(f"{spec}: importing {where} failed: {exc}") from None
         except Exception as exc:
             raise CLIError(f"{spec}: importing {where} failed: {type(exc).__name__}: {exc}") from None
@@ -193,7 +197,7 @@ def _load_file(path: str):
     return module
 
 
-def resolve_space(spec: str):
+def resolve_space(spec: str) -> "Space":
     """``default`` or ``file.py:name`` / ``module:name`` naming a Space (or a function returning one)."""
     from .. import space as space_mod
 
@@ -201,7 +205,10 @@ def resolve_space(spec: str):
         return space_mod.default()
     if ":" not in spec:
         raise CLIError(f"space {spec!r}: expected 'default', path/to/file.py:name or module:name")
-    obj = load_object(spec)
+    try:
+        obj = load_object(spec)
+    except CLIError as exc:
+        raise CLIError(f"--space {exc}") from None
     if not isinstance(obj, space_mod.Space) and callable(obj) and not hasattr(obj, "rules"):
         try:
             obj = obj()
