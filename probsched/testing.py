@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Callable, List, Sequence
 
+import numpy as np
+
 from .errors import ScheduleError
 from .ir.stmt import Loop
 from .schedule import BlockRV, LoopRV, Schedule
@@ -50,7 +52,7 @@ PRIMITIVES = (
 )
 
 
-def numpy_chooser(rng) -> Chooser:
+def numpy_chooser(rng: np.random.Generator) -> Chooser:
     """A ``choose`` function from a numpy Generator."""
 
     def choose(options: Sequence):

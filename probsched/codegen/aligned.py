@@ -27,7 +27,7 @@ ALIGNMENT = 64
 """Bytes: one cache line, also an AVX-512 vector."""
 
 
-def aligned_empty(shape: Union[int, Sequence[int]], dtype) -> np.ndarray:
+def aligned_empty(shape: Union[int, Sequence[int]], dtype: "np.typing.DTypeLike") -> np.ndarray:
     """An uninitialised C-contiguous array whose data start at a multiple of :data:`ALIGNMENT`."""
     dtype = np.dtype(dtype)
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)

@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Hashable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Hashable, List, Optional, Sequence
 
 import numpy as np
 
 from .features import extract_batch
+
+if TYPE_CHECKING:
+    from ..schedule import Schedule
 
 
 def _time(t) -> float:
@@ -60,7 +63,7 @@ def normalized_throughput(run_seconds: Sequence[float], groups: Sequence[Hashabl
     return out
 
 
-def group_of(sch) -> str:
+def group_of(sch: "Schedule") -> str:
     """The workload group of a schedule: the structural hash of its unscheduled function."""
     func = getattr(sch, "func", None)
     if func is None:
@@ -95,7 +98,7 @@ def pairwise_accuracy(
     return float(right / total) if total else float("nan")
 
 
-def top_k_recall(scores: np.ndarray, run_seconds: Sequence[float], k: int = 10, within: int = 50, groups=None) -> float:
+def top_k_recall(scores: np.ndarray, run_seconds: Sequence[float], k: int = 10, within: int = 50, groups: Optional[Sequence[Hashable]] = None) -> float:
     """Mean over groups of |true top-``k`` ∩ predicted top-``within``| / k.
 
     >>> top_k_recall(np.arange(5.0), [5, 4, 3, 2, 1], k=2, within=2)

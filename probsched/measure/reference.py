@@ -35,13 +35,16 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 import numpy as np
 
 from ..codegen.aligned import aligned_copy, aligned_empty
 from ..ir.stmt import Block, PrimFunc
 from ..workloads import Workload, signed_uniform, tolerance
+
+if TYPE_CHECKING:
+    from ..codegen.kernel import Kernel
 
 
 @dataclass
@@ -58,7 +61,7 @@ class Reference:
         # measurement depends on where the heap put them (see probsched.codegen.aligned)
         self.inputs = {k: aligned_copy(v) for k, v in self.inputs.items()}
 
-    def empty_outputs(self, kernel) -> Dict[str, np.ndarray]:
+    def empty_outputs(self, kernel: "Kernel") -> Dict[str, np.ndarray]:
         """Aligned output arrays for ``kernel``, filled with NaN (a kernel that skips an
         element cannot pass the check by leaving an earlier value behind)."""
         outs = {b.name: aligned_empty(b.shape, b.dtype) for b in kernel.outputs}
@@ -66,7 +69,7 @@ class Reference:
             a.fill(np.nan)
         return outs
 
-    def arguments(self, kernel, outputs: Dict[str, np.ndarray]) -> list:
+    def arguments(self, kernel: "Kernel", outputs: Dict[str, np.ndarray]) -> list:
         """``kernel``'s arrays in parameter order: ``outputs`` and these inputs."""
         return [outputs[b.name] if b.name in outputs else self.inputs[b.name] for b in kernel.params]
 
@@ -108,7 +111,7 @@ def from_workload(workload: Workload, seed: int = 0) -> Reference:
     )
 
 
-def from_func(func: PrimFunc, kernel=None, seed: int = 0) -> Reference:
+def from_func(func: PrimFunc, kernel: Optional["Kernel"] = None, seed: int = 0) -> Reference:
     """Random inputs of a bare function and the outputs of its unscheduled program
     (``kernel``: that program already compiled by ``ps.build``; compiled here if None).
 

@@ -14,7 +14,7 @@ i_0 * 16 18
 from __future__ import annotations
 
 import functools
-from typing import Dict, Optional, Sequence, Set, Tuple
+from typing import Collection, Dict, Optional, Sequence, Set, Tuple
 
 from ..ir.expr import INT_DTYPES, BinOp, Cast, Const, Expr, Select, Var, as_expr, binary, children, free_vars, rebuild, substitute
 
@@ -55,7 +55,7 @@ def affine(e: Expr) -> Optional[Affine]:
     return None
 
 
-def affine_in(e: Expr, names) -> Optional[Dict[str, int]]:
+def affine_in(e: Expr, names: Collection[str]) -> Optional[Dict[str, int]]:
     """Coefficients of the variables ``names`` when ``e`` is affine in them, else None.
 
     Sub-expressions free of ``names`` are opaque constants, so a fused outer loop's

@@ -40,11 +40,14 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..ir.expr import BinOp, Const, Load, Var, free_vars, walk
 from ..schedule import BlockRV, LoopRV, Schedule
+
+if TYPE_CHECKING:
+    from ..target import Target
 from ..schedule.dataflow import single_store
 from . import analysis as an
 
@@ -146,7 +149,7 @@ def _loop_of_iter(sch: Schedule, name: str) -> Optional[Dict[str, LoopRV]]:
     return out
 
 
-def register_budget(target=None) -> int:
+def register_budget(target: Optional["Target"] = None) -> int:
     """Vector accumulators a micro-kernel may keep (registers minus B's row and A's broadcast)."""
     from ..target import Target
 
