@@ -285,7 +285,7 @@ def read_records(args: argparse.Namespace, top: int = 1) -> StoredRecords:
     return StoredRecords(workload, db_path, records, best, retimed)
 
 
-def host_records(db: Database, workload, key: str, ok_only: bool = True) -> List[TuningRecord]:
+def host_records(db: Database, workload: Union[Workload, PrimFunc], key: str, ok_only: bool = True) -> List[TuningRecord]:
     """Records of ``key`` measured on this machine in commit order; a CLIError saying why there are none."""
     records = db.records(key, include_failed=not ok_only)
     if records:

@@ -15,12 +15,14 @@ import json
 import os
 import shlex
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 from ..database import Database
-from ..search import STRATEGIES, get as get_strategy
+from ..ir.stmt import PrimFunc
+from ..search import STRATEGIES, SearchStrategy, get as get_strategy
 from ..selection import DEFAULT_RETIME_TOP
-from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
+from ..tuner import COST_MODELS, DEFAULT_COST_MODEL, TuneResult
+from ..workloads import Workload
 from .common import (
     DB_HELP,
     WORKLOAD_HELP,
@@ -40,6 +42,9 @@ from .common import (
     workload_name,
 )
 
+if TYPE_CHECKING:  # the measurer is imported where used: it loads numba
+    from ..measure import LocalMeasurer
+    from ..space import Space
 
 
 def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
@@ -112,7 +117,7 @@ class Progress:
         self.bar.close()
 
 
-def strategy_from_args(args: argparse.Namespace):
+def strategy_from_args(args: argparse.Namespace) -> Union[str, SearchStrategy]:
     """The ``strategy=`` for ``ps.tune``: the name, or an object when an option configures it."""
     if args.max_family_share is None:
         return args.strategy
@@ -133,7 +138,10 @@ def search_label(args: argparse.Namespace) -> str:
     return args.strategy if share is None else f"{args.strategy} (max family share {share:g})"
 
 
-def tune_with_progress(workload, args: argparse.Namespace, db: Database, measurer, space, desc: str):
+def tune_with_progress(
+    workload: Union[Workload, PrimFunc], args: argparse.Namespace, db: Database, measurer: Optional["LocalMeasurer"],
+    space: Optional["Space"], desc: str,
+) -> TuneResult:
     """``ps.tune`` with the search options of ``args`` and a progress bar; returns the TuneResult."""
     from ..tuner import tune
 
@@ -156,7 +164,7 @@ def tune_with_progress(workload, args: argparse.Namespace, db: Database, measure
         progress.close()
 
 
-def markdown_table(result, rows: List[Dict[str, Any]]) -> str:
+def markdown_table(result: TuneResult, rows: List[Dict[str, Any]]) -> str:
     """The comparison as Markdown, headed by what was tuned (like ``TuneResult.summary``)."""
     trials = len(result.history)
     lines = [
@@ -170,7 +178,7 @@ def markdown_table(result, rows: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def timed_rows(result, compare: bool) -> List[Tuple[str, float]]:
+def timed_rows(result: TuneResult, compare: bool) -> List[Tuple[str, float]]:
     """(implementation, seconds): our best kernel and, with ``compare``, numpy and jax.jit
     timed now in this process on the same inputs; else the database's median alone."""
     if compare and is_suite_workload(result.workload):

@@ -75,7 +75,7 @@ import numpy as np
 
 from ..errors import IRError, KernelArgumentError
 from .expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var
-from .stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, Loop, PrimFunc, Store
+from .stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, Loop, PrimFunc, Store, StmtLike
 
 __all__ = ["interpret", "evaluate", "register_stmt_interpreter", "Compiler"]
 
@@ -286,7 +286,7 @@ class Compiler:
         return load
 
     # ------------------------------------------------------------------ statements
-    def stmt(self, s, scope: Dict[str, int]) -> StmtFn:
+    def stmt(self, s: StmtLike, scope: Dict[str, int]) -> StmtFn:
         """A closure executing ``s`` (a statement or a tuple of them)."""
         if isinstance(s, tuple):
             fns = [self.stmt(x, scope) for x in s]

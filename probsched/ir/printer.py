@@ -9,8 +9,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from .expr import BINARY_OPS, BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var
+
+if TYPE_CHECKING:
+    from .stmt import PrimFunc, StmtLike
 
 _ATOM = 10
 
@@ -112,14 +116,14 @@ def _lines(s, indent: int, out: list) -> None:
         out.append(pad + (text() if text else f"<{type(s).__name__}>"))
 
 
-def stmt_to_str(s) -> str:
+def stmt_to_str(s: StmtLike) -> str:
     """Text of a statement (or tuple of statements)."""
     out: list = []
     _lines(s, 0, out)
     return "\n".join(out)
 
 
-def func_to_str(f) -> str:
+def func_to_str(f: PrimFunc) -> str:
     """Text of a :class:`~probsched.ir.stmt.PrimFunc`."""
     params = ", ".join(str(b) for b in f.params)
     out = [f"def {f.name}({params}):"]

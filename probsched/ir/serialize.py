@@ -20,11 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 from ..errors import IRError
 from .expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var
-from .stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store
+from .stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store, StmtLike
 
 FORMAT_VERSION = 1
 
@@ -83,7 +83,7 @@ def encode_expr(e: Expr) -> list:
     raise IRError(f"cannot serialise expression node {type(e).__name__}")
 
 
-def decode_expr(x, buffers: Dict[str, Buffer]) -> Expr:
+def decode_expr(x: Any, buffers: Dict[str, Buffer]) -> Expr:
     """Inverse of :func:`encode_expr`; ``buffers`` maps names to buffers."""
     tag = x[0]
     if tag == "var":
@@ -123,7 +123,7 @@ def register_stmt_codec(tag: str, cls: type, encode: Encoder, decode: Decoder) -
     _STMT_CODECS[tag] = (cls, encode, decode)
 
 
-def encode_stmt(s):
+def encode_stmt(s: StmtLike) -> Any:
     """A statement (or tuple of statements) as JSON-ready data."""
     if isinstance(s, tuple):
         return [encode_stmt(x) for x in s]
@@ -159,7 +159,7 @@ def encode_stmt(s):
     raise IRError(f"cannot serialise statement {type(s).__name__}")
 
 
-def decode_stmt(x, buffers: Dict[str, Buffer]):
+def decode_stmt(x: Any, buffers: Dict[str, Buffer]) -> StmtLike:
     """Inverse of :func:`encode_stmt`."""
     if isinstance(x, list):
         return tuple(decode_stmt(y, buffers) for y in x)

@@ -21,7 +21,7 @@ def double(A: float32[4], B: float32[4]):
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple, Union
 
 from ..errors import IRError
 from .expr import BOOL, DTYPES, INT_DTYPES, Const, Expr, Load, Var, as_expr, free_vars, loads
@@ -222,7 +222,7 @@ class Block(Stmt):
                     out += [(ld.buffer, ld.indices) for ld in loads(ix)]
         return out
 
-    def annotation(self, key: str, default=None):
+    def annotation(self, key: str, default: Any = None) -> Any:
         """The value of annotation ``key``."""
         for k, v in self.annotations:
             if k == key:
@@ -253,7 +253,7 @@ class Loop(Stmt):
         """The loop variable's name (unique in a function)."""
         return self.var.name
 
-    def annotation(self, key: str, default=None):
+    def annotation(self, key: str, default: Any = None) -> Any:
         """The value of annotation ``key``."""
         for k, v in self.annotations:
             if k == key:
@@ -261,7 +261,11 @@ class Loop(Stmt):
         return default
 
 
-def iter_stmts(s) -> Iterator[Stmt]:
+StmtLike = Union[Stmt, Tuple[Stmt, ...]]
+"""A statement or a tuple of statements (a loop's or a function's body)."""
+
+
+def iter_stmts(s: StmtLike) -> Iterator[Stmt]:
     """Every statement in ``s`` (a statement or a tuple of them), pre-order, blocks' init excluded."""
     if isinstance(s, tuple):
         for x in s:
@@ -305,7 +309,7 @@ class PrimFunc(Node):
 
         return func_to_str(self)
 
-    def attr(self, key: str, default=None):
+    def attr(self, key: str, default: Any = None) -> Any:
         """The value of attribute ``key``."""
         for k, v in self.attrs:
             if k == key:

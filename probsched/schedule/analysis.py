@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Collection, Dict, Optional, Sequence, Set, Tuple
 
-from ..ir.expr import INT_DTYPES, BinOp, Cast, Const, Expr, Select, Var, as_expr, binary, children, free_vars, rebuild, substitute
+from ..ir.expr import INT_DTYPES, BinOp, Cast, Const, Expr, ExprLike, Select, Var, as_expr, binary, children, free_vars, rebuild, substitute
 
 Affine = Tuple[Dict[str, int], int]
 Interval = Tuple[int, int]
@@ -343,6 +343,6 @@ def always_true(cond: Expr, ranges: Dict[str, Interval]) -> bool:
     return False
 
 
-def as_index(x) -> Expr:
+def as_index(x: ExprLike) -> Expr:
     """An int or expression as an int64 expression."""
     return as_expr(x, "int64")

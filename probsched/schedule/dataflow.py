@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ..ir.expr import Expr, Load, children, rebuild
-from ..ir.stmt import Block, PrimFunc, Store, iter_stmts
+from ..ir.stmt import Block, PrimFunc, Store, StmtLike, iter_stmts
 from .tree import iter_blocks
 
 
@@ -105,6 +105,6 @@ def single_store(blk: Block) -> Store:
     return None
 
 
-def stores_in(s) -> List[Store]:
+def stores_in(s: StmtLike) -> List[Store]:
     """Stores in a statement or tuple."""
     return [x for x in iter_stmts(s if isinstance(s, tuple) else (s,)) if isinstance(x, Store)]

@@ -18,7 +18,7 @@ immutable) when a precondition fails.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
 from ..ir.expr import Const, Expr, Var, all_of, free_vars
@@ -286,7 +286,7 @@ def _set_annotation(func: PrimFunc, kind: str, name: str, key: str, value, remov
     return replace_at(func, path, (node.replace(annotations=ann),))
 
 
-def annotate_loop(func: PrimFunc, loop: str, key: str, value) -> PrimFunc:
+def annotate_loop(func: PrimFunc, loop: str, key: str, value: Any) -> PrimFunc:
     """Set annotation ``key`` of a loop."""
     return _set_annotation(func, "loop", loop, key, value, remove=False)
 
@@ -296,7 +296,7 @@ def unannotate_loop(func: PrimFunc, loop: str, key: str) -> PrimFunc:
     return _set_annotation(func, "loop", loop, key, None, remove=True)
 
 
-def annotate_block(func: PrimFunc, block: str, key: str, value) -> PrimFunc:
+def annotate_block(func: PrimFunc, block: str, key: str, value: Any) -> PrimFunc:
     """Set annotation ``key`` of a block."""
     return _set_annotation(func, "block", block, key, value, remove=False)
 
