@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Optional
 
 import probsched as ps
 from probsched.cli_commands.bench import DEFAULT_WORKLOADS
+from probsched.cli_commands.common import num
 from probsched.target import Target
 
 STRATEGIES = ("evolutionary", "replay")
@@ -138,11 +139,10 @@ def table(data: Dict[str, Any]) -> str:
         "| workload | evolutionary by seed | replay by seed | median evo | median replay | evo / replay | trial where evo's median curve reaches replay's median best |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    fmt = lambda xs: " / ".join(f"{x:.4g}" for x in xs)  # noqa: E731
     for spec, r in rows.items():
         e, p = r["evolutionary"], r["replay"]
         lines.append(
-            f"| {spec} | {fmt(e['best'])} | {fmt(p['best'])} | {e['median']:.4g} | {p['median']:.4g} "
+            f"| {spec} | {' / '.join(map(num, e['best']))} | {' / '.join(map(num, p['best']))} | {num(e['median'])} | {num(p['median'])} "
             f"| {r['evo_over_replay']:.2f} | {r['hit_trial'] if r['hit_trial'] else 'never'} |"
         )
     wins = sum(1 for r in rows.values() if r["evo_over_replay"] < 1)

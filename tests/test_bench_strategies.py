@@ -83,6 +83,6 @@ def test_table_counts_wins_and_the_trial_where_evolutionary_reaches_replays_best
     assert rows["C1D:0"]["hit_trial"] is None
     assert bench.main(["table", str(path), "--out", str(tmp_path / "s.md")]) == 0
     text = capsys.readouterr().out
-    assert "| GMM:2 | 5 / 4 / 7 | 6 / 5 / 7 | 5 | 6 | 0.83 | 3 |" in text and "| 1.50 | never |" in text
+    assert "| GMM:2 | 5.0 / 4.0 / 7.0 | 6.0 / 5.0 / 7.0 | 5.0 | 6.0 | 0.83 | 3 |" in text and "| 1.50 | never |" in text
     assert "ahead on 1 of 2; reaches replay's best within 2 trials on 0 of 2" in text
     assert (tmp_path / "s.md").read_text() == text
