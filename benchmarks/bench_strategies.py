@@ -62,10 +62,6 @@ def one_run(spec: str, strategy: str, seed: int, trials: int) -> Dict[str, Any]:
     }
 
 
-def _key(run: Dict[str, Any]) -> tuple:
-    return (run["workload"], run["strategy"], run["seed"])
-
-
 def run(args: argparse.Namespace) -> int:
     data: Dict[str, Any] = {"trials": args.trials, "host": str(Target.host()), "runs": []}
     if os.path.exists(args.out):
@@ -73,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             data = json.load(f)
         if data["trials"] != args.trials:
             raise SystemExit(f"bench_strategies: {args.out} holds {data['trials']}-trial runs, not {args.trials}")
-    done = {_key(r) for r in data["runs"]}
+    done = {(r["workload"], r["strategy"], r["seed"]) for r in data["runs"]}
     specs = [s for s in args.workloads.split(",") if s]
     for seed in (int(s) for s in args.seeds.split(",")):
         for i, spec in enumerate(specs):

@@ -19,10 +19,6 @@ def test_its_doctests_pass(bench):
     assert result.attempted >= 1 and result.failed == 0
 
 
-def _curve(*bests):
-    return list(bests)
-
-
 def test_one_run_tunes_from_scratch_without_retiming_and_keeps_the_best_so_far(bench, monkeypatch):
     calls = []
 
@@ -34,7 +30,7 @@ def test_one_run_tunes_from_scratch_without_retiming_and_keeps_the_best_so_far(b
 
     monkeypatch.setattr(bench.ps, "tune", fake_tune)
     evo = bench.one_run("NRM:2", "evolutionary", 3, 3)
-    rnd = bench.one_run("NRM:2", "replay", 3, 3)
+    bench.one_run("NRM:2", "replay", 3, 3)
     assert evo["curve_us"] == [None, pytest.approx(2.0), pytest.approx(1.0)] and evo["failed"] == 1
     (_, evo_kw), (_, rnd_kw) = calls
     assert evo_kw["retime_top"] == 0 and evo_kw["seed"] == 3 and evo_kw["trials"] == 3
