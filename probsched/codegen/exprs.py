@@ -180,7 +180,7 @@ class ExprWriter:
 
         fn = FUNCTIONS.get((name, dtype)) if self.helper is not None else None
         if fn is None:
-            return f"np.{name}({arg})"
+            return f"{'math' if name == 'erf' else 'np'}.{name}({arg})"
         return f"{self.helper(f'{name}_{dtype}', fn)}({arg})"
 
     def src(self, e: Expr) -> str:
@@ -225,8 +225,10 @@ class ExprWriter:
             return (f"not {s}" if p == ATOM else f"not ({s})"), 2
         if isinstance(e, Call):
             args = [self.src(a) for a in e.args]
-            if e.name in ("exp", "log", "sqrt", "tanh"):
+            if e.name in ("exp", "log", "sqrt", "tanh", "erf"):
                 return self._math(e.name, e.dtype, args[0]), ATOM
+            if e.name == "pow":
+                return f"np.power({args[0]}, {args[1]})", ATOM
             if e.name == "abs":
                 return f"abs({args[0]})", ATOM
             if e.name == "sigmoid":

@@ -214,7 +214,9 @@ class Not(Expr):
         object.__setattr__(self, "dtype", BOOL)
 
 
-MATH_FUNCTIONS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid")
+MATH_FUNCTIONS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid", "erf", "pow")
+#: Math functions of two arguments (the others take one).
+BINARY_MATH = ("pow",)
 
 
 class Call(Expr):
@@ -564,6 +566,26 @@ def sigmoid(x: ExprLike) -> Expr:
 def abs(x: ExprLike) -> Expr:  # noqa: A001 - the front end's name for it
     """Absolute value."""
     return _math("abs", x)
+
+
+def erf(x: ExprLike) -> Expr:
+    """The error function (exact GELU uses it)."""
+    return _math("erf", x)
+
+
+def power(x: ExprLike, y: ExprLike) -> Expr:
+    """``x ** y`` for float ``x`` and ``y`` (NaN for a negative ``x`` and a non-integer ``y``).
+
+    >>> power(Var("x", "float32"), 2.0)
+    <Call pow(x, 2.0)>
+    """
+    a, b = as_expr(x), as_expr(y)
+    if a.dtype in INT_DTYPES:
+        a = cast("float32", a)
+    if a.dtype == BOOL or b.dtype == BOOL:
+        raise IRError(f"pow of a boolean expression ({a}, {b})")
+    b = cast(a.dtype, b) if b.dtype != a.dtype else b
+    return Call("pow", (a, b), a.dtype)
 
 
 # ----------------------------------------------------------------------------- traversal

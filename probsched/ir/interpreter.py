@@ -68,6 +68,7 @@ Checking a schedule the way it is compiled: ``evaluate(lower(sch.mod), *inputs, 
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -119,6 +120,11 @@ def _math_fn(name: str, dtype: str) -> Callable:
     if name == "sigmoid":
         one = _NUMPY_DTYPE[dtype](1)
         return lambda x: one / (one + np.exp(-x))
+    if name == "erf":
+        cast = _NUMPY_DTYPE[dtype]
+        return lambda x: cast(math.erf(x))
+    if name == "pow":
+        return np.power
     try:
         return {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh}[name]
     except KeyError:
@@ -245,6 +251,9 @@ class Compiler:
             return lambda env: conv(fv(env))
         if isinstance(e, Call):
             fn = _math_fn(e.name, e.dtype)
+            if len(e.args) == 2:
+                fa, fb = (self.expr(a, scope) for a in e.args)
+                return lambda env: fn(fa(env), fb(env))
             (fa,) = (self.expr(a, scope) for a in e.args)
             return lambda env: fn(fa(env))
         raise IRError(f"interpreter: cannot evaluate expression node {type(e).__name__}")

@@ -1,0 +1,222 @@
+"""``ps.from_jax``: trace a JAX function and import its jaxpr as a :class:`~.ir.Graph`.
+
+The function is traced once with ``jax.make_jaxpr`` on the example arguments' shapes. What
+the import does with the jaxpr:
+
+- nested ``jit``/``pjit``, ``closed_call``, ``remat`` and the bodies of ``custom_jvp_call`` and
+  ``custom_vjp_call`` (how ``jax.nn.relu``, ``gelu`` and ``softmax`` appear) are inlined: only
+  their primal computation matters for inference;
+- ``stop_gradient``, ``copy`` and a ``convert_element_type`` to the same dtype are the
+  identity;
+- closed-over arrays (the weights) and literals become constants of the graph, and a node
+  whose inputs are all constants is evaluated once, here (constant folding: a batch norm's
+  ``gamma / sqrt(var + eps)``), unless its result is much larger than its inputs (a
+  broadcast of a scalar stays a cheap node instead of becoming a big constant);
+- every other primitive must be one the graph knows (:data:`probsched.graph.ops.OPS`).
+
+A primitive outside that set, a dynamic shape, or a tensor that is not float32 (booleans and
+int32 indices that comparisons, ``iota`` and ``argmax`` make excepted) raises one
+:class:`~probsched.errors.FrontEndError` naming the primitive, its shapes and the user's
+source line.
+
+>>> import numpy as np, jax
+>>> import probsched as ps
+>>> g = ps.from_jax(lambda x: jax.nn.relu(x) * 2.0, np.ones((2, 3), np.float32))
+>>> [n.op for n in g.nodes]
+['max', 'mul']
+>>> ps.from_jax(lambda x: jax.numpy.sort(x), np.ones((3,), np.float32))
+Traceback (most recent call last):
+...
+probsched.errors.FrontEndError: unsupported JAX primitive 'sort' (inputs float32[3]) at ...
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..errors import FrontEndError
+from .ir import Graph, Node, TensorType
+from .ops import OPS, ALLOWED_DTYPES
+
+#: Call-like primitives whose body is inlined (their params hold the jaxpr).
+INLINED = frozenset(
+    {
+        "pjit", "jit", "closed_call", "core_call", "named_call", "remat", "checkpoint",
+        "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin",
+    }
+)
+_BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+#: Primitives that compute nothing at inference time.
+IDENTITY = frozenset({"stop_gradient", "copy", "copy_p", "optimization_barrier"})
+#: A folded constant may be at most this many times larger than the largest folded input
+#: (and any result up to this many elements is folded): folding must not turn a broadcast
+#: into a weight.
+_FOLD_GROWTH = 1
+_FOLD_ALWAYS = 4096
+
+
+def source_line(eqn) -> str:
+    """The user's source line of a jaxpr equation (``file:line (function)``), or ``""``."""
+    try:
+        from jax._src import source_info_util
+
+        return source_info_util.summarize(eqn.source_info)
+    except Exception:  # a private API: a JAX without it only loses the line in messages
+        return ""
+
+
+def _dtype_name(dtype) -> str:
+    return np.dtype(dtype).name
+
+
+def _aval_type(aval, what: Callable[[], str]) -> TensorType:
+    shape = tuple(getattr(aval, "shape", ()))
+    for d in shape:
+        if not isinstance(d, (int, np.integer)):
+            raise FrontEndError(f"{what()}: dynamic shape {shape}; probsched compiles static shapes only")
+    dtype = _dtype_name(aval.dtype)
+    if dtype not in ALLOWED_DTYPES:
+        raise FrontEndError(f"{what()}: dtype {dtype} is not supported (the graph computes in float32)")
+    return TensorType(tuple(int(d) for d in shape), dtype)
+
+
+def _shapes(types: Sequence[TensorType]) -> str:
+    return ", ".join(str(t) for t in types) or "none"
+
+
+class _Importer:
+    """Builds a :class:`Graph` from nested jaxprs, one equation at a time."""
+
+    def __init__(self, name: str) -> None:
+        self.graph = Graph(name, {}, [], [], [], {})
+        self._next = 0
+        # id(array object) -> (the object, its value): a weight closed over twice is one
+        # constant; holding the object keeps its id from being reused by another array
+        self._const_ids: Dict[int, tuple] = {}
+
+    def new_value(self, t: TensorType) -> int:
+        v = self._next
+        self._next += 1
+        self.graph.types[v] = t
+        return v
+
+    def constant(self, array: Any, what: Callable[[], str]) -> int:
+        key = id(array)
+        if key in self._const_ids:
+            return self._const_ids[key][1]
+        arr = np.asarray(array)
+        t = _aval_type(arr, what)
+        v = self.new_value(t)
+        self.graph.constants[v] = np.array(arr, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
+        self._const_ids[key] = (array, v)
+        return v
+
+    # ------------------------------------------------------------------ jaxpr walking
+    def run(self, jaxpr, consts: Sequence[Any], args: Sequence[int], outer: str = "") -> List[int]:
+        from jax.extend.core import Literal
+
+        env: Dict[Any, int] = {}
+        for var, c in zip(jaxpr.constvars, consts):
+            env[var] = self.constant(c, lambda: "a constant of the traced function")
+        for var, v in zip(jaxpr.invars, args):
+            env[var] = v
+
+        def read(x, eqn) -> int:
+            if isinstance(x, Literal):
+                # reshaped to the aval's: numpy reads a jaxpr's 0-d literal as shape (1,)
+                value = np.asarray(x.val, dtype=x.aval.dtype).reshape(x.aval.shape)
+                return self.constant(value, lambda: f"a literal of {eqn.primitive.name}")
+            return env[x]
+
+        for eqn in jaxpr.eqns:
+            ins = [read(x, eqn) for x in eqn.invars]
+            outs = self.equation(eqn, ins, outer)
+            for var, v in zip(eqn.outvars, outs):
+                env[var] = v
+        return [read(x, None) for x in jaxpr.outvars]
+
+    def equation(self, eqn, ins: List[int], outer: str = "") -> List[int]:
+        name = eqn.primitive.name
+        # inside an inlined call (jnp.cumsum is a jit) the line is JAX's own: the user's is
+        # the call site's
+        src = outer or source_line(eqn)
+        in_types = [self.graph.types[v] for v in ins]
+
+        def where() -> str:
+            return f"JAX primitive '{name}' (inputs {_shapes(in_types)}){' at ' + src if src else ''}"
+
+        if name in INLINED:
+            body = next((eqn.params[k] for k in _BODY_PARAMS if k in eqn.params), None)
+            if body is None:
+                raise FrontEndError(f"{where()}: found no body to inline")
+            inner, consts = (body.jaxpr, body.consts) if hasattr(body, "consts") else (body, ())
+            # custom_vjp_call passes the residual functions' inputs too: the body takes the first n
+            return self.run(inner, consts, ins[len(ins) - len(inner.invars):], src)
+        out_types = [_aval_type(o.aval, where) for o in eqn.outvars]
+        if name in IDENTITY or (
+            name == "convert_element_type" and out_types[0].dtype == in_types[0].dtype
+        ) or (name == "reduce_precision" and out_types[0].dtype == "float32" and
+              (eqn.params.get("exponent_bits"), eqn.params.get("mantissa_bits")) == (8, 23)):
+            return list(ins[: len(out_types)])
+        if name not in OPS:
+            raise FrontEndError(
+                f"unsupported {where()}; probsched imports: {', '.join(sorted(OPS))}"
+            )
+        node = Node(name, tuple(ins), (), dict(eqn.params), eqn.primitive, src)
+        OPS[name].check(node, in_types, out_types, where)
+        if ins and all(v in self.graph.constants for v in ins) and self._foldable(in_types, out_types):
+            results = node.evaluate(*(self.graph.constants[v] for v in ins))
+            return [self.constant(r, where) for r in results]
+        outs = tuple(self.new_value(t) for t in out_types)
+        self.graph.nodes.append(Node(name, tuple(ins), outs, node.params, eqn.primitive, src))
+        return list(outs)
+
+    @staticmethod
+    def _foldable(in_types: List[TensorType], out_types: List[TensorType]) -> bool:
+        biggest = max(t.size for t in in_types)
+        return all(t.size <= max(_FOLD_ALWAYS, _FOLD_GROWTH * biggest) for t in out_types)
+
+
+def _example_type(i: int, a: Any) -> TensorType:
+    shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
+    if shape is None or dtype is None:
+        a = np.asarray(a)
+        shape, dtype = a.shape, a.dtype
+    for d in shape:
+        if not isinstance(d, (int, np.integer)):
+            raise FrontEndError(f"from_jax: argument {i} has the dynamic shape {tuple(shape)}; static shapes only")
+    if _dtype_name(dtype) != "float32":
+        raise FrontEndError(
+            f"from_jax: argument {i} is {_dtype_name(dtype)}{list(shape)}; probsched compiles float32 models "
+            "(cast the input, e.g. x.astype(np.float32))"
+        )
+    return TensorType(tuple(int(d) for d in shape), "float32")
+
+
+def from_jax(fn: Callable, *example_args: Any, name: Optional[str] = None) -> Graph:
+    """Trace ``fn`` on the shapes of ``example_args`` (arrays, or ``jax.ShapeDtypeStruct``)
+    and import it as a :class:`~.ir.Graph`; see the module docstring.
+
+    ``fn`` takes positional float32 arrays and returns an array or a tuple/list of arrays.
+    """
+    import jax
+
+    types = [_example_type(i, a) for i, a in enumerate(example_args)]
+    specs = [jax.ShapeDtypeStruct(t.shape, np.float32) for t in types]
+    try:
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*specs)
+    except FrontEndError:
+        raise
+    except Exception as exc:  # dynamic-shape and tracing errors come out of JAX itself
+        raise FrontEndError(f"from_jax: tracing {getattr(fn, '__name__', fn)!r} with JAX failed: {exc}") from exc
+    imp = _Importer(name or getattr(fn, "__name__", "model").strip("<>") or "model")
+    imp.graph.inputs = [imp.new_value(t) for t in types]
+    outs = imp.run(closed.jaxpr, closed.consts, imp.graph.inputs)
+    imp.graph.outputs = outs
+    imp.graph.out_tree = jax.tree_util.tree_structure(out_shape)
+    return imp.graph
+
+
+__all__ = ["from_jax", "INLINED", "IDENTITY", "source_line"]

@@ -1,0 +1,90 @@
+"""Fusion: which nodes become one task, de-duplication, and values computed once."""
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+
+import probsched as ps
+from probsched.graph import fuse
+from probsched.models.layers import Params, batch_norm, conv2d, layer_norm
+
+
+def ops_of(groups):
+    return [[n.op for n in g.nodes] for g in groups]
+
+
+def test_conv_bias_batch_norm_relu_is_one_task():
+    p = Params(0)
+    w, b, bn = p.conv(3, 3, 4, 8), p.bias(8), p.batch_norm(8)
+    fn = lambda x: jax.nn.relu(batch_norm(conv2d(x, w) + b, bn))  # noqa: E731
+    g = ps.from_jax(fn, np.ones((1, 6, 6, 4), np.float32))
+    (grp,) = fuse(g)
+    assert grp.kind == "anchor" and grp.nodes[0].op == "conv_general_dilated" and grp.nodes[-1].op == "max"
+    (task,) = g.tasks()
+    assert [b.name for b in task.func.blocks()][:2] == ["pad", "conv2d"]
+    assert task.func.name.startswith("fused_conv2d_")
+
+
+def test_softmax_and_layer_norm_are_one_task_each():
+    p = Params(1)
+    ln = p.layer_norm(16)
+    fn = lambda x: layer_norm(jax.nn.softmax(x, axis=-1), ln)  # noqa: E731
+    g = ps.from_jax(fn, np.ones((4, 16), np.float32))
+    groups = fuse(g)
+    assert ops_of(groups)[0] == ["reduce_max", "max", "sub", "exp", "reduce_sum", "div"]
+    assert [grp.kind for grp in groups] == ["reduce", "reduce"]
+    assert sum(n.op == "reduce_sum" for n in groups[1].nodes) == 2  # the mean and the variance
+
+
+def test_a_tensor_with_two_consumers_is_computed_once():
+    p = Params(2)
+    w1, w2 = p.dense(8, 8), p.dense(8, 8)
+
+    def fn(x):
+        y = jnp.exp(x @ w1)
+        return y @ w2, y * 2.0
+
+    g = ps.from_jax(fn, np.ones((3, 8), np.float32))
+    groups = fuse(g)
+    exp_groups = [grp for grp in groups if any(n.op == "exp" for n in grp.nodes)]
+    assert len(exp_groups) == 1
+    (exp_value,) = [v for n in exp_groups[0].nodes if n.op == "exp" for v in n.outputs]
+    assert exp_value in exp_groups[0].outputs
+    readers = [grp for grp in groups if exp_value in grp.inputs]
+    assert len(readers) == 2  # the second matmul and the doubling read the stored value
+
+
+def test_groups_come_in_an_executable_order():
+    fn, args = ps.models.get("bert_tiny")
+    g = ps.from_jax(fn, *args)
+    made = set(g.inputs) | set(g.constants)
+    for grp in fuse(g):
+        assert all(v in made for v in grp.inputs), grp
+        made.update(grp.outputs)
+    assert set(g.outputs) <= made
+
+
+def test_residual_add_joins_the_last_convolution_of_the_block():
+    fn, args = ps.models.get("resnet_tiny")
+    g = ps.from_jax(fn, *args)
+    adds = [grp for grp in fuse(g) if grp.nodes and grp.nodes[0].op == "conv_general_dilated" and len(grp.inputs) > 0]
+    residual = [grp for grp in adds if sum(1 for v in grp.inputs if v not in g.constants) == 2]
+    assert residual and all(grp.nodes[-1].op == "max" for grp in residual)
+
+
+@pytest.mark.parametrize(
+    "name, groups, tasks",
+    [("resnet50", 56, 31), ("mobilenet_v2", 54, 32), ("bert_base", 132, 8)],
+)
+def test_full_models_deduplicate(name, groups, tasks):
+    """ResNet-50's 53 convolutions, pool and dense become 31 distinct tasks; BERT-base's 12
+    identical layers, 8."""
+    fn, args = ps.models.get(name)
+    g = ps.from_jax(fn, *args)
+    assert len(fuse(g)) == groups
+    ts = g.tasks()
+    assert len(ts) == tasks
+    assert sum(t.weight for t in ts) == groups
+    assert len({t.key for t in ts}) == tasks
