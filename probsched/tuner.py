@@ -21,19 +21,18 @@ True
 from __future__ import annotations
 
 import logging
-import math
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .database import Database, TuningRecord
+from .database import Database
 from .ir.stmt import PrimFunc
 from .schedule import Schedule
-from .search import SearchContext, SearchStrategy
+from .search import SearchStrategy
 from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, DEFAULT_RETIME_TOP, BestSchedule, best_schedule, retime
+from .task_search import TaskSearch, Trial, fit_on_past, start_model_from_transfer
 from .workloads import Workload
 
 if TYPE_CHECKING:  # imported where used: the cost models load JAX, the measurer and kernels numba
@@ -42,18 +41,6 @@ if TYPE_CHECKING:  # imported where used: the cost models load JAX, the measurer
     from .measure import LocalMeasurer
 
 log = logging.getLogger("probsched.tune")
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One measured candidate of a run: its index, seconds (inf when it failed), error, best so far."""
-
-    index: int
-    seconds: float
-    error: Optional[str]
-    best_seconds: float
-    compile_seconds: float = 0.0
-    wall_seconds: float = 0.0  # since the start of the run
 
 
 @dataclass
@@ -175,28 +162,6 @@ def _resolve_model(cost_model, seed):
     return cost_model, False
 
 
-def _start_from_transfer(model, wkey: str) -> None:
-    """Give ``model`` the shipped records of the other workloads (never ``wkey``'s own)."""
-    from .cost_model.transfer import load_transfer
-
-    records = load_transfer(exclude=[wkey])
-    if records is not None and len(records):
-        model.set_transfer(records.features, records.seconds, records.groups, train=False)
-
-
-def _features_of_records(records: Sequence[TuningRecord], func: PrimFunc) -> tuple:
-    from .cost_model import extract
-
-    feats, times = [], []
-    for rec in records:
-        try:
-            feats.append(extract(rec.schedule(func)))
-        except Exception:  # a record of another version of the space: skip it
-            continue
-        times.append(rec.median)
-    return feats, times
-
-
 def tune(
     workload: Union[Workload, PrimFunc, str],
     *,
@@ -228,7 +193,6 @@ def tune(
     again together, ``retime_rounds`` interleaved rounds, and the best is named by that
     (:mod:`probsched.selection`: the search's own minimum is biased low); 0 skips it.
     """
-    from . import space as space_mod
     from .measure import LocalMeasurer
 
     if trials < 0:
@@ -236,9 +200,7 @@ def tune(
     if retime_top < 0 or retime_rounds < 1:
         raise ValueError(f"tune: retime_top must be >= 0 and retime_rounds >= 1, got {retime_top} and {retime_rounds}")
     workload = _resolve_workload(workload)
-    func = workload if isinstance(workload, PrimFunc) else workload.func
     flops = getattr(workload, "flops", None)
-    space = space or space_mod.default()
     strat = get_strategy(strategy)
     model, use_transfer = _resolve_model(cost_model, seed)
     if trials == 0 or not getattr(strat, "uses_cost_model", True):
@@ -247,49 +209,26 @@ def tune(
     db = Database(":memory:" if database is None else database) if own_db else database
     own_measurer = measurer is None
     measurer = measurer or LocalMeasurer()
-    result = TuneResult(workload, None, [], getattr(strat, "name", type(strat).__name__))
     try:
-        wkey = db.commit_workload(workload)
-        past = db.records(wkey)
-        ok_past = [r for r in past if r.ok]
-        ctx = SearchContext(workload, space, model, seed, measured={r.candidate_hash for r in past})
-        ctx.records = db.best(wkey, k=64)
+        search = TaskSearch(workload, db, space=space, strategy=strat, model=model, seed=seed)
+        result = TuneResult(workload, None, search.history, search.strategy_name)
         if use_transfer:
-            _start_from_transfer(model, wkey)
-        if model is not None:
-            feats, times = _features_of_records(ok_past, func)
-            if feats or getattr(model, "n_transfer", 0):
-                model.fit_features(feats, times, [wkey] * len(feats))
-        best = min((r.median for r in ok_past), default=math.inf)
-        start = time.perf_counter()
+            start_model_from_transfer(model, [search.key])
+        fit_on_past(model, [search])
         done = 0
         while done < trials:
-            batch = strat.generate(ctx, min(batch_size, trials - done))
+            batch = search.propose(min(batch_size, trials - done))
             if not batch:
-                log.warning("tune: the strategy found no new candidate; stopping after %d trials", done)
                 break
 
-            def record(index: int, res) -> None:
-                # committed as each result arrives: a run killed mid-batch loses nothing measured
-                nonlocal best
-                cand = batch[index]
-                rec = TuningRecord.from_result(
-                    wkey, cand.schedule, res, decisions=cand.decisions, space=space.name, strategy=result.strategy
-                )
-                db.commit_record(rec)
-                ctx.measured.add(rec.candidate_hash)
-                best = min(best, res.median)
-                trial = Trial(len(result.history), res.median, res.error_kind, best, res.compile_seconds, time.perf_counter() - start)
-                result.history.append(trial)
+            def record(index: int, res, batch=batch) -> None:
+                trial = search.record(batch, index, res)
                 for cb in callbacks:
                     cb(trial, result)
 
             results = measurer.measure(workload, [c.schedule for c in batch], on_result=record)
             done += len(batch)
-            if model is not None:
-                model.update_features([c.features() for c in batch], [r.median for r in results], [wkey] * len(batch))
-            ctx.records = db.best(wkey, k=64)
-            strat.observe(ctx, batch, results)
+            search.observe(batch, results)
         if retime_top and result.history:  # nothing new measured: the last naming stands
             retime(workload, db, measurer, top=retime_top, rounds=retime_rounds)
         if not own_measurer and hasattr(measurer, "settle"):

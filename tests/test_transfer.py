@@ -16,7 +16,8 @@ from probsched.ir.stmt import PrimFunc
 from probsched.measure import LocalMeasurer, MeasureResult
 from probsched.schedule import Schedule, ScheduleTrace
 from probsched.search import EvolutionarySearch
-from probsched.tuner import _resolve_model, _start_from_transfer
+from probsched.task_search import start_model_from_transfer
+from probsched.tuner import _resolve_model
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +198,7 @@ def test_tune_starts_mlp_transfer_from_the_other_workloads_only(shipped):
     assert key in shipped.groups
     model, use_transfer = _resolve_model("mlp-transfer", 0)
     assert use_transfer and isinstance(model, cm.MLPModel)
-    _start_from_transfer(model, key)
+    start_model_from_transfer(model, [key])
     assert model.n_transfer == len(shipped) - shipped.groups.count(key) and key not in model._transfer_g
     scratch, use_transfer = _resolve_model("mlp", 0)
     assert not use_transfer and not scratch.trained

@@ -5,12 +5,13 @@
 - :mod:`.bench` — ``probsched bench``: tune a list of suite workloads, Markdown and JSON;
 - :mod:`.plot` — ``probsched plot``: best-so-far curves per strategy from a database;
 - :mod:`.vary` — ``probsched vary``: the best schedule timed beside variants with decisions changed;
+- :mod:`.model_import` — ``probsched import``: a JAX model's fused tasks as a table;
 - :mod:`.common` — workload specs, opening databases, :class:`~.common.CLIError` (exit 2).
 
 Each command module has ``add_parser(subparsers)`` and ``run(args) -> exit code``.
 """
 
-from . import bench, plot, show, tune, vary
+from . import bench, model_import, plot, show, tune, vary
 
 #: In the order ``probsched --help`` lists them.
-COMMANDS = (tune, show, bench, plot, vary)
+COMMANDS = (tune, show, bench, plot, vary, model_import)

@@ -1,0 +1,87 @@
+"""``probsched import MODEL``: a network's fused tasks as a table.
+
+``MODEL`` is a shipped model (``resnet50``, ``mobilenet_v2``, ``bert_base`` and their
+``*_tiny`` variants) or ``path/to/file.py:name`` / ``module:name`` naming a function of no
+arguments that returns ``(fn, example_args)`` (as ``ps.models.resnet50`` does) or a
+``ps.Graph``. For each distinct task: its name, input and output shapes, weight (calls per
+inference), FLOPs per call and its share of the network's FLOPs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from .common import CLIError, load_object
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+MODEL_HELP = (
+    "a shipped model (resnet50, mobilenet_v2, bert_base, resnet_tiny, mobilenet_tiny, bert_tiny) or "
+    "path/to/file.py:name / module:name naming a function that returns (fn, example_args) or a ps.Graph"
+)
+
+
+def resolve_model(spec: str) -> "Graph":
+    """The graph of a command-line model spec (see the module docstring); raises CLIError."""
+    from .. import models
+    from ..errors import FrontEndError
+    from ..graph import Graph, from_jax
+
+    if ":" not in spec:
+        try:
+            fn, args = models.get(spec)
+        except KeyError as exc:
+            raise CLIError(f"{exc.args[0]} (or path/to/file.py:name / module:name)") from None
+        name = models.ALIASES.get(spec.lower(), spec.lower())
+    else:
+        obj = load_object(spec)
+        if isinstance(obj, Graph):
+            return obj
+        if not callable(obj):
+            raise CLIError(f"{spec}: is a {type(obj).__name__}, expected a function returning (fn, example_args)")
+        try:
+            made = obj()
+        except Exception as exc:
+            raise CLIError(f"{spec}: calling it failed: {type(exc).__name__}: {exc}") from None
+        if isinstance(made, Graph):
+            return made
+        if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
+            raise CLIError(f"{spec}: returned a {type(made).__name__}, expected (fn, example_args) or a ps.Graph")
+        fn, args = made
+        name = spec.rpartition(":")[2]
+    try:
+        return from_jax(fn, *args, name=name)
+    except FrontEndError as exc:
+        raise CLIError(f"{spec}: {exc}") from None
+
+
+def task_table(graph: "Graph") -> str:
+    """The Markdown task table of a graph."""
+    tasks = graph.tasks()
+    total = sum(t.flops * t.weight for t in tasks) or 1
+    lines = [
+        f"{graph.name}: {len(graph.nodes)} operators, {len(graph.fuse())} fused groups, {len(tasks)} distinct tasks, "
+        f"{total / 1e9:.3g} GFLOP, weights {graph.constant_bytes / 2**20:.1f} MiB",
+        "",
+        "| # | task | inputs -> outputs | weight | MFLOP per call | share of FLOPs |",
+        "|---:|---|---|---:|---:|---:|",
+    ]
+    for i, t in enumerate(tasks):
+        ins = ", ".join("x".join(map(str, b.shape)) for b in t.func.input_buffers())
+        outs = ", ".join("x".join(map(str, b.shape)) for b in t.func.output_buffers())
+        share = t.flops * t.weight / total
+        lines.append(f"| {i} | {t.func.name} | {ins} -> {outs} | {t.weight} | {t.flops / 1e6:.1f} | {share:.1%} |")
+    return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("import", help="import a JAX model and print its fused tasks", description=__doc__.split("\n\n")[0].replace("``", ""))
+    p.add_argument("model", help=MODEL_HELP)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print(task_table(resolve_model(args.model)))
+    return 0
