@@ -62,3 +62,5 @@ from .tuner import TuneResult, tune  # noqa: E402,F401
 from .graph import Graph, Task, from_jax  # noqa: E402,F401
 from .graph.compiler import CompiledModel, compile  # noqa: E402,F401
 from . import models  # noqa: E402,F401
+from . import task_scheduler  # noqa: E402,F401
+from .model_tuner import ModelTuneResult, tune_model  # noqa: E402,F401

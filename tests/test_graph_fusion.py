@@ -88,3 +88,33 @@ def test_full_models_deduplicate(name, groups, tasks):
     assert len(ts) == tasks
     assert sum(t.weight for t in ts) == groups
     assert len({t.key for t in ts}) == tasks
+
+
+@pytest.mark.parametrize("name", ["resnet_tiny", "mobilenet_tiny", "bert_tiny"])
+def test_the_default_space_schedules_every_task(name):
+    """Every task is a program the design space can schedule: no draw raises (a reshape read
+    with k // 16 once made the micro-kernel rule fail to tensorize)."""
+    from handlers import seed, trace
+
+    fn, args = ps.models.get(name)
+    for task in ps.from_jax(fn, *args).tasks():
+        for s in range(6):
+            trace(seed(ps.space.default(), s)).get_trace(ps.Schedule(task.func))
+
+
+def test_matmul_operands_are_brought_into_the_micro_kernel_layout():
+    """A batch matmul of a reshaped, transposed operand (attention's q @ k^T) reads stages
+    laid out as the micro-kernel rule wants, so the rule applies."""
+    from probsched.space.intrin_tiling import matmul_roles
+
+    def fn(q, k):
+        qh = q.reshape(1, 8, 2, 4).transpose(0, 2, 1, 3)
+        kh = k.reshape(1, 8, 2, 4).transpose(0, 2, 1, 3)
+        return jnp.einsum("bhqd,bhkd->bhqk", qh, kh)
+
+    x = np.ones((1, 8, 8), np.float32)
+    (task,) = ps.from_jax(fn, x, x).tasks()
+    names = [b.name for b in task.func.blocks()]
+    assert names[-1] == "batch_matmul" and "transpose" in names and "relayout" in names
+    roles = matmul_roles(ps.Schedule(task.func), "batch_matmul")
+    assert roles is not None and {roles.a, roles.b} == {"relayout", "transpose"}

@@ -31,6 +31,7 @@ from ..errors import FrontEndError
 from ..ir.expr import (
     Const,
     Expr,
+    Var,
     all_of,
     any_of,
     binary,
@@ -38,6 +39,7 @@ from ..ir.expr import (
     erf,
     exp,
     if_then_else,
+    loads,
     log,
     logical_not,
     maximum,
@@ -48,6 +50,7 @@ from ..ir.expr import (
     tanh,
 )
 from ..ir.expr import abs as ir_abs
+from ..schedule.analysis import affine_in
 from ..te import max as te_max
 from ..te import min as te_min
 from ..te import reduce_axis
@@ -517,40 +520,71 @@ def _check_argminmax(node, in_types, out_types, where) -> None:
 # ----------------------------------------------------------------------------- anchors
 
 
+def _dense(stages: Stages, o: Operand) -> Operand:
+    """``o`` itself when each of its elements is one load whose indices are each an index
+    variable, a constant or a variable plus a constant (a transpose, broadcast, slice);
+    otherwise ``o`` copied into a stage of its own. A matmul's or convolution's operands
+    must be read that simply for the micro-kernel rule to apply: a reshape that merges or
+    splits axes (BERT's heads, ``h * 64 + d``) is laid out once, a pass over the operand,
+    instead of in the innermost loop."""
+    if not isinstance(o, LazyOperand) or not o.shape:
+        return o
+    idx = tuple(Var(f"probe{d}") for d in range(o.ndim))
+    names = [v.name for v in idx]
+    lds = loads(o.at(idx))
+    simple = len(lds) <= 1 and all(
+        (c := affine_in(ix, names)) is not None and len(c) <= 1 and all(v == 1 for v in c.values())
+        for ld in lds for ix in ld.indices
+    )
+    return o if simple else stages.compute("relayout", o.shape, o.at, dtype=o.dtype)
+
+
 def _dot_dims(node):
     (lc, rc), (lb, rb) = node.params["dimension_numbers"]
     return tuple(lc), tuple(rc), tuple(lb), tuple(rb)
 
 
+def _in_order(stages: Stages, o: Operand, order: Sequence[int]) -> Operand:
+    """``o`` with its dimensions in ``order``: itself (:func:`_dense`) when they are in
+    order already, else a transposed copy in a stage of its own."""
+    order = list(order)
+    if order == list(range(o.ndim)):
+        return _dense(stages, o)
+
+    def fn(i: Index) -> Expr:
+        src: List[Expr] = [Const(0, "int64")] * len(order)
+        for pos, d in enumerate(order):
+            src[d] = i[pos]
+        return _at(o, tuple(src))
+
+    return stages.compute("transpose", tuple(o.shape[d] for d in order), fn, dtype=o.dtype)
+
+
 def _lower_dot(node, ins, stages, out_types):
-    lhs, rhs = ins
+    """``out[b.., m.., n..] = sum_k lhs[b.., m.., k..] * rhs[b.., k.., n..]``, the operands
+    brought into that order first (the layout the micro-kernel rule recognises: the
+    reduction last in A, the output's columns last in B)."""
     t = out_types[0]
     lc, rc, lb, rb = _dot_dims(node)
-    l_free = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
-    r_free = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+    l_free = [d for d in range(ins[0].ndim) if d not in lc and d not in lb]
+    r_free = [d for d in range(ins[1].ndim) if d not in rc and d not in rb]
+    lhs = _in_order(stages, ins[0], list(lb) + l_free + list(lc))
+    rhs = _in_order(stages, ins[1], list(rb) + list(rc) + r_free)
+    nb, nm, nk = len(lb), len(l_free), len(lc)
     base = "batch_matmul" if lb else "matmul"
 
     def body(i: Index):
-        li: List[Expr] = [Const(0, "int64")] * lhs.ndim
-        ri: List[Expr] = [Const(0, "int64")] * rhs.ndim
-        pos = 0
-        for a, b in zip(lb, rb):
-            li[a] = ri[b] = i[pos]
-            pos += 1
-        for d in l_free:
-            li[d] = i[pos]
-            pos += 1
-        for d in r_free:
-            ri[d] = i[pos]
-            pos += 1
-        red = []
-        for n, (a, b) in enumerate(zip(lc, rc)):
-            if lhs.shape[a] == 1:
+        red, ks = [], []
+        for n in range(nk):
+            extent = lhs.shape[nb + nm + n]
+            if extent == 1:
+                ks.append(Const(0, "int64"))
                 continue
-            k = reduce_axis(lhs.shape[a], name=f"k{n}" if len(lc) > 1 else "k")
+            k = reduce_axis(extent, name=f"k{n}" if nk > 1 else "k")
             red.append(k)
-            li[a] = ri[b] = k
-        prod = _at(lhs, tuple(li)) * _at(rhs, tuple(ri))
+            ks.append(k)
+        batch, m, n_ = i[:nb], i[nb:nb + nm], i[nb + nm:]
+        prod = _at(lhs, tuple(batch) + tuple(m) + tuple(ks)) * _at(rhs, tuple(batch) + tuple(ks) + tuple(n_))
         return te_sum(prod, axis=red) if red else prod
 
     return [stages.compute(base, t.shape, body)]
@@ -611,7 +645,7 @@ def _pad_stage(stages: Stages, x: Operand, before: Sequence[int], after: Sequenc
 
 
 def _lower_conv(node, ins, stages, out_types):
-    lhs, rhs = ins
+    lhs, rhs = (_dense(stages, o) for o in ins)
     t = out_types[0]
     lhs_spec, rhs_spec, out_spec, nsp, strides, padding, rdil, groups = _conv_params(node, [lhs, rhs])
     ci_g = rhs.shape[rhs_spec[1]]

@@ -39,7 +39,7 @@ from ..workloads import Workload
 from ..workloads.workload import RTOL, tolerance
 from .fusion import COPY, Group, fuse
 from .ir import Graph, Node
-from .operands import LazyOperand, Operand, ScalarOperand, Stages, TensorOperand
+from .operands import Operand, ScalarOperand, Stages, TensorOperand
 from .ops import OPS, VIEW, reduction_length
 
 #: Longest function name (TVM's style: ``fused_`` and the operators of the group).

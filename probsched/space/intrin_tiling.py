@@ -48,6 +48,7 @@ from ..schedule import BlockRV, LoopRV, Schedule
 
 if TYPE_CHECKING:
     from ..target import Target
+from ..schedule.analysis import affine_in
 from ..schedule.dataflow import single_store
 from . import analysis as an
 
@@ -125,6 +126,8 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     # the longest M axis (ties: the innermost in C's layout) gives the fewest partial tiles
     order = {v: i for i, ix in enumerate(st.indices) for v in free_vars(ix)}
     m = max(ms, key=lambda v: (extent[v] > 1, extent[v], order.get(v, -1)))
+    if any(affine_in(ix, (m, n, k)) is None for ld in (a, b) for ix in ld.indices):
+        return None  # e.g. a reshape's k // 16, k % 16: the micro-kernel cannot step through it
     inputs = [x for x in an.reads_of(sch, name)]
     if b.buffer.name not in inputs or a.buffer.name == b.buffer.name:
         return None

@@ -1,0 +1,160 @@
+"""Whole networks: import, compile, tune, and end-to-end latency beside jax.jit (and ONNX Runtime).
+
+``python benchmarks/bench_models.py [--models resnet50,mobilenet_v2,bert_base] [--trials N --db-dir DIR]``
+
+For each model, in one process:
+
+1. import (``ps.from_jax``) and fusion: seconds, operators, tasks;
+2. the untuned compile (``ps.compile`` without records: transfer-model-predicted schedules):
+   seconds and the arena's peak bytes;
+3. with ``--trials N``: ``ps.tune_model`` with that budget (database ``DIR/<model>.db``,
+   resumed when it exists): wall time, seconds per trial and where they went;
+4. end-to-end latency of the untuned and (with ``--trials``) tuned networks beside
+   ``jax.jit`` of the same function, and ONNX Runtime when ``--onnx`` is given and the
+   ``onnx`` extra is installed (the function exported with jax2onnx), all on the same
+   inputs, interleaved round by round (:func:`probsched.measure.timer.time_interleaved`):
+   medians of ``--rounds`` rounds.
+
+Prints a Markdown table (and ``--json FILE`` writes the figures) with the CPU model and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import probsched as ps  # noqa: E402
+from probsched.measure.timer import time_interleaved  # noqa: E402
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``lscpu``'s), for the record."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def onnx_runner(fn, args):
+    """A no-argument callable running ``fn`` in ONNX Runtime (exported with jax2onnx), or None."""
+    try:
+        import onnxruntime as ort
+        from jax2onnx import to_onnx
+    except ImportError:
+        return None
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(), "model.onnx")
+    model = to_onnx(fn, [a.shape for a in args])
+    with open(path, "wb") as fh:
+        fh.write(model.SerializeToString())
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count() or 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    feeds = dict(zip(names, args))
+    sess.run(None, feeds)
+    return lambda: sess.run(None, feeds)
+
+
+def bench_model(name: str, args: argparse.Namespace) -> dict:
+    import jax
+
+    fn, inputs = ps.models.get(name)
+    row: dict = {"model": name}
+    t = time.perf_counter()
+    graph = ps.from_jax(fn, *inputs, name=name)
+    tasks = graph.tasks()
+    row["import_s"] = time.perf_counter() - t
+    row["operators"], row["tasks"] = len(graph.nodes), len(tasks)
+    row["gflop"] = sum(tk.flops * tk.weight for tk in tasks) / 1e9
+    t = time.perf_counter()
+    untuned = ps.compile(graph, candidates=args.candidates)
+    row["compile_untuned_s"] = time.perf_counter() - t
+    row["peak_mib"] = untuned.peak_bytes / 2**20
+    fns = {"untuned": lambda: untuned(*inputs)}
+    if args.trials:
+        db = os.path.join(args.db_dir, f"{name}.db")
+        t = time.perf_counter()
+        result = ps.tune_model(graph, trials=args.trials, database=db, seed=args.seed, retime_top=args.retime_top)
+        row["tune_s"] = time.perf_counter() - t
+        row["trials"] = len(result.history)
+        row["s_per_trial"] = result.seconds_per_trial
+        row["phases_s"] = result.phase_seconds
+        row["estimated_ms"] = result.estimated_seconds * 1e3
+        print(result.summary(), flush=True)
+        tuned = result.model
+        fns = {"tuned": lambda: tuned(*inputs), **fns}
+        expected = np.asarray(jax.jit(fn)(*inputs))
+        row["max_abs_err"] = float(np.max(np.abs(tuned(*inputs) - expected)))
+    jitted = jax.jit(fn)
+    jitted(*inputs)
+    fns["jax.jit"] = lambda: jax.block_until_ready(jitted(*inputs))
+    if args.onnx:
+        run = onnx_runner(fn, inputs)
+        if run is not None:
+            fns["onnxruntime"] = run
+    timings = time_interleaved(fns, rounds=args.rounds, min_repeat_ms=args.min_repeat_ms)
+    row["ms"] = {k: v.median * 1e3 for k, v in timings.items()}
+    return row
+
+
+def table(rows: list) -> str:
+    impls = []
+    for r in rows:
+        for k in r["ms"]:
+            if k not in impls:
+                impls.append(k)
+    head = ["model", "GFLOP", "tasks", "import s", "untuned compile s", "arena MiB"]
+    head += [f"{k} ms" for k in impls] + ["jax.jit / ours"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        ours = r["ms"].get("tuned", r["ms"]["untuned"])
+        cells = [r["model"], f"{r['gflop']:.2f}", str(r["tasks"]), f"{r['import_s']:.1f}", f"{r['compile_untuned_s']:.0f}", f"{r['peak_mib']:.1f}"]
+        cells += [f"{r['ms'][k]:.1f}" if k in r["ms"] else "-" for k in impls]
+        cells.append(f"{r['ms']['jax.jit'] / ours:.2f}x")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
+    p.add_argument("--trials", type=int, default=0, help="tune each model with this budget (0: untuned only)")
+    p.add_argument("--db-dir", default=".", help="where the tuning databases go")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--candidates", type=int, default=128, help="predicted candidates per untuned task")
+    p.add_argument("--retime-top", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--min-repeat-ms", type=float, default=300.0)
+    p.add_argument("--onnx", action="store_true", help="also time ONNX Runtime (needs the onnx extra)")
+    p.add_argument("--json", default=None, help="write the figures to this file")
+    args = p.parse_args(argv)
+    rows = []
+    for name in args.models.split(","):
+        rows.append(bench_model(name.strip(), args))
+        print(json.dumps(rows[-1], indent=1), flush=True)
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    print(f"\n{cpu_model()}, {os.cpu_count()} cores, {stamp}; load {os.getloadavg()[0]:.1f}\n")
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"cpu": cpu_model(), "date": stamp, "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
