@@ -10,7 +10,7 @@ inference), FLOPs per call and its share of the network's FLOPs.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
 from .common import CLIError, load_object
 
@@ -23,8 +23,9 @@ MODEL_HELP = (
 )
 
 
-def resolve_model(spec: str) -> "Graph":
-    """The graph of a command-line model spec (see the module docstring); raises CLIError."""
+def load_model(spec: str) -> Tuple[Optional[Callable], tuple, "Graph"]:
+    """``(fn, example_args, graph)`` of a command-line model spec (see the module
+    docstring); ``fn`` is None when the spec names a ready ``ps.Graph``. Raises CLIError."""
     from .. import models
     from ..errors import FrontEndError
     from ..graph import Graph, from_jax
@@ -38,7 +39,7 @@ def resolve_model(spec: str) -> "Graph":
     else:
         obj = load_object(spec)
         if isinstance(obj, Graph):
-            return obj
+            return None, (), obj
         if not callable(obj):
             raise CLIError(f"{spec}: is a {type(obj).__name__}, expected a function returning (fn, example_args)")
         try:
@@ -46,13 +47,13 @@ def resolve_model(spec: str) -> "Graph":
         except Exception as exc:
             raise CLIError(f"{spec}: calling it failed: {type(exc).__name__}: {exc}") from None
         if isinstance(made, Graph):
-            return made
+            return None, (), made
         if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
             raise CLIError(f"{spec}: returned a {type(made).__name__}, expected (fn, example_args) or a ps.Graph")
         fn, args = made
         name = spec.rpartition(":")[2]
     try:
-        return from_jax(fn, *args, name=name)
+        return fn, tuple(args), from_jax(fn, *args, name=name)
     except FrontEndError as exc:
         raise CLIError(f"{spec}: {exc}") from None
 
@@ -83,5 +84,5 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(task_table(resolve_model(args.model)))
+    print(task_table(load_model(args.model)[2]))
     return 0
