@@ -56,6 +56,20 @@ DEFAULT_MODEL_RETIME_TOP = 3
 RETIME_MIN_SHARE = 0.01
 
 
+def strategy_for_round(strategy: Union[str, SearchStrategy], batch: int) -> Union[str, SearchStrategy]:
+    """The strategy of each task: ``"evolutionary"`` with its population scaled to the
+    round, 16 candidates evolved per one measured (MetaSchedule's defaults: 512 for 32),
+    64 to 512, since the population's replays are the round's fixed cost (7 ms each);
+    a strategy object as given.
+
+    >>> strategy_for_round("evolutionary", 8).population, strategy_for_round("replay", 8)
+    (128, 'replay')
+    """
+    if strategy == "evolutionary":
+        return get_strategy("evolutionary").__class__(population=int(min(512, max(64, 16 * batch))))
+    return strategy
+
+
 def default_batch_size(trials: int, tasks: int) -> int:
     """Candidates per round: about three rounds per task within the budget, 8 to 32.
 
@@ -224,7 +238,7 @@ def tune_model(
     try:
         searches = []
         for i, task in enumerate(tasks):
-            strat = copy.deepcopy(strategy) if isinstance(strategy, SearchStrategy) else strategy
+            strat = copy.deepcopy(strategy) if isinstance(strategy, SearchStrategy) else strategy_for_round(strategy, batch)
             searches.append(
                 TaskSearch(task.workload, db, space=space, strategy=strat, model=shared, seed=seed + i, start=start)
             )
