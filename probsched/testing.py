@@ -49,6 +49,7 @@ PRIMITIVES = (
     "rfactor",
     "decompose_reduction",
     "annotate",
+    "transform_layout",
 )
 
 
@@ -123,6 +124,17 @@ def _one_step(sch: Schedule, choose: Chooser) -> str:
         sch.decompose_reduction(BlockRV(blk), LoopRV(loop))
     elif prim == "annotate":
         sch.annotate(LoopRV(loop), "pragma_auto_unroll_max_step", choose([0, 16, 64]))
+    elif prim == "transform_layout":
+        buf = choose([b for b in sch.mod.input_buffers()] or list(sch.mod.params))
+        splits = []
+        for extent in buf.shape:
+            f = choose(_divisors(extent))
+            splits.append([extent // f, f] if f not in (1, extent) else [extent])
+        pieces = list(range(sum(len(x) for x in splits)))
+        for i in range(len(pieces) - 1, 0, -1):  # Fisher-Yates with the chooser
+            j = choose(range(i + 1))
+            pieces[i], pieces[j] = pieces[j], pieces[i]
+        sch.transform_layout(buf.name, splits, pieces)
     return prim
 
 

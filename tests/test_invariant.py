@@ -29,6 +29,7 @@ from probsched.codegen.emit import emit_module
 from probsched.ir.interpreter import evaluate
 from probsched.ir.stmt import LOCAL_ALLOC_LOOPS
 from probsched.lowering import lower
+from probsched.schedule.layout import lay_out_inputs
 from probsched.testing import random_schedule
 
 NAMES = wl.names()
@@ -58,14 +59,16 @@ def test_random_schedules_match_the_reference_interpreted(data, name):
     # The scheduled program itself: the lowered run below does not replace this one, since
     # its block bodies may use loop variables and tile-relative indices can hide an
     # out-of-bounds access of the program.
-    got = evaluate(sch.mod, *inputs)
+    # a weight laid out anew (transform_layout) is passed to the interpreter as stored
+    stored = lay_out_inputs(sch.mod, inputs)
+    got = evaluate(sch.mod, *stored)
     w.check(got, expected)
     lowered = lower(sch.mod)
     # Only compaction changes what the interpreter computes (unrolled loops run as loops),
     # so the lowered run is needed, and paid for, only when a local buffer was compacted.
     if lowered.attr(LOCAL_ALLOC_LOOPS):
         try:
-            w.check(evaluate(lowered, *inputs, lowered=True), expected)
+            w.check(evaluate(lowered, *stored, lowered=True), expected)
         except AssertionError as exc:
             raise AssertionError(f"lowered, with local buffer lifetimes: {exc}") from None
 

@@ -221,6 +221,9 @@ class Emitter:
         self.writer = ExprWriter(self._load_src, None, self.add_global)
         self.fn: Optional[_Fn] = None
         self.context: List[str] = []  # "block C", "loop i" for error messages
+        # (IR name, extent) of the loops around the statement being emitted: bounds that
+        # statement emitters may simplify with (a laid-out weight's index in a micro-kernel call)
+        self.ir_loops: List[Tuple[str, int]] = []
 
     # ------------------------------------------------------------------ public context API
 
@@ -364,6 +367,7 @@ class Emitter:
 
     def _loop(self, loop: Loop) -> None:
         self.context.append(f"loop {loop.var.name}")
+        self.ir_loops.append((loop.var.name, loop.extent))
         hoisted = self._hoist_init(loop)
         if loop.kind == "unrolled" and loop.extent > 1 and self._unrolled_size(loop) > MAX_UNROLL_NODES:
             # Unrolling is a hint: a body too large to copy runs as a plain loop instead.
@@ -383,6 +387,7 @@ class Emitter:
             self._loop_body(loop, name)
         if hoisted is not None:
             self.hoisted.discard(hoisted)
+        self.ir_loops.pop()
         self.context.pop()
 
     def _for_header(self, loop: Loop, name: str, rng: str, note: str) -> None:

@@ -35,6 +35,7 @@ from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
 from .aligned import aligned_empty
 from .compile import CompiledModule
 from .emit import ModuleSource
+from ..schedule.layout import layouts_of, logical_params
 from .spin_pool import enabled as spin_pool_enabled
 from .spin_pool import wake as wake_spin_pool
 
@@ -159,12 +160,16 @@ class Kernel:
         self.entry = compiled.entry
         self.launches = list(module.launches)
         written = written_buffers(func)
-        self.params: Tuple[Buffer, ...] = tuple(func.params)
-        self.outputs: Tuple[Buffer, ...] = tuple(b for b in func.params if b.name in written)
-        self.inputs: Tuple[Buffer, ...] = tuple(b for b in func.params if b.name not in written)
-        self._is_output = [b.name in written for b in func.params]
+        # callers pass every parameter in its own shape; a weight the schedule stores in
+        # another layout (probsched.schedule.layout) is laid out here, when the arguments are
+        # checked: once per bind(), outside the calls a timing loop makes
+        self._layouts = layouts_of(func)
+        self.params: Tuple[Buffer, ...] = logical_params(func)
+        self.outputs: Tuple[Buffer, ...] = tuple(b for b in self.params if b.name in written)
+        self.inputs: Tuple[Buffer, ...] = tuple(b for b in self.params if b.name not in written)
+        self._is_output = [b.name in written for b in self.params]
         self._output_positions = [i for i, out in enumerate(self._is_output) if out]
-        self._dtypes = [np.dtype(b.dtype) for b in func.params]
+        self._dtypes = [np.dtype(b.dtype) for b in self.params]
         self._intermediates = [aligned_empty(b.size, b.dtype) for b in module.wrapper_allocs]
         self._segments = module.segments
         self.threads = max(1, int(getattr(target, "threads", 1) or 1))
@@ -201,6 +206,8 @@ class Kernel:
                     )
                 if not a.flags.writeable:
                     raise KernelArgumentError(f"{self._where(pos)}: is read-only but the kernel writes it")
+            elif b.name in self._layouts:
+                a = self._layouts[b.name].apply(a)
             elif not (a.flags.c_contiguous and a.flags.writeable):
                 a = np.array(a, order="C", copy=True)
             flat.append(a)

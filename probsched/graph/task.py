@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import FrontEndError
 from ..ir.stmt import PrimFunc
+from ..schedule.layout import LAYOUT_FREE
 from ..te import create_func, placeholder
 from ..workloads import Workload
 from ..workloads.workload import RTOL, tolerance
@@ -135,6 +136,9 @@ def lower_group(graph: Graph, group: Group, producer: Optional[Dict[int, Node]] 
         results.append(o.tensor)
     name = _func_name(stages)
     func = create_func(placeholders + results, name=name)
+    weights = tuple(ph.name for ph, v in zip(placeholders, inputs) if v in graph.constants)
+    if weights:  # the design space may store these in the order the schedule reads them
+        func = func.replace(attrs=func.attrs + ((LAYOUT_FREE, weights),))
     return LoweredGroup(func, tuple(inputs), tuple(group.outputs), tuple(nodes), tuple(scalars), length)
 
 

@@ -14,7 +14,7 @@ from ..ir.expr import Const, Expr, Load, children, substitute
 from ..ir.stmt import Block, Buffer
 from ..schedule.analysis import affine_in, is_multiple, simplify
 from ..schedule.reduction import _conjuncts
-from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, tile_nest
+from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, tile_env, tile_nest, tile_ranges
 from .registry import get
 
 
@@ -49,15 +49,20 @@ def emit_tensorized(block: Block, ctx) -> None:
     pairs[dst.buffer.name] = (cst.buffer, cst.indices)
     _pair(dst.value, cst.value, pairs)
     env = {it.var.name: b for it, b in zip(inner.iters, inner.bindings)}
+    # strides come from the indices over the loops themselves, simplified with their bounds
+    # (a laid-out weight's (ko * kc + ki) // kc is ko); offsets from the indices as the block
+    # states them, evaluated where the call is made
+    env_loops = tile_env(block, inner)
+    ranges = tile_ranges(loops, getattr(ctx, "ir_loops", ()))
     zero = {name: Const(0, "int64") for name in axes}
     args: List[str] = []
     for dname, dep_axes in intrin.operands():
         buf, indices = pairs[dname]
-        indices = tuple(simplify(substitute(i, env)) for i in indices)
-        flat = _flat(buf, indices)
+        flat = _flat(buf, tuple(simplify(substitute(i, env_loops), ranges) for i in indices))
         coefs = affine_in(flat, set(axes))
         if coefs is None:
             raise BuildError(f"tensorized block {block.name}: index of {buf.name} is not affine in the tile loops")
+        indices = tuple(simplify(substitute(i, env)) for i in indices)
         args.append(ctx.array(buf))
         args.append(ctx.index(buf, tuple(substitute(i, zero) for i in indices)))
         for a in dep_axes:

@@ -167,22 +167,50 @@ def dense_box(indices: Sequence[Expr], ranges: Dict[str, Interval]) -> bool:
 
 # Memoized: expressions are immutable and hash structurally, and a search round simplifies
 # the same index expressions over and over (800k calls in one T2D round, 10% of its time).
+def simplify(e: Expr, ranges: Optional[Dict[str, Interval]] = None) -> Expr:
+    """Canonical affine form of integer sub-expressions (keeps variable first-use order).
+
+    With ``ranges`` (inclusive bounds of some variables), a division or remainder of an
+    affine expression by a constant ``d`` splits it into the terms that are multiples of
+    ``d`` and the rest; when the rest provably lies in ``[0, d)`` the division is the
+    multiples' quotient and the remainder is the rest. That is what a split loop's index
+    ``(ko * 64 + ki) // 64`` becomes (``ko``) when ``ki < 64``: a weight laid out for its
+    tiles (:mod:`probsched.schedule.layout`) is read without a division.
+
+    >>> from probsched.ir.expr import Var
+    >>> ko, ki = Var("ko"), Var("ki")
+    >>> print(simplify((ko * 64 + ki) // 64, {"ki": (0, 63)}), simplify((ko * 64 + ki) % 64, {"ki": (0, 63)}))
+    ko ki
+    >>> print(simplify((ko * 64 + ki) // 64))
+    (ko * 64 + ki) // 64
+    """
+    return _simplify(e, None if ranges is None else tuple(sorted(ranges.items())))
+
+
 @functools.lru_cache(maxsize=1 << 16)
-def simplify(e: Expr) -> Expr:
-    """Canonical affine form of integer sub-expressions (keeps variable first-use order)."""
+def _simplify(e: Expr, range_items: Optional[tuple]) -> Expr:
+    ranges = None if range_items is None else dict(range_items)
     form = affine(e)
     if form is not None:
         order = []
         _var_order(e, order)
         return from_affine(form, order)
     if isinstance(e, BinOp) and e.dtype in INT_DTYPES:
-        a, b = simplify(e.a), simplify(e.b)
+        a, b = _simplify(e.a, range_items), _simplify(e.b, range_items)
         if e.op in ("floordiv", "mod") and isinstance(b, Const) and b.value > 0:
             fa = affine(a)
-            if fa is not None and all(c % b.value == 0 for c in fa[0].values()) and fa[1] % b.value == 0:
-                if e.op == "floordiv":
-                    return from_affine(({v: c // b.value for v, c in fa[0].items()}, fa[1] // b.value))
-                return Const(0, "int64")
+            d = int(b.value)
+            if fa is not None:
+                whole = {v: c for v, c in fa[0].items() if c % d == 0}
+                rest = {v: c for v, c in fa[0].items() if c % d != 0}
+                c_whole, c_rest = fa[1] - fa[1] % d, fa[1] % d
+                rb = (c_rest, c_rest) if not rest else (bound(from_affine((rest, c_rest)), ranges) if ranges else None)
+                if rb is not None and 0 <= rb[0] and rb[1] < d:
+                    order: list = []
+                    _var_order(a, order)
+                    if e.op == "floordiv":
+                        return from_affine(({v: c // d for v, c in whole.items()}, c_whole // d), order)
+                    return from_affine((rest, c_rest), order)
         return binary(e.op, a, b)
     return e
 

@@ -36,6 +36,7 @@ from ..ir.stmt import Block, Loop, PrimFunc
 from .distributions import ComputeLocation, PerfectTile
 from . import blockize as blockize_mod
 from . import cache, compute_location, dataflow, loops, reduction
+from . import layout as layout_mod
 from . import tensorize as tensorize_mod
 from .instruction_trace import BlockRV, Instruction, LoopRV, ScheduleTrace
 from .tree import TreeIndex, children_of, iter_blocks, require
@@ -317,6 +318,32 @@ class Schedule:
         self._record("decompose_reduction", [BlockRV(b), LoopRV(l)], {}, [out])
         return out
 
+
+    # ------------------------------------------------------------------ layouts
+    def transform_layout(self, buffer: str, splits: Sequence[Sequence[int]], order: Sequence[int]) -> None:
+        """Store the input parameter ``buffer`` split per dimension into ``splits`` and the
+        pieces in ``order`` (a :class:`~.layout.Layout`); callers still pass it in its own
+        shape (see :mod:`probsched.schedule.layout`)."""
+        params = {b.name: b for b in self._mod.params}
+        if buffer not in params:
+            raise ScheduleError(f"transform_layout: {buffer} is not a parameter of {self._mod.name}")
+        if buffer in layout_mod.layouts_of(self._mod):
+            raise ScheduleError(f"transform_layout: parameter {buffer} is laid out already")
+        try:
+            lay = layout_mod.Layout(params[buffer].shape, tuple(tuple(f) for f in splits), tuple(order))
+        except ValueError as exc:
+            raise ScheduleError(f"transform_layout: {buffer}: {exc}") from None
+        self._set(layout_mod.transform_layout(self._mod, buffer, lay))
+        self._record(
+            "transform_layout", [], {"buffer": buffer, "splits": [list(f) for f in lay.splits], "order": list(lay.order)}, []
+        )
+
+    def tile_layout(self, block: BlockLike, buffer: str) -> Optional["layout_mod.Layout"]:
+        """The layout in which ``block``'s loops read ``buffer`` in order (a query: nothing
+        changes, nothing is recorded), or None (see :func:`~.layout.tile_layout`)."""
+        b = _name(block, BlockRV, "tile_layout")
+        loops.lookup_block(self._idx(), b, "tile_layout")
+        return layout_mod.tile_layout(self._mod, b, buffer, self._idx().loops_above(b))
 
     # ------------------------------------------------------------------ micro-kernels
     def blockize(self, loop: LoopLike) -> BlockRV:

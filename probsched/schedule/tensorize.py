@@ -22,7 +22,7 @@ probsched.errors.ScheduleError: tensorize: block Z is not blockized (use a loop 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, free_vars, substitute
 from ..ir.stmt import Block, Loop, PrimFunc, Store
@@ -57,12 +57,29 @@ class _Mismatch(Exception):
     pass
 
 
-def _deps(indices: tuple, env: Dict[str, Expr], loop_names: set) -> Tuple[set, bool]:
+def tile_env(blk: Block, inner: Block) -> Dict[str, Expr]:
+    """The inner block's iterators in terms of the tile loops and the loops around the
+    outer block (whose iterators are tile *offsets*, multiples of the tile: substituting
+    their bindings keeps that visible to :func:`~.analysis.simplify`)."""
+    outer = {it.var.name: b for it, b in zip(blk.iters, blk.bindings)}
+    return {it.var.name: substitute(b, outer) for it, b in zip(inner.iters, inner.bindings)}
+
+
+def tile_ranges(loops: Sequence[Loop], outer: Sequence[Tuple[str, int]] = ()) -> Dict[str, Tuple[int, int]]:
+    """Bounds of the tile loops and of the loops around the block (``(name, extent)``):
+    what lets a laid-out weight's ``(ko * kc + ki) // kc`` simplify to ``ko`` (see
+    :mod:`.layout`)."""
+    ranges = {name: (0, extent - 1) for name, extent in outer}
+    ranges.update({l.name: (0, l.extent - 1) for l in loops})
+    return ranges
+
+
+def _deps(indices: tuple, env: Dict[str, Expr], loop_names: set, ranges=None) -> Tuple[set, bool]:
     """Tile loops an access depends on, and whether every index is affine in them."""
     deps: set = set()
     ok = True
     for e in indices:
-        e = simplify(substitute(e, env))
+        e = simplify(substitute(e, env), ranges)
         used = free_vars(e) & loop_names
         deps |= used
         if used:
@@ -107,7 +124,7 @@ def _match_access(dbuf, didx, cbuf, cidx, ctx) -> None:
     if bufmap.setdefault(dbuf.name, cbuf.name) != cbuf.name:
         raise _Mismatch(f"description buffer {dbuf.name} maps to both {bufmap[dbuf.name]} and {cbuf.name}")
     ddeps = {ctx["sigma"][v] for v in free_vars_of(didx)}
-    cdeps, affine_ok = _deps(cidx, ctx["env"], ctx["loop_names"])
+    cdeps, affine_ok = _deps(cidx, ctx["env"], ctx["loop_names"], ctx.get("ranges"))
     if ddeps != cdeps:
         raise _Mismatch(
             f"{cbuf.name}[{', '.join(map(str, cidx))}] depends on loops {sorted(cdeps)}, the description's "
@@ -117,9 +134,9 @@ def _match_access(dbuf, didx, cbuf, cidx, ctx) -> None:
         raise _Mismatch(f"{cbuf.name}[{', '.join(map(str, cidx))}] is not affine in the tile loops")
     for axis in ctx["unit"].get(dbuf.name, ()):
         loop = ctx["sigma"][axis]
-        last = simplify(substitute(cidx[-1], ctx["env"]))
+        last = simplify(substitute(cidx[-1], ctx["env"]), ctx.get("ranges"))
         coefs = affine_in(last, ctx["loop_names"])
-        others = [simplify(substitute(e, ctx["env"])) for e in cidx[:-1]]
+        others = [simplify(substitute(e, ctx["env"]), ctx.get("ranges")) for e in cidx[:-1]]
         if coefs is None or coefs.get(loop) != 1 or any(loop in free_vars(o) for o in others):
             raise _Mismatch(f"{cbuf.name} is not contiguous along loop {loop} (stride must be 1)")
 
@@ -155,16 +172,19 @@ _MATCHES: Dict[tuple, tuple] = {}
 _MATCHES_MAX = 8192
 
 
-def match_intrinsic(blk: Block, intrin: "Intrinsic") -> Tuple[List[str], Dict[str, str]]:
+def match_intrinsic(
+    blk: Block, intrin: "Intrinsic", outer: Sequence[Tuple[str, int]] = ()
+) -> Tuple[List[str], Dict[str, str]]:
     """Tile loop names in description-iterator order and the buffer mapping, or ScheduleError.
+    ``outer``: ``(name, extent)`` of the loops around the block.
 
-    Memoized on the block's structure (see ``_MATCHES``); the result is a fresh copy.
+    Memoized on the block's structure and ``outer`` (see ``_MATCHES``); the result is a fresh copy.
     """
-    key = (blk, intrin.name, id(intrin))
+    key = (blk, intrin.name, id(intrin), tuple(outer))
     hit = _MATCHES.get(key)
     if hit is None:
         try:
-            hit = (intrin, _match_intrinsic(blk, intrin), None)
+            hit = (intrin, _match_intrinsic(blk, intrin, tuple(outer)), None)
         except ScheduleError as exc:
             hit = (intrin, None, str(exc))
         make_room(_MATCHES, _MATCHES_MAX)
@@ -175,7 +195,11 @@ def match_intrinsic(blk: Block, intrin: "Intrinsic") -> Tuple[List[str], Dict[st
     return list(axes), dict(bufmap)
 
 
-def _match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
+def _outer_loops(idx: TreeIndex, block: str) -> Tuple[Tuple[str, int], ...]:
+    return tuple((l.name, l.extent) for l in idx.loops_above(block))
+
+
+def _match_intrinsic(blk: Block, intrin, outer: Tuple[Tuple[str, int], ...] = ()) -> Tuple[List[str], Dict[str, str]]:
     prim = "tensorize"
     loops, inner = tile_nest(blk, prim)
     require(
@@ -191,7 +215,7 @@ def _match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
         f"intrinsic {intrin.name} has {len(dblk.iters)} axes but the tile of block {blk.name} has {len(loops)} loops",
     )
     loop_names = {l.name for l in loops}
-    env = {it.var.name: b for it, b in zip(inner.iters, inner.bindings)}
+    env = tile_env(blk, inner)
     kind_of_loop = {}
     for it, b in zip(inner.iters, inner.bindings):
         for v in free_vars(b) & loop_names:
@@ -211,7 +235,10 @@ def _match_intrinsic(blk: Block, intrin) -> Tuple[List[str], Dict[str, str]]:
         if bad:
             shape_errors.append(bad)
             continue
-        ctx = {"bufmap": {}, "sigma": sigma, "env": env, "loop_names": loop_names, "unit": intrin.unit_stride}
+        ctx = {
+            "bufmap": {}, "sigma": sigma, "env": env, "loop_names": loop_names, "unit": intrin.unit_stride,
+            "ranges": tile_ranges(loops, outer),
+        }
         try:
             _check_guard(inner, sigma, intrin)
             dst, cst = dblk.body, inner.body
@@ -232,7 +259,7 @@ def tensorize(func: PrimFunc, block: str, intrin: "Intrinsic") -> PrimFunc:
     idx = TreeIndex.of(func)
     bpath, blk = lookup_block(idx, block, prim)
     require(blk.annotation(TENSORIZE_KEY) is None, prim, f"block {block} is already tensorized")
-    axes, _ = match_intrinsic(blk, intrin)
+    axes, _ = match_intrinsic(blk, intrin, _outer_loops(idx, block))
     ann = dict(blk.annotations)
     ann[TENSORIZE_KEY] = intrin.name
     ann[AXES_KEY] = tuple(axes)
@@ -249,12 +276,13 @@ def check_tensorized(old: PrimFunc, new: PrimFunc) -> None:
 
     # the indexes are shared (TreeIndex.of): the schedule asks for the new one next anyway
     before = {id(b) for b in TreeIndex.of(old).block_nodes if b.annotation(TENSORIZE_KEY) is not None}
-    for blk in TreeIndex.of(new).block_nodes:
+    idx = TreeIndex.of(new)
+    for blk in idx.block_nodes:
         name = blk.annotation(TENSORIZE_KEY)
         if name is None or id(blk) in before:
             continue
         try:
-            axes, _ = match_intrinsic(blk, intrinsics.get(name))
+            axes, _ = match_intrinsic(blk, intrinsics.get(name), _outer_loops(idx, blk.name))
         except Exception as exc:  # ScheduleError from the matcher, named below
             msg = str(exc).split(": ", 1)[-1]
             require(False, "tensorize", f"the change breaks tensorized block {blk.name} ({name}): {msg}")

@@ -15,16 +15,23 @@ from .rules import AddRFactor, AutoInline, MultiLevelTiling, RandomComputeLocati
 from .space import Space, compose
 
 
-def default_rules() -> list:
-    """The CPU rules with MetaSchedule's defaults, in the order they apply to each block."""
-    return [
+def default_rules(micro_kernels: bool = True, rewrite_layout: bool = True) -> list:
+    """The CPU rules with MetaSchedule's defaults, in the order they apply to each block.
+
+    ``micro_kernels=False`` leaves out the micro-kernel tiling (matmul-like blocks are then
+    tiled by ``MultiLevelTiling`` alone); ``rewrite_layout=False`` never stores a network's
+    weights in the order the tiles read them (:mod:`probsched.schedule.layout`). Both are the
+    expert modules of the paper's ablation (``benchmarks/bench_modules.py``).
+    """
+    rules = [
         AutoInline(),
         AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
         RFactorLanes(max_jobs_per_core=16),
-        MultiLevelTilingWithIntrin(max_panel=512),
+        MultiLevelTilingWithIntrin(max_panel=512, rewrite_layout=rewrite_layout),
         MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64),
         RandomComputeLocation(),
     ]
+    return rules if micro_kernels else [r for r in rules if not isinstance(r, MultiLevelTilingWithIntrin)]
 
 
 def default_postprocs() -> list:
@@ -35,9 +42,15 @@ def default_postprocs() -> list:
     ]
 
 
-def default() -> Space:
-    """The default CPU design space: ``space(sch)`` samples one schedule."""
-    return Space(default_rules(), default_postprocs(), name="default")
+def default(micro_kernels: bool = True, rewrite_layout: bool = True) -> Space:
+    """The default CPU design space: ``space(sch)`` samples one schedule. The options leave
+    out an expert module (see :func:`default_rules`); the space's name says which.
+
+    >>> default().name, default(rewrite_layout=False).name, default(False, False).name
+    ('default', 'default-no-layout', 'default-no-micro-kernels-no-layout')
+    """
+    name = "default" + ("" if micro_kernels else "-no-micro-kernels") + ("" if rewrite_layout else "-no-layout")
+    return Space(default_rules(micro_kernels, rewrite_layout), default_postprocs(), name=name)
 
 
 __all__ = [

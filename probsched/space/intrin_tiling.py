@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..target import Target
 from ..schedule.analysis import affine_in
 from ..schedule.dataflow import single_store
+from ..schedule.layout import LAYOUT_FREE
 from . import analysis as an
 
 
@@ -183,8 +184,11 @@ def kernel_candidates(n_extent: int, lanes: int, budget: int) -> List[str]:
 class MultiLevelTilingWithIntrin:
     """Tile a matmul-like block to a sampled micro-kernel shape and tensorize it."""
 
-    def __init__(self, max_panel: int = 512, pack_probs: Optional[Sequence[float]] = None, target=None) -> None:
+    def __init__(
+        self, max_panel: int = 512, pack_probs: Optional[Sequence[float]] = None, target=None, rewrite_layout: bool = True
+    ) -> None:
         self.max_panel = max_panel
+        self.rewrite_layout = rewrite_layout
         self.pack_probs = list(pack_probs) if pack_probs is not None else None
         self.target = target
 
@@ -247,10 +251,27 @@ class MultiLevelTilingWithIntrin:
         before_r = (s0 + s1_b)[-1] if s0 + s1_b else None
         self._fuse_consumer(sch, name, before_r)
         sch.decompose_reduction(block, reductions[0])
-        if sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):
-            pack = sch.cache_read(block, roles.b_read_index, "local")
-            sch.compute_at(pack, k_out)
+        if not (self.rewrite_layout and self._lay_out_weight(sch, block, roles.b)):
+            if sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):
+                pack = sch.cache_read(block, roles.b_read_index, "local")
+                sch.compute_at(pack, k_out)
         sch.tensorize(k_in, intrin)
+
+    @staticmethod
+    def _lay_out_weight(sch: Schedule, block: BlockRV, b: str) -> bool:
+        """When B is a constant of the network (a layout-free buffer), sample whether to
+        store it in the order the tiles read it (MetaSchedule's RewriteLayout): each
+        micro-kernel panel contiguous, packed once when the network is compiled instead
+        of on every call. Returns whether it did."""
+        if b not in (sch.mod.attr(LAYOUT_FREE) or ()):
+            return False
+        lay = sch.tile_layout(block, b)
+        if lay is None or lay.is_identity:
+            return False
+        if not sch.sample_categorical([True, False], name=f"{block.name}/weight_layout"):
+            return False
+        sch.transform_layout(b, lay.splits, lay.order)
+        return True
 
     def _fuse_consumer(self, sch: Schedule, name: str, at: Optional[LoopRV]) -> None:
         consumers = an.consumer_names(sch, name)

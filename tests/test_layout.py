@@ -1,0 +1,169 @@
+"""Weights laid out for the schedule (transform_layout, the design space's weight_layout
+decision): the index map, the primitive's checks, replay, the database, the measurer's
+check and compiled networks."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import jax
+
+import probsched as ps
+from handlers import condition, seed, trace
+from probsched.database import Database, TuningRecord
+from probsched.ir.expr import Const, Var
+from probsched.measure import MeasureResult
+from probsched.schedule import ScheduleTrace
+from probsched.schedule.layout import LAYOUT_FREE, Layout, layouts_of, tile_layout
+from probsched.selection import best_schedule
+
+
+def _value(e, env):
+    """An integer index expression evaluated with Python ints."""
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Var):
+        return env[e.name]
+    a, b = _value(e.a, env), _value(e.b, env)
+    return {"add": a + b, "sub": a - b, "mul": a * b, "floordiv": a // b, "mod": a % b}[e.op]
+
+
+@st.composite
+def layouts(draw):
+    shape = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 4, 6, 8]), min_size=1, max_size=3)))
+    splits = []
+    for extent in shape:
+        divisors = [d for d in range(1, extent + 1) if extent % d == 0]
+        f = draw(st.sampled_from(divisors))
+        splits.append((extent // f, f) if f not in (1, extent) else (extent,))
+    order = draw(st.permutations(range(sum(len(s) for s in splits))))
+    return Layout(shape, tuple(splits), tuple(order))
+
+
+@settings(max_examples=60, deadline=None)
+@given(lay=layouts())
+def test_apply_and_index_agree(lay):
+    a = np.arange(int(np.prod(lay.shape)), dtype=np.float32).reshape(lay.shape)
+    stored = lay.apply(a)
+    assert stored.shape == lay.physical_shape and stored.flags.c_contiguous
+    names = [Var(f"i{d}") for d in range(len(lay.shape))]
+    for point in itertools.product(*(range(s) for s in lay.shape)):
+        env = {v.name: p for v, p in zip(names, point)}
+        phys = tuple(_value(e, env) for e in lay.index(names))
+        assert stored[phys] == a[point]
+    assert Layout.from_json(lay.to_json()) == lay
+
+
+@pytest.mark.parametrize(
+    "shape, splits, order, message",
+    [
+        ((4, 6), ((2, 2), (6,)), (0, 1), "not a permutation"),
+        ((4, 6), ((2, 3), (6,)), (0, 1, 2), "product differs"),
+        ((4,), ((4,), (1,)), (0, 1), "2 splits for a rank-1"),
+    ],
+)
+def test_bad_layouts_are_refused(shape, splits, order, message):
+    with pytest.raises(ValueError, match=message):
+        Layout(shape, splits, order)
+
+
+def test_transform_layout_checks_its_buffer():
+    w = ps.workloads.small("GMM")
+    sch = ps.Schedule(w.func)
+    with pytest.raises(ps.ScheduleError, match="Q is not a parameter"):
+        sch.transform_layout("Q", [[2]], [0])
+    with pytest.raises(ps.ScheduleError, match="parameter Z is written"):
+        sch.transform_layout("Z", [[2], [4], [6]], [0, 1, 2])
+    with pytest.raises(ps.ScheduleError, match="product differs"):
+        sch.transform_layout("Y", [[2], [5], [4]], [0, 1, 2])
+    sch.transform_layout("Y", [[2], [5], [3, 2]], [0, 2, 1, 3])
+    with pytest.raises(ps.ScheduleError, match="laid out already"):
+        sch.transform_layout("Y", [[2], [5], [6]], [0, 1, 2])
+
+
+def _gmm_with_layout():
+    w = ps.workloads.small("GMM")
+    sch = ps.Schedule(w.func)
+    z = sch.get_block("Z")
+    b, i, j, k = sch.get_loops(z)
+    j0, j1 = sch.split(j, [None, 2])
+    sch.reorder(b, j0, k, i, j1)
+    lay = sch.tile_layout(z, "Y")
+    sch.transform_layout("Y", lay.splits, lay.order)
+    return w, sch, lay
+
+
+def test_tile_layout_follows_the_loops_and_the_kernel_takes_logical_arrays():
+    w, sch, lay = _gmm_with_layout()
+    # Y[b, k, j] read in loops (b, j_0, k, i, j_1): stored as Y'[b, j_0, k, j_1]
+    assert lay.physical_shape == (2, 3, 5, 2)
+    assert sch.mod.buffer("Y").shape == (2, 3, 5, 2) and layouts_of(sch.mod)["Y"] == lay
+    kernel = ps.build(sch)
+    assert [b.shape for b in kernel.inputs] == [(2, 4, 5), (2, 5, 6)]
+    x, y = w.random_inputs(0)
+    w.check(kernel.run(x, y), w.reference(x, y))
+
+
+def test_layouts_replay_from_the_instruction_log_and_the_database():
+    w, sch, _ = _gmm_with_layout()
+    again = ScheduleTrace.from_json(sch.trace.to_json()).apply(ps.Schedule(w.func))
+    assert again.mod == sch.mod
+    assert "sch.transform_layout(buffer=\"Y\"" in str(sch.trace)
+    db = Database(":memory:")
+    key = db.commit_workload(w)
+    db.commit_record(TuningRecord.from_result(key, sch, MeasureResult((1e-6,))))
+    assert best_schedule(db, w).schedule(w.func).mod == sch.mod
+
+
+def test_the_measurer_checks_and_times_a_laid_out_candidate():
+    w, sch, _ = _gmm_with_layout()
+    with ps.measure.LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1) as m:
+        (r,) = m.measure(w, [sch])
+    assert r.ok, r.error_message
+
+
+def _bert_task(index):
+    fn, args = ps.models.get("bert_tiny")
+    return ps.from_jax(fn, *args).tasks()[index]
+
+
+def test_the_space_lays_out_only_layout_free_buffers():
+    task = _bert_task(0)
+    assert task.func.attr(LAYOUT_FREE) == ("w0", "w1")
+    space = ps.space.default()
+    tr = trace(seed(condition(space, {"matmul/weight_layout": True}), 0)).get_trace(sch := ps.Schedule(task.func))
+    assert tr["matmul/weight_layout"].value is True and set(layouts_of(sch.mod)) == {"w0"}
+    gmm = ps.Schedule(ps.workloads.small("GMM").func)  # a suite workload: no constant inputs
+    assert not any(n.endswith("weight_layout") for n in trace(seed(space, 0)).get_trace(gmm))
+    no_layout = ps.space.default(rewrite_layout=False)
+    assert not any(n.endswith("weight_layout") for n in trace(seed(no_layout, 0)).get_trace(ps.Schedule(task.func)))
+
+
+def test_a_weight_read_by_two_tasks_in_two_layouts_is_laid_out_for_each(tmp_path):
+    w = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    fn = lambda x: jax.nn.relu(x @ w) @ w  # noqa: E731
+    x = np.random.default_rng(1).standard_normal((12, 32)).astype(np.float32)
+    graph = ps.from_jax(fn, x)
+    tasks = graph.tasks()
+    assert len(tasks) == 2
+    db = Database(str(tmp_path / "l.db"))
+    seen = []
+    for t, s in zip(tasks, (0, 5)):
+        for attempt in range(s, s + 50):
+            sch = ps.Schedule(t.func)
+            trace(seed(condition(ps.space.default(), {"matmul/weight_layout": True}), attempt)).get_trace(sch)
+            lay = layouts_of(sch.mod)["w0"]
+            if lay not in seen:
+                break
+        seen.append(lay)
+        key = db.commit_workload(t.workload)
+        db.commit_record(TuningRecord.from_result(key, sch, MeasureResult((1e-6,))))
+    assert seen[0] != seen[1]
+    model = ps.compile(graph, database=db)
+    assert {c.source for c in model.choices} == {"database"}
+    assert [layouts_of(model.kernels[t.key].func)["w0"] for t in tasks] == seen
+    np.testing.assert_allclose(model(x), np.asarray(jax.jit(fn)(x)), rtol=1e-4, atol=1e-4)
+    db.close()
