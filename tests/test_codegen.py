@@ -238,3 +238,39 @@ def test_two_blocks_with_same_iterator_names(rng):
     a = rand(rng, 6)
     (c,) = kern.run(a)
     close(c, (a + 1)[::-1] * a)
+
+
+def test_an_init_left_in_place_is_peeled_out_of_the_inner_loops():
+    """A reduction whose init was not decomposed, with spatial loops inside its reduction
+    loop: the first reduction step is emitted apart, so no inner loop tests k == 0."""
+    w = ps.workloads.small("GMM")
+    sch = ps.Schedule(w.func)
+    z = sch.get_block("Z")
+    b, i, j, k = sch.get_loops(z)
+    sch.reorder(b, k, i, j)
+    kernel = ps.build(sch)
+    assert "the first step of k peeled" in kernel.source and "range(1, 5)" in kernel.source
+    assert not any("if k == 0" in line or "if k ==" in line for line in kernel.source.splitlines())
+    x, y = w.random_inputs(0)
+    w.check(kernel.run(x, y), w.reference(x, y))
+
+
+def test_a_reduction_loop_fused_with_a_spatial_one_is_not_peeled():
+    w = ps.workloads.small("GMM")
+    sch = ps.Schedule(w.func)
+    z = sch.get_block("Z")
+    b, i, j, k = sch.get_loops(z)
+    sch.reorder(b, j, k, i)
+    kernel = ps.build(sch)  # k binds the reduction alone but i is below: peeled
+    assert "peeled" in kernel.source
+    sch2 = ps.Schedule(w.func)
+    z2 = sch2.get_block("Z")
+    b2, i2, j2, k2 = sch2.get_loops(z2)
+    try:
+        sch2.fuse(j2, k2)
+    except ps.ScheduleError:
+        pytest.skip("this fuse is refused")
+    kernel2 = ps.build(sch2)
+    assert "peeled" not in kernel2.source
+    x, y = w.random_inputs(0)
+    w.check(kernel2.run(x, y), w.reference(x, y))

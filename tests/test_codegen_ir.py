@@ -75,8 +75,8 @@ def test_non_divisible_split_reduction_hoists_init(rng):
     close(kern.run(a)[0], a.sum(axis=1), 50)
 
 
-def test_init_not_hoistable_uses_guard(rng):
-    # reduction loop outside the spatial loop: the init runs under "if k == 0"
+def test_init_not_hoistable_is_peeled(rng):
+    # reduction loop outside the spatial loop: its first iteration is emitted apart, with the init
     A, Sm = Buffer("A", (5, 8)), Buffer("Sm", (5,))
     vi, vk = S("v_i", 5), R("v_k", 8)
     blk = Block(
@@ -85,7 +85,8 @@ def test_init_not_hoistable_uses_guard(rng):
     )
     f = PrimFunc("kouter", (A, Sm), (nest([("k", 8, "serial"), ("i", 5, "serial")], blk),))
     kern = ps.build(f)
-    assert "if k == 0:" in kern.source and "hoisted" not in kern.source
+    assert "the first step of k peeled" in kern.source and "for k in range(1, 8)" in kern.source
+    assert "if k == 0:" not in kern.source and "hoisted" not in kern.source
     a = rand(rng, 5, 8)
     close(kern.run(a)[0], (a * a).sum(axis=1), 8)
 
@@ -366,7 +367,7 @@ def test_local_buffer_with_constant_indices_becomes_scalars(rng):
     assert "np.empty" not in src
     assert "local C_local: float32[4, 4] as scalars" in src
     assert "C_local_15 = C_local_15 + " in src
-    assert "if k == 0:" in src  # the init cannot be hoisted over the spatial i1/j1
+    assert "the first step of k peeled" in src  # the init is not hoisted over the spatial i1/j1: peeled
     a, b = rand(rng, 16, 8), rand(rng, 8, 16)
     close(kern.run(a, b)[0], a @ b, 8)
     # LLVM's SLP vectorizer (switched on by probsched) packs the scalar accumulators

@@ -200,6 +200,9 @@ class Emitter:
         self.bound: List[str] = []  # integer names in scope, in binding order
         self.scope: List[tuple] = [_ROOT]
         self.hoisted: set = set()
+        # id(block) -> whether its init runs: set while a loop's peeled first iteration and
+        # its other iterations are emitted (see _peeled)
+        self.init_mode: Dict[int, bool] = {}
         self.in_parallel = False
         self.unroll_sizes: dict = {}
         self.buffers: Dict[str, Buffer] = {b.name: b for b in func.params + func.allocs}
@@ -379,12 +382,16 @@ class Emitter:
         elif loop.kind == "parallel" and not self.in_parallel and self.form == "prange":
             self._prange(loop)
         else:
-            name = self._loop_name(loop)
             note = loop.kind if loop.kind != "serial" else ""
             if loop.kind == "parallel":
                 note = "parallel loop inside a parallel loop: runs serially"
-            self._for_header(loop, name, f"range({loop.extent})", note)
-            self._loop_body(loop, name)
+            peel = self._unswitchable_init(loop)
+            if peel is not None:
+                self._peeled(loop, peel, note)
+            else:
+                name = self._loop_name(loop)
+                self._for_header(loop, name, f"range({loop.extent})", note)
+                self._loop_body(loop, name)
         if hoisted is not None:
             self.hoisted.discard(hoisted)
         self.ir_loops.pop()
@@ -400,6 +407,74 @@ class Emitter:
         key = ("loop", id(loop))
         with self.indented(), self._bind(loop.var.name, Var(name), name), self._scope(key):
             self.emit(loop.body)
+
+    def _peeled(self, loop: Loop, blk: Block, note: str) -> None:
+        """``loop`` with its first iteration apart: the reduction's init (its guard true only
+        at that step) runs there and nowhere in the loop, so no inner loop carries the
+        branch (a matmul whose init was left in place ran at a tenth of its decomposed speed)."""
+        self.comment(f"block {blk.name}: the first step of {loop.var.name} peeled, with the init")
+        with self._bind(loop.var.name, Const(0, "int64"), None), self._scope(("loop", id(loop))):
+            first = fold_bool(all_of(*(eq(self._sub(b), 0) for it, b in zip(blk.iters, blk.bindings) if it.kind == "R")))
+            if isinstance(first, Const) and first.value:
+                with self._init_mode(blk, True):
+                    self.emit(loop.body)
+            else:  # the reduction also runs over outer loops: its first step is one of theirs
+                for head, mode in ((f"if {self.writer.src(first)}:", True), ("else:", False)):
+                    self.line(head)
+                    with self.indented(), self._init_mode(blk, mode):
+                        self.emit(loop.body)
+        if loop.extent > 1:
+            name = self._loop_name(loop)
+            self._for_header(loop, name, f"range(1, {loop.extent})", note)
+            with self._init_mode(blk, False):
+                self._loop_body(loop, name)
+
+    @contextlib.contextmanager
+    def _init_mode(self, blk: Block, runs: bool):
+        self.init_mode[id(blk)] = runs
+        try:
+            yield
+        finally:
+            self.init_mode.pop(id(blk), None)
+
+    def _unswitchable_init(self, loop: Loop) -> Optional[Block]:
+        """The block whose init guard is worth testing once per iteration of ``loop``: the
+        single block of the perfect nest below ``loop``, a reduction with its init in place,
+        whose reduction iterators depend on ``loop`` (or loops outside it) but on no loop
+        below it, with a loop below it that iterates; else None."""
+        chain = []
+        s = loop
+        while len(s.body) == 1 and isinstance(s.body[0], Loop):
+            s = s.body[0]
+            chain.append(s)
+        if not chain or not (len(s.body) == 1 and isinstance(s.body[0], Block)):
+            return None
+        blk = s.body[0]
+        if blk.init is None or not blk.is_reduction or id(blk) in self.hoisted or id(blk) in self.init_mode:
+            return None
+        if blk.annotations and lookup_block(blk) is not None:
+            return None
+        r_vars: set = set()
+        for it, b in zip(blk.iters, blk.bindings):
+            if it.kind == "R":
+                r_vars |= free_vars(b)
+        if loop.var.name not in r_vars or any(lp.var.name in r_vars for lp in chain):
+            return None
+        if all(lp.extent == 1 for lp in chain) or any(lp.kind == "parallel" for lp in chain):
+            return None
+        # peeling the first iteration is right when the reduction is at its first step only
+        # there: the loop binds reduction iterators alone, each an affine sum with positive
+        # coefficients (no fused spatial part, no division)
+        for it, b in zip(blk.iters, blk.bindings):
+            if loop.var.name not in free_vars(b):
+                continue
+            terms, _ = linearize(b)
+            if it.kind != "R" or any(not isinstance(a, Var) or c <= 0 for a, c in terms.items()):
+                return None
+        key = ("loop", id(loop))
+        if self.alloc_scopes.get(key) or self.scalar_scopes.get(key):
+            return None  # its body allocates: emitting it twice would allocate twice
+        return blk
 
     def _unrolled(self, loop: Loop) -> None:
         key = ("loop", id(loop))
@@ -510,7 +585,11 @@ class Emitter:
         self.context.pop()
 
     def _block_default(self, blk: Block) -> None:
-        if blk.init is not None and id(blk) not in self.hoisted:
+        mode = self.init_mode.get(id(blk))
+        if mode is not None:  # inside an unswitched loop body: the guard was tested there
+            if mode:
+                self.emit(blk.init)
+        elif blk.init is not None and id(blk) not in self.hoisted:
             first = all_of(*(eq(self.env[it.var.name], 0) for it in blk.iters if it.kind == "R"))
             first = fold_bool(first)
             if not (isinstance(first, Const) and not first.value):
