@@ -297,3 +297,28 @@ def test_evaluate_checks_its_arguments():
         g.evaluate(np.ones((3, 2, 4), np.float32))
     with pytest.raises(ps.FrontEndError, match="expected 1 arguments, got 2"):
         g.evaluate(X, X)
+
+
+def test_batch_norm_folds_into_one_multiply_add():
+    c = [rand(4, seed=s, lo=0.5, hi=1.5) for s in range(4)]
+    fn = lambda x: jax.nn.relu((x - c[0]) / c[1] * c[2] + c[3])  # noqa: E731
+    x = rand(2, 3, 4)
+    g = ps.from_jax(fn, x)
+    assert [n.op for n in g.nodes] == ["mul", "add", "max"]
+    assert_matches_jax(fn, x)
+    c_minus = lambda x: 2.0 - (x * c[0] + c[1])  # noqa: E731  constant minus the chain
+    assert [n.op for n in ps.from_jax(c_minus, x).nodes] == ["mul", "add"]
+    assert_matches_jax(c_minus, x)
+
+
+def test_a_chain_link_read_twice_is_not_folded_away():
+    c = rand(4, seed=5, lo=0.5, hi=1.5)
+
+    def fn(x):
+        y = x * c
+        return (y + c) * c, y  # y is an output and read again: the chain stops there
+
+    x = rand(2, 4)
+    g = ps.from_jax(fn, x)
+    assert [n.op for n in g.nodes] == ["mul", "mul", "add"]
+    assert_matches_jax(fn, x)

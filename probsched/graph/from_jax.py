@@ -12,7 +12,9 @@ the import does with the jaxpr:
   whose inputs are all constants is evaluated once, here (constant folding: a batch norm's
   ``gamma / sqrt(var + eps)``), unless its result is much larger than its inputs (a
   broadcast of a scalar stays a cheap node instead of becoming a big constant);
-- every other primitive must be one the graph knows (:data:`probsched.graph.ops.OPS`).
+- every other primitive must be one the graph knows (:data:`probsched.graph.ops.OPS`);
+- chains of additions and multiplications by constants (a batch norm) fold into one
+  multiply-add (:mod:`.simplify`).
 
 A primitive outside that set, a dynamic shape, or a tensor that is not float32 (booleans and
 int32 indices that comparisons, ``iota`` and ``argmax`` make excepted) raises one
@@ -39,6 +41,7 @@ import numpy as np
 from ..errors import FrontEndError
 from .ir import Graph, Node, TensorType
 from .ops import OPS, ALLOWED_DTYPES
+from .simplify import fold_affine_chains
 
 #: Call-like primitives whose body is inlined (their params hold the jaxpr).
 INLINED = frozenset(
@@ -216,7 +219,7 @@ def from_jax(fn: Callable, *example_args: Any, name: Optional[str] = None) -> Gr
     outs = imp.run(closed.jaxpr, closed.consts, imp.graph.inputs)
     imp.graph.outputs = outs
     imp.graph.out_tree = jax.tree_util.tree_structure(out_shape)
-    return imp.graph
+    return fold_affine_chains(imp.graph)
 
 
 __all__ = ["from_jax", "INLINED", "IDENTITY", "source_line"]
