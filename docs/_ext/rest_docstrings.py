@@ -78,10 +78,10 @@ def _role(obj: griffe.Object, match: re.Match) -> str:
     if kind in ("func", "meth") and not shown.endswith(")"):
         shown += "()"
     path = _resolve(obj, target)
-    code = f"<code>{html.escape(shown)}</code>"
     if path is None:
         return f"`{shown}`"
-    return f'<autoref identifier="{html.escape(path)}" optional>{code}</autoref>'
+    # the title stays a Markdown code span, so that ``__call__`` is not read as emphasis
+    return f'<autoref identifier="{html.escape(path)}" optional>`{shown}`</autoref>'
 
 
 def convert(obj: griffe.Object, text: str) -> str:
