@@ -13,7 +13,8 @@ library, this extension rewrites each docstring once the package is loaded:
 - a paragraph ending in ``::`` ends in ``:`` (its indented block is already code);
 - a list that follows a paragraph line gets the blank line Markdown needs.
 
-mkdocs.yml enables it with ``extensions: [docs/_ext/rest_docstrings.py]``.
+mkdocs.yml enables it in the python handler's options:
+``extensions: [docs/_ext/rest_docstrings.py:RestDocstrings]``.
 """
 
 from __future__ import annotations
