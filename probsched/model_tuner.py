@@ -47,6 +47,7 @@ from .tuner import DEFAULT_COST_MODEL, _resolve_model
 if TYPE_CHECKING:
     from .cost_model import CostModel
     from .measure import LocalMeasurer
+    from .target import Target
 
 log = logging.getLogger("probsched.tune")
 
@@ -198,6 +199,7 @@ def tune_model(
     compile: bool = True,  # noqa: A002 - the verb the result's model comes from
     candidates: int = DEFAULT_CANDIDATES,
     callbacks: Sequence[Callable[[ModelTrial, "ModelTuneResult"], None]] = (),
+    target: Optional["Target"] = None,
 ) -> ModelTuneResult:
     """Tune a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
     arguments) for ``trials`` measurements in all; see the module docstring.
@@ -210,6 +212,7 @@ def tune_model(
     ``batch_size``: candidates per round (default :func:`default_batch_size`).
     ``retime_top``: candidates re-timed per weighty task at the end (0: none). ``compile``:
     build ``result.model``. ``callbacks``: called as ``cb(model_trial, result_so_far)``.
+    ``target``: what the default space schedules for (this machine unless given).
     """
     from . import space as space_mod
     from .measure import LocalMeasurer
@@ -221,7 +224,7 @@ def tune_model(
     tasks = graph.tasks()
     sched = get_scheduler(scheduler)
     batch = batch_size or default_batch_size(trials, len(tasks))
-    space = space or space_mod.default()
+    space = space or space_mod.default(target=target)
     probe = get_strategy(copy.deepcopy(strategy) if isinstance(strategy, SearchStrategy) else strategy)
     shared, use_transfer = _resolve_model(cost_model, seed)
     if trials == 0 or not getattr(probe, "uses_cost_model", True):

@@ -36,6 +36,7 @@ from .task_search import TaskSearch, Trial, fit_on_past, start_model_from_transf
 from .workloads import Workload
 
 if TYPE_CHECKING:  # imported where used: the cost models load JAX, the measurer and kernels numba
+    from .target import Target
     from .codegen.kernel import Kernel
     from .cost_model import CostModel
     from .measure import LocalMeasurer
@@ -176,11 +177,14 @@ def tune(
     batch_size: int = 32,
     retime_top: int = DEFAULT_RETIME_TOP,
     retime_rounds: int = DEFAULT_RETIME_ROUNDS,
+    target: Optional["Target"] = None,
 ) -> TuneResult:
     """Tune ``workload`` (a Workload, a PrimFunc, or a suite name like ``"GMM:2"``) for
     ``trials`` new measurements; see the module docstring.
 
-    ``space``: a design space (default ``ps.space.default()``). ``strategy``: ``"replay"``,
+    ``space``: a design space (default ``ps.space.default(target=target)``; ``target``: the
+    :class:`~probsched.target.Target` the default space schedules for, this machine unless
+    given). ``strategy``: ``"replay"``,
     ``"evolutionary"``, ``"mcmc"`` or a strategy object. ``cost_model``:
     ``"mlp-transfer"`` (the default: the MLP trained on the shipped records of the other
     workloads beside the workload's own, so the first batch is ranked too:
@@ -193,6 +197,7 @@ def tune(
     again together, ``retime_rounds`` interleaved rounds, and the best is named by that
     (:mod:`probsched.selection`: the search's own minimum is biased low); 0 skips it.
     """
+    from . import space as space_mod
     from .measure import LocalMeasurer
 
     if trials < 0:
@@ -210,6 +215,7 @@ def tune(
     own_measurer = measurer is None
     measurer = measurer or LocalMeasurer()
     try:
+        space = space or space_mod.default(target=target)
         search = TaskSearch(workload, db, space=space, strategy=strat, model=model, seed=seed)
         result = TuneResult(workload, None, search.history, search.strategy_name)
         if use_transfer:

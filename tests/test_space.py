@@ -297,3 +297,23 @@ def test_register_tile_level_needs_reduction_loops_that_fit_one_tile():
         sch = ps.Schedule(w.func)
         tr = trace(seed(lambda s: MultiLevelTiling()(s, s.get_block("Z")), 0)).get_trace(sch)
         assert (3 in tr["Z/write_cache"].dist.support()) == offered
+
+
+def test_decision_kinds_are_tags_not_names():
+    """Unroll, parallel and algorithm sites carry a tag in ``infer``; the mutators and the
+    family cap select by it, so a site's name is free for people."""
+    from handlers import seed, trace
+    from probsched.search.mutators import MUTATORS, algorithm_family
+
+    sch = ps.Schedule(ps.workloads.small("C2D").func)
+    tr = trace(seed(ps.space.default(), 0)).get_trace(sch)
+    tags = {name: tr[name].infer.get("tag") for name in tr}
+    assert {tags[n] for n in tr if n.endswith("/unroll")} == {"unroll"}
+    assert {tags[n] for n in tr if n.endswith("/parallel")} == {"parallel"}
+    assert tags["conv2d/write_cache"] == "algorithm"
+    assert [n for n, _ in algorithm_family(tr)] == [n for n in tr if tags[n] == "algorithm"]
+    renamed = ps.Schedule(ps.workloads.small("GMM").func)
+    renamed.sample_categorical([0, 16], name="how far to unroll", tag="unroll")
+    site = renamed.trace.instructions[-1]
+    assert site.attrs["tag"] == "unroll"
+    assert MUTATORS["unroll"][1](trace(lambda s: s.sample_categorical([0, 16], name="x", tag="unroll")).get_trace(ps.Schedule(ps.workloads.small("GMM").func))["x"])

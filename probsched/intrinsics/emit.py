@@ -12,8 +12,7 @@ from typing import Dict, List, Tuple
 from ..errors import BuildError
 from ..ir.expr import Const, Expr, Load, children, substitute
 from ..ir.stmt import Block, Buffer
-from ..schedule.analysis import affine_in, is_multiple, simplify
-from ..schedule.reduction import _conjuncts
+from ..schedule.analysis import affine_in, conjuncts, is_multiple, simplify
 from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, tile_env, tile_nest, tile_ranges
 from .registry import get
 
@@ -70,7 +69,7 @@ def emit_tensorized(block: Block, ctx) -> None:
     if intrin.panel_axis is not None:
         args.append(str(extents[loop_of[intrin.panel_axis]]))
     ctx.comment(f"block {block.name}: {intrin.name} micro-kernel")
-    guards = _conjuncts(inner.predicate)
+    guards = conjuncts(inner.predicate)
     if not guards:
         ctx.line(f"{ctx.add_global(f'mk_{intrin.name}', intrin.kernel())}({', '.join(args)})")
         return

@@ -99,6 +99,22 @@ def affine_in(e: Expr, names: Collection[str]) -> Optional[Dict[str, int]]:
     return None
 
 
+def conjuncts(e: Expr) -> list:
+    """The terms of a conjunction (``a and b and c`` -> ``[a, b, c]``; ``True`` -> ``[]``):
+    the guards of a block predicate one by one.
+
+    >>> from probsched.ir.expr import Var, all_of
+    >>> i, j = Var("i"), Var("j")
+    >>> [str(c) for c in conjuncts(all_of(i < 4, j < 3))]
+    ['i < 4', 'j < 3']
+    """
+    if isinstance(e, BinOp) and e.op == "and":
+        return conjuncts(e.a) + conjuncts(e.b)
+    if isinstance(e, Const) and e.value is True:
+        return []
+    return [e]
+
+
 def is_multiple(e: Expr, d: int) -> bool:
     """True when the integer expression ``e`` is a multiple of ``d`` for every value of its
     variables (a sufficient check: sums and products of multiples, ``x * (k * d)``).

@@ -17,10 +17,9 @@ from typing import Tuple
 
 from ..ir.expr import BinOp, Const, Var, all_of, free_vars
 from ..ir.stmt import Block, IterVar, Loop, PrimFunc
-from .analysis import affine, bound, from_affine, simplify
+from .analysis import affine, bound, conjuncts, from_affine, simplify
 from .loops import lookup_loop
-from .reduction import _conjuncts
-from .tree import TreeIndex, all_names, fresh_name, iter_blocks, replace_at, require, substitute_loop_vars
+from .tree import TreeIndex, all_names, fresh_name, iter_blocks, replace_at, require
 
 
 def blockize(func: PrimFunc, loop: str) -> Tuple[PrimFunc, str]:
@@ -64,7 +63,7 @@ def blockize(func: PrimFunc, loop: str) -> Tuple[PrimFunc, str]:
     by_binding = {simplify(b): k for k, b in enumerate(inner.bindings)}
     inner_preds = []
     outer_preds = []
-    for c in _conjuncts(inner.predicate):
+    for c in conjuncts(inner.predicate):
         if not (free_vars(c) & set(inner_loops)):
             outer_preds.append(c)
             continue

@@ -20,8 +20,8 @@ from typing import Dict, List, Optional, Tuple
 
 from ..errors import ScheduleError
 from ..ir.expr import BinOp, Const, Expr, Load, Var, all_of, free_vars, substitute
-from ..ir.stmt import Block, IterVar, Loop, PrimFunc, Store
-from .analysis import always_true, bound, dense_box, region, simplify, union
+from ..ir.stmt import Block, Loop, PrimFunc, Store
+from .analysis import always_true, bound, conjuncts, dense_box, region, simplify, union
 from .dataflow import (
     binding_map,
     consumers,
@@ -36,7 +36,7 @@ from .dataflow import (
     writers_of,
 )
 from .loops import lookup_block, lookup_loop
-from .tree import TreeIndex, all_names, fresh_name, insert_at, iter_blocks, remove_at, require
+from .tree import TreeIndex, all_names, fresh_name, insert_at, remove_at, require
 
 Region = Tuple[Expr, int]
 
@@ -211,10 +211,8 @@ def _require_idempotent(blk: Block, prim: str) -> None:
 
 def _require_domain_only_predicate(blk: Block, prim: str) -> None:
     """The moved block's predicate is rebuilt from its iterator domains: refuse anything else."""
-    from .reduction import _conjuncts
-
     bindings = {simplify(b): it for it, b in zip(blk.iters, blk.bindings)}
-    for c in _conjuncts(blk.predicate):
+    for c in conjuncts(blk.predicate):
         ok = False
         if isinstance(c, BinOp) and c.op in ("lt", "ge"):
             it = bindings.get(simplify(c.a))

@@ -26,6 +26,11 @@ import numpy as np
 
 from handlers import Categorical, Distribution, register_distribution
 
+#: Tags of categorical sites (their ``infer["tag"]``), what search strategies select sites
+#: by (names are for people): an explicit-unroll budget, a parallel extent, and the
+#: choices of a block's algorithm (where its writes are staged, how a reduction is split).
+UNROLL, PARALLEL, ALGORITHM = "unroll", "parallel", "algorithm"
+
 
 @lru_cache(maxsize=4096)
 def prime_factors(n: int) -> Tuple[Tuple[int, int], ...]:

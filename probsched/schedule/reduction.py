@@ -12,10 +12,11 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 from ..ir.expr import BinOp, Const, Expr, Load, Var, all_of, binary, free_vars, substitute
 from ..ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store
+from .analysis import conjuncts
 from .dataflow import readers_of, single_store
 from .loops import lookup_block, lookup_loop
 from .tree import TreeIndex, all_names, fresh_name, insert_at, replace_at, require
@@ -148,7 +149,7 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
         if isinstance(b, Var)
     }
     live = []
-    for c in _conjuncts(blk.predicate):
+    for c in conjuncts(blk.predicate):
         if loop not in free_vars(c):
             continue
         stray = free_vars(c) - set(reduce_loops) - set(spatial_map)
@@ -212,7 +213,7 @@ def decompose_reduction(func: PrimFunc, block: str, loop: str) -> Tuple[PrimFunc
             rename[s.name] = Var(n)
             copied.append((Var(n), s.extent))
     spatial = [(it, b) for it, b in zip(blk.iters, blk.bindings) if it.kind == "S"]
-    conj = _conjuncts(blk.predicate)
+    conj = conjuncts(blk.predicate)
     keep = [substitute(c, rename) for c in conj if not (free_vars(c) & reduce_vars)]
     init_name = fresh_name(taken, f"{block}_init")
     init_blk = Block(
@@ -227,11 +228,3 @@ def decompose_reduction(func: PrimFunc, block: str, loop: str) -> Tuple[PrimFunc
         stmt = Loop(v, e, "serial", (stmt,))
     new_func = replace_at(func, bpath, (blk.replace(init=None),))
     return insert_at(new_func, lpath[:-1] or None, lpath[-1], (stmt,)), init_name
-
-
-def _conjuncts(e: Expr) -> list:
-    if isinstance(e, BinOp) and e.op == "and":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    if isinstance(e, Const) and e.value is True:
-        return []
-    return [e]

@@ -26,7 +26,7 @@ parallel: loop k is bound to a reduction iterator of block C; iterations would r
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
 import handlers
 from handlers import Categorical
@@ -189,6 +189,29 @@ class Schedule:
     def blocks(self) -> List[str]:
         """Names of every block, in program order."""
         return [b.name for b in iter_blocks(self._mod.body)]
+
+    # ------------------------------------------------------------------ queries (nothing recorded)
+    def has_block(self, name: str) -> bool:
+        """Whether a block of that name exists (a rule's earlier inlining may have removed it)."""
+        return name in self._idx().blocks
+
+    def block_node(self, name: str) -> Block:
+        """The IR block named ``name`` (a query: unlike :meth:`get_block`, records nothing)."""
+        return loops.lookup_block(self._idx(), name, "block_node")[1]
+
+    def loops_of(self, name: str) -> List[Loop]:
+        """The IR loops around block ``name``, outermost first (records nothing)."""
+        loops.lookup_block(self._idx(), name, "loops_of")
+        return list(self._idx().loops_above(name))
+
+    def can_set_kind(self, loop: LoopLike, kind: str) -> bool:
+        """Whether :meth:`parallel` / :meth:`vectorize` / :meth:`unroll` (``kind``
+        ``"parallel"``, ``"vectorized"``, ``"unrolled"``) would accept ``loop``; changes nothing."""
+        try:
+            loops.set_kind(self._mod, _name(loop, LoopRV, "can_set_kind"), kind, check_only=True)
+        except ScheduleError:
+            return False
+        return True
 
     # ------------------------------------------------------------------ loop primitives
     def split(self, loop: LoopLike, factors: Sequence[Optional[int]]) -> List[LoopRV]:
@@ -372,10 +395,13 @@ class Schedule:
 
 
     # ------------------------------------------------------------------ sampling instructions
-    def _decide(self, kind: str, name: str, dist, decision, inputs: list, attrs: dict):
-        """Draw (or take) a decision through ``handlers.sample`` and log the instruction."""
+    def _decide(self, kind: str, name: str, dist, decision, inputs: list, attrs: dict, tag: Optional[str] = None):
+        """Draw (or take) a decision through ``handlers.sample`` and log the instruction.
+        ``tag`` goes to the site's ``infer`` (what search strategies select sites by)."""
+        if tag is not None:
+            attrs = dict(attrs, tag=tag)
         if decision is None:
-            value = handlers.sample(name, dist)
+            value = handlers.sample(name, dist, infer=None if tag is None else {"tag": tag})
         else:
             value = tuple(decision) if isinstance(decision, list) else decision
             require(
@@ -405,15 +431,22 @@ class Schedule:
         return list(self._decide("sample_perfect_tile", name, dist, decision, [LoopRV(l)], attrs))
 
     def sample_categorical(
-        self, candidates: Sequence[Any], probs: Optional[Sequence[float]] = None, name: Optional[str] = None, decision: Any = None
+        self,
+        candidates: Sequence[Any],
+        probs: Optional[Sequence[float]] = None,
+        name: Optional[str] = None,
+        decision: Any = None,
+        tag: Optional[str] = None,
     ) -> Any:
-        """One of ``candidates`` (site ``name``, default ``categorical_<k>``)."""
+        """One of ``candidates`` (site ``name``, default ``categorical_<k>``). ``tag`` says
+        what kind of decision it is to search strategies (the site's ``infer["tag"]``:
+        ``"unroll"``, ``"parallel"``, ``"algorithm"``; see :mod:`probsched.search.mutators`)."""
         if name is None:
             k = sum(1 for inst in self._trace if inst.kind == "sample_categorical")
             name = f"categorical_{k}"
         dist = Categorical(list(candidates), probs=None if probs is None else list(probs))
         attrs = {"candidates": list(candidates), "probs": None if probs is None else list(probs)}
-        return self._decide("sample_categorical", name, dist, decision, [], attrs)
+        return self._decide("sample_categorical", name, dist, decision, [], attrs, tag)
 
     def compute_locations(self, block: BlockLike) -> List[str]:
         """Valid locations of ``block``: ``"root"``, ``"inline"`` when legal, loops of its consumers.

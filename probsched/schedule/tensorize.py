@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, free_vars, substitute
 from ..ir.stmt import Block, Loop, PrimFunc, Store
-from .analysis import affine_in, simplify
+from .analysis import affine_in, conjuncts, simplify
 from .loops import lookup_block
 from .tree import ScheduleError, TreeIndex, make_room, replace_at, require
 
@@ -150,11 +150,9 @@ def free_vars_of(indices: tuple) -> set:
 
 def _check_guard(inner: Block, sigma: Dict[str, str], intrin) -> None:
     """Only the intrinsic's remainder axis may be partial (``binding < extent`` guards)."""
-    from .reduction import _conjuncts
-
     axis = intrin.meta.get("remainder_axis")
     allowed = sigma.get(axis) if axis else None
-    for c in _conjuncts(inner.predicate):
+    for c in conjuncts(inner.predicate):
         used = free_vars(c) & set(sigma.values())
         if allowed is None or used != {allowed}:
             raise _Mismatch(

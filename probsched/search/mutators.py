@@ -23,7 +23,7 @@ import numpy as np
 
 from handlers.trace_struct import Site, Trace
 
-from ..schedule.distributions import ComputeLocation, PerfectTile
+from ..schedule.distributions import ALGORITHM, PARALLEL, UNROLL, ComputeLocation, PerfectTile
 
 
 def _is_tile(site: Site) -> bool:
@@ -34,12 +34,16 @@ def _is_location(site: Site) -> bool:
     return isinstance(site.dist, ComputeLocation)
 
 
+def _tag(site: Site) -> object:
+    return site.infer.get("tag") if site.infer else None
+
+
 def _is_unroll(site: Site) -> bool:
-    return site.name.endswith("/unroll")
+    return _tag(site) == UNROLL
 
 
 def _is_parallel(site: Site) -> bool:
-    return site.name.endswith("/parallel")
+    return _tag(site) == PARALLEL
 
 
 def _is_other(site: Site) -> bool:
@@ -63,15 +67,12 @@ def structural_family(decisions: Trace) -> Tuple:
 
     >>> from handlers.trace_struct import Site, Trace
     >>> from handlers import Categorical
-    >>> tr = Trace([Site("C/write_cache", 3, Categorical([0, 3])), Site("C/unroll", 16, Categorical([0, 16]))])
+    >>> tr = Trace([Site("C/write_cache", 3, Categorical([0, 3]), infer={"tag": "algorithm"}),
+    ...             Site("C/unroll", 16, Categorical([0, 16]), infer={"tag": "unroll"})])
     >>> structural_family(tr)
     (('C/write_cache', 3),)
     """
     return tuple((n, decisions[n].value) for n in decisions if _is_other(decisions[n]))
-
-
-#: the "other" sites that choose how a block computes rather than the shape of its kernel
-ALGORITHM_SITES = ("write_cache", "rfactor")
 
 
 def algorithm_family(decisions: Trace) -> Tuple:
@@ -83,13 +84,12 @@ def algorithm_family(decisions: Trace) -> Tuple:
 
     >>> from handlers.trace_struct import Site, Trace
     >>> from handlers import Categorical
-    >>> tr = Trace([Site("C/rfactor", "outer", Categorical(["none", "outer"])),
+    >>> tr = Trace([Site("C/rfactor", "outer", Categorical(["none", "outer"]), infer={"tag": "algorithm"}),
     ...             Site("C/lanes", 16, Categorical([16, 32]))])
     >>> algorithm_family(tr)
     (('C/rfactor', 'outer'),)
     """
-    # by name alone: the search calls this for every ranked candidate of a batch
-    return tuple((n, decisions[n].value) for n in decisions if n.rsplit("/", 1)[-1] in ALGORITHM_SITES)
+    return tuple((n, decisions[n].value) for n in decisions if _tag(decisions[n]) == ALGORITHM)
 
 
 def _mutable(site: Site) -> bool:
@@ -118,4 +118,4 @@ def choose_site(
     return names[int(rng.integers(len(names)))]
 
 
-__all__ = ["MUTATORS", "ALGORITHM_SITES", "algorithm_family", "choose_site", "structural_family"]
+__all__ = ["MUTATORS", "algorithm_family", "choose_site", "structural_family"]

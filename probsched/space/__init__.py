@@ -9,13 +9,16 @@
 True
 """
 
+from typing import Optional
+
+from ..target import Target
 from .postprocs import ParallelVectorizeUnroll, RewriteReductionBlock
 from .intrin_tiling import MultiLevelTilingWithIntrin
 from .rules import AddRFactor, AutoInline, MultiLevelTiling, RandomComputeLocation, RFactorLanes
 from .space import Space, compose
 
 
-def default_rules(micro_kernels: bool = True, rewrite_layout: bool = True) -> list:
+def default_rules(micro_kernels: bool = True, rewrite_layout: bool = True, target: Optional[Target] = None) -> list:
     """The CPU rules with MetaSchedule's defaults, in the order they apply to each block.
 
     ``micro_kernels=False`` leaves out the micro-kernel tiling (matmul-like blocks are then
@@ -23,34 +26,42 @@ def default_rules(micro_kernels: bool = True, rewrite_layout: bool = True) -> li
     weights in the order the tiles read them (:mod:`probsched.schedule.layout`). Both are the
     expert modules of the paper's ablation (``benchmarks/bench_modules.py``).
     """
+    target = Target.parse(target)
     rules = [
         AutoInline(),
-        AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
-        RFactorLanes(max_jobs_per_core=16),
-        MultiLevelTilingWithIntrin(max_panel=512, rewrite_layout=rewrite_layout),
+        AddRFactor(max_jobs_per_core=16, max_innermost_factor=64, target=target),
+        RFactorLanes(max_jobs_per_core=16, target=target),
+        MultiLevelTilingWithIntrin(max_panel=512, rewrite_layout=rewrite_layout, target=target),
         MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64),
         RandomComputeLocation(),
     ]
     return rules if micro_kernels else [r for r in rules if not isinstance(r, MultiLevelTilingWithIntrin)]
 
 
-def default_postprocs() -> list:
+def default_postprocs(target: Optional[Target] = None) -> list:
     """Decomposed reductions, then parallel/vectorize/unroll."""
     return [
         RewriteReductionBlock(),
-        ParallelVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64, unroll_max_steps=(0, 16, 64, 512)),
+        ParallelVectorizeUnroll(
+            max_jobs_per_core=16, max_vectorize_extent=64, unroll_max_steps=(0, 16, 64, 512), target=target
+        ),
     ]
 
 
-def default(micro_kernels: bool = True, rewrite_layout: bool = True) -> Space:
-    """The default CPU design space: ``space(sch)`` samples one schedule. The options leave
-    out an expert module (see :func:`default_rules`); the space's name says which.
+def default(micro_kernels: bool = True, rewrite_layout: bool = True, target: Optional[Target] = None) -> Space:
+    """The default CPU design space for ``target`` (default: this machine; its threads and
+    vector width shape the parallel jobs, micro-kernels and lanes the rules sample):
+    ``space(sch)`` samples one schedule. The options leave out an expert module (see
+    :func:`default_rules`); the space's name says which.
 
     >>> default().name, default(rewrite_layout=False).name, default(False, False).name
     ('default', 'default-no-layout', 'default-no-micro-kernels-no-layout')
     """
     name = "default" + ("" if micro_kernels else "-no-micro-kernels") + ("" if rewrite_layout else "-no-layout")
-    return Space(default_rules(micro_kernels, rewrite_layout), default_postprocs(), name=name)
+    target = Target.parse(target)
+    space = Space(default_rules(micro_kernels, rewrite_layout, target), default_postprocs(target), name=name)
+    space.target = target
+    return space
 
 
 __all__ = [

@@ -14,14 +14,14 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence
 
 from ..ir.expr import Call, Load, Select, free_vars, walk
-from ..ir.stmt import Block, Store
+from ..ir.stmt import Block
 from ..schedule import LoopRV, Schedule
 from ..schedule.dataflow import consumers, producers, read_buffers, single_store, written_buffers
 
 
 def block(sch: Schedule, name: str) -> Block:
     """The IR block named ``name``."""
-    return sch._idx().block(name)
+    return sch.block_node(name)
 
 
 def loop_kinds(sch: Schedule, block_name: str) -> Dict[str, Optional[str]]:

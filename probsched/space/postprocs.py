@@ -3,15 +3,18 @@ RewriteParallelVectorizeUnroll, applied directly instead of through annotations)
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..ir.stmt import Loop
 from ..schedule import BlockRV, LoopRV, Schedule
-from ..schedule import loops as loop_prims
+from ..schedule.distributions import PARALLEL, UNROLL
 from ..schedule.tree import iter_outer_blocks
 from . import analysis as an
-from .rules import _cores
+
+if TYPE_CHECKING:
+    from ..target import Target
+from .rules import _target
 
 
 class RewriteReductionBlock:
@@ -51,14 +54,15 @@ class ParallelVectorizeUnroll:
         max_vectorize_extent: int = 64,
         unroll_max_steps: Sequence[int] = (0, 16, 64, 512),
         cores: int = 0,
+        target: Optional["Target"] = None,
     ) -> None:
         self.max_jobs_per_core = max_jobs_per_core
         self.max_vectorize_extent = max_vectorize_extent
         self.unroll_max_steps = tuple(unroll_max_steps)
-        self.cores = cores
+        self.cores = cores or _target(target).threads
 
     def __call__(self, sch: Schedule) -> None:
-        limit = self.max_jobs_per_core * (self.cores or _cores())
+        limit = self.max_jobs_per_core * self.cores
         for root in [s for s in sch.mod.body if isinstance(s, Loop)]:
             # a blockized tile is one block here: its inner loops are the micro-kernel's
             blocks = [b.name for b in iter_outer_blocks(root)]
@@ -66,15 +70,15 @@ class ParallelVectorizeUnroll:
                 continue
             # how many parallel jobs (MetaSchedule mutates this extent): 0 keeps the nest
             # serial, which wins for small nests (a parallel region costs microseconds to start)
-            cores = self.cores or _cores()
+            cores = self.cores
             choices = [0, cores, 4 * cores, limit]
-            jobs = sch.sample_categorical(choices, [0.1, 0.2, 0.2, 0.5], name=f"{blocks[0]}/parallel")
+            jobs = sch.sample_categorical(choices, [0.1, 0.2, 0.2, 0.5], name=f"{blocks[0]}/parallel", tag=PARALLEL)
             outer = self._parallelize(sch, root, jobs) if jobs else LoopRV(root.name)
             for name in blocks:
-                if name in sch._idx().blocks:
+                if sch.has_block(name):
                     self._vectorize(sch, name)
             if len(self.unroll_max_steps) > 1 and outer is not None:
-                step = sch.sample_categorical(list(self.unroll_max_steps), name=f"{blocks[0]}/unroll")
+                step = sch.sample_categorical(list(self.unroll_max_steps), name=f"{blocks[0]}/unroll", tag=UNROLL)
                 if step:
                     sch.annotate(outer, "pragma_auto_unroll_max_step", step)
 
@@ -85,9 +89,7 @@ class ParallelVectorizeUnroll:
         while isinstance(s, Loop) and s.kind == "serial":
             if chain and product > 1 and product * s.extent > limit:
                 break  # (a first loop longer than the limit still runs in parallel)
-            try:
-                loop_prims.set_kind(sch.mod, s.name, "parallel", check_only=True)
-            except ScheduleError:
+            if not sch.can_set_kind(LoopRV(s.name), "parallel"):
                 break
             chain.append(s)
             product *= s.extent
@@ -105,7 +107,7 @@ class ParallelVectorizeUnroll:
             return LoopRV(root.name)
 
     def _vectorize(self, sch: Schedule, name: str) -> None:
-        loops = sch._idx().loops_above(name)
+        loops = sch.loops_of(name)
         if not loops or an.block(sch, name).annotation("tensorize") is not None:
             return
         inner = loops[-1]

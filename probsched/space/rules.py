@@ -9,11 +9,15 @@ does not apply to a block leaves it alone; a primitive a rule tries that the pro
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
+from ..schedule.distributions import ALGORITHM
 from . import analysis as an
+
+if TYPE_CHECKING:
+    from ..target import Target
 
 
 #: Math functions worth computing once rather than inlining into several consumers: each
@@ -114,7 +118,7 @@ class MultiLevelTiling:
             return
         r_extents = [sch.get(l).extent for l, k in zip(loops, kinds) if k == "R"]
         levels = [l for l in self.write_levels if self._reachable(l, r_extents)]
-        choice = sch.sample_categorical([0, *levels], name=f"{name}/write_cache")
+        choice = sch.sample_categorical([0, *levels], name=f"{name}/write_cache", tag=ALGORITHM)
         # reduction levels that must be 1 so the result is final at the chosen level
         fixed_r = self._r_before(choice) if choice else 0
         n_levels = {"S": self.structure.count("S"), "R": self.structure.count("R")}
@@ -193,11 +197,13 @@ class AddRFactor:
     not fused first as in TVM.)
     """
 
-    def __init__(self, max_jobs_per_core: int = 16, max_innermost_factor: int = 64, cores: int = 0) -> None:
+    def __init__(
+        self, max_jobs_per_core: int = 16, max_innermost_factor: int = 64, cores: int = 0, target: Optional["Target"] = None
+    ) -> None:
         self.max_jobs_per_core = max_jobs_per_core
         self.max_innermost_factor = max_innermost_factor
-        self.cores = cores
-        self.lanes = RFactorLanes(max_jobs_per_core=max_jobs_per_core, cores=cores)
+        self.cores = cores or _target(target).threads
+        self.lanes = RFactorLanes(max_jobs_per_core=max_jobs_per_core, cores=self.cores, target=target)
 
     def __call__(self, sch: Schedule, block: BlockRV) -> None:
         name = block.name
@@ -205,14 +211,14 @@ class AddRFactor:
         if work is None:
             return
         spatial, reduce = work
-        if spatial >= reduce or spatial > self.max_jobs_per_core * (self.cores or _cores()):
+        if spatial >= reduce or spatial > self.max_jobs_per_core * self.cores:
             return
         loops = sch.get_loops(block)
         kinds = an.loop_kinds(sch, name)
         r_loops = [l for l in loops if kinds.get(l.name) == "R"]
         if not r_loops or loops[-len(r_loops):] != r_loops:
             return
-        choice = sch.sample_categorical(["none", "outer", "inner"], name=f"{name}/rfactor")
+        choice = sch.sample_categorical(["none", "outer", "inner"], name=f"{name}/rfactor", tag=ALGORITHM)
         if choice == "none":
             return
         try:
@@ -248,20 +254,21 @@ class RFactorLanes:
     ['T_softmax_expsum_rf', 'T_softmax_expsum']
     """
 
-    def __init__(self, lanes: int = 0, max_jobs_per_core: int = 16, cores: int = 0) -> None:
-        self.lanes = lanes
+    def __init__(self, lanes: int = 0, max_jobs_per_core: int = 16, cores: int = 0, target: Optional["Target"] = None) -> None:
+        tgt = _target(target)
+        self.lanes = lanes or tgt.vector_lanes("float32")
         self.max_jobs_per_core = max_jobs_per_core
-        self.cores = cores
+        self.cores = cores or tgt.threads
 
     def __call__(self, sch: Schedule, block: BlockRV) -> None:
         name = block.name
         work = _untiled_reduction_work(sch, name)
-        if work is None or work[0] <= self.max_jobs_per_core * (self.cores or _cores()):
+        if work is None or work[0] <= self.max_jobs_per_core * self.cores:
             return
         loops = sch.get_loops(block)
         if not loops or an.loop_kind(sch, name, loops[-1]) != "R":
             return
-        lanes = self.lanes or _lanes()
+        lanes = self.lanes
         extent = sch.get(loops[-1]).extent
         choices = [f for f in (0, lanes, 2 * lanes) if f == 0 or (extent % f == 0 and extent >= 2 * f)]
         if len(choices) == 1:
@@ -313,7 +320,7 @@ class RandomComputeLocation:
         marked = [n for n in candidates if an.block(sch, n).annotation(RANDOM_COMPUTE_PRODUCER)]
         self._place(sch, block)
         for n in marked:
-            if n not in sch._idx().blocks:
+            if not sch.has_block(n):
                 continue
             sch.unannotate(BlockRV(n), RANDOM_COMPUTE_PRODUCER)
             producers = an.producer_names(sch, n)
@@ -353,10 +360,11 @@ def _spatial_loops_innermost(sch: Schedule, block: BlockRV, location: str) -> No
         sch.reorder(*other, *spatial)
 
 
-def _cores() -> int:
-    import os
+def _target(target: Optional["Target"]) -> "Target":
+    """The target a rule schedules for: ``target``, or this machine."""
+    from ..target import Target
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return Target.parse(target)
 
 
 def _untiled_reduction_work(sch: Schedule, name: str) -> Optional[Tuple[int, int]]:
@@ -374,7 +382,3 @@ def _untiled_reduction_work(sch: Schedule, name: str) -> Optional[Tuple[int, int
     return spatial, reduce
 
 
-def _lanes() -> int:
-    from ..target import Target
-
-    return Target.host().vector_lanes("float32")

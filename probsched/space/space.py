@@ -32,13 +32,14 @@ class Space:
         self.rules: List[Rule] = list(rules)
         self.postprocs: List[Postproc] = list(postprocs)
         self.name = name
+        self.target = None  # the Target the rules were made for, when known (space.default sets it)
 
     def __call__(self, sch: Schedule) -> None:
         # consumers first (MetaSchedule's post order): a producer's compute location is then
         # sampled among its consumers' final loops, and inlining follows the consumer chain
         for block in reversed(list(sch.blocks())):
             for rule in self.rules:
-                if block not in sch._idx().blocks:  # inlined or replaced by an earlier rule
+                if not sch.has_block(block):  # inlined or replaced by an earlier rule
                     break
                 rule(sch, BlockRV(block))
         for post in self.postprocs:
