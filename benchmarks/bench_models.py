@@ -48,6 +48,43 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _fix_pooling(model) -> None:
+    """jax2onnx (0.17) exports an NHWC ``reduce_window`` max as a 4-d MaxPool over
+    Unsqueezed 6-d data, which ONNX Runtime refuses ("Unsupported pooling size"): replace
+    each such Unsqueeze-Unsqueeze-MaxPool-Squeeze chain by Transpose-MaxPool-Transpose."""
+    from onnx import helper
+
+    g = model.graph
+    by_output = {o: n for n in g.node for o in n.output}
+    readers = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    for pool in [n for n in g.node if n.op_type == "MaxPool"]:
+        attrs = {a.name: list(a.ints) for a in pool.attribute}
+        kernel = attrs.get("kernel_shape", [])
+        if len(kernel) != 4 or kernel[0] != 1 or kernel[3] != 1:
+            continue
+        u2 = by_output.get(pool.input[0])
+        u1 = by_output.get(u2.input[0]) if u2 is not None else None
+        (sq,) = readers.get(pool.output[0], [None])
+        if not (u1 and u2 and sq and u1.op_type == u2.op_type == "Unsqueeze" and sq.op_type == "Squeeze"):
+            continue
+        strides, pads = attrs.get("strides", [1] * 4), attrs.get("pads", [0] * 8)
+        x, y, tag = u1.input[0], sq.output[0], pool.name
+        new = [
+            helper.make_node("Transpose", [x], [f"{tag}_nchw"], perm=[0, 3, 1, 2]),
+            helper.make_node("MaxPool", [f"{tag}_nchw"], [f"{tag}_pooled"], kernel_shape=kernel[1:3],
+                             strides=strides[1:3], pads=[pads[1], pads[2], pads[5], pads[6]]),
+            helper.make_node("Transpose", [f"{tag}_pooled"], [y], perm=[0, 2, 3, 1]),
+        ]
+        at = list(g.node).index(u1)
+        for old in (u1, u2, pool, sq):
+            g.node.remove(old)
+        for k, n in enumerate(new):
+            g.node.insert(at + k, n)
+
+
 def onnx_runner(fn, args):
     """A no-argument callable running ``fn`` in ONNX Runtime (exported with jax2onnx), or None."""
     try:
@@ -59,6 +96,7 @@ def onnx_runner(fn, args):
 
     path = os.path.join(tempfile.mkdtemp(), "model.onnx")
     model = to_onnx(fn, [a.shape for a in args])
+    _fix_pooling(model)
     with open(path, "wb") as fh:
         fh.write(model.SerializeToString())
     opts = ort.SessionOptions()
