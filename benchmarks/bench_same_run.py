@@ -81,5 +81,5 @@ def main() -> None:
     print("our launches (all reps):", launches)
 
 
-if __name__ == "__main__":  # measure workers are spawned and import this module
+if __name__ == "__main__":
     main()

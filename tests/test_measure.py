@@ -170,8 +170,6 @@ def test_closed_measurer():
 
 
 def test_argument_checks():
-    with pytest.raises(ValueError, match="never fork"):
-        LocalMeasurer(start_method="fork")
     with pytest.raises(ValueError, match=">= 1"):
         LocalMeasurer(workers=0)
     with pytest.raises(ValueError, match="error_kind"):
@@ -264,3 +262,39 @@ def test_reference_arrays_are_cache_line_aligned(tmp_path):
         assert all(a.ctypes.data % 64 == 0 and np.isnan(a).all() for a in outs.values())
         args = r.arguments(kernel, outs)
         assert [a is outs.get(b.name, r.inputs.get(b.name)) for b, a in zip(kernel.params, args)] == [True] * 3
+
+
+UNGUARDED = textwrap.dedent(
+    """
+    # a plain script, no `if __name__ == "__main__":` guard: the measuring workers must not
+    # import it (a spawned child would run this tune again, recursively)
+    import os, probsched as ps
+    from probsched.measure import LocalMeasurer
+
+    print("script ran in", os.getpid(), flush=True)
+    result = ps.tune("GMM:small", trials=2, strategy="replay", cost_model=None, retime_top=0, seed=0)
+    print("tuned", len(result.history), result.best is not None, flush=True)
+    with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0) as m:
+        (r,) = m.measure(ps.workloads.small("GMM"), [ps.Schedule(ps.workloads.small("GMM").func)])
+        pids = [w.proc.pid for w in m._workers]
+    print("measured", r.ok, flush=True)
+    """
+)
+
+
+def test_an_unguarded_script_measures(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text(UNGUARDED)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert len([x for x in lines if x.startswith("script ran in")]) == 1, out.stdout  # never re-run by a worker
+    assert "tuned 2 True" in lines and "measured True" in lines, out.stdout
+    assert "RuntimeWarning" not in out.stderr, out.stderr[-3000:]
+
+
+def test_worker_runs_from_the_package_entry_point(measurer):
+    measurer.settle()
+    with open(f"/proc/{measurer._workers[0].proc.pid}/cmdline") as fh:
+        argv = fh.read().split("\0")
+    assert argv[1:3] == ["-m", "probsched.measure.worker"], argv

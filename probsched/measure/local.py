@@ -9,11 +9,12 @@ is replaced and the batch goes on.
 
 Design choices (2 cores, shared):
 
-- **Workers** are started with ``spawn`` (default) or ``forkserver``: forking a process
-  that has numba's threads is unsafe. Starting one costs ~2 s of CPU (numba import and
-  initialisation); it happens in the background. As with any spawned process, a script
-  that measures must do so under ``if __name__ == "__main__":`` (the workers import the
-  main module).
+- **Workers** are fresh interpreters running the package's own entry point,
+  ``python -m probsched.measure.worker`` (:mod:`.process`), connected by a socket pair:
+  forking a process that has numba's threads is unsafe, and unlike ``multiprocessing``'s
+  ``spawn`` they never import the caller's main module, so scripts, notebooks and REPLs
+  measure without an ``if __name__ == "__main__":`` guard. Starting one costs ~2 s of CPU
+  (numba import and initialisation); it happens in the background.
 - **One kernel timed at a time.** A worker that has compiled its kernel waits for the
   caller's go-ahead before it runs: the caller grants it to one worker at a time. (A
   lock shared between processes would stay locked forever when its holder is killed for
@@ -59,11 +60,11 @@ from __future__ import annotations
 
 import collections
 import logging
-import multiprocessing
 import multiprocessing.connection
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import weakref
@@ -73,7 +74,7 @@ from ..errors import ProbschedError
 from ..ir.stmt import PrimFunc
 from ..schedule import Schedule, ScheduleTrace
 from ..workloads import Workload
-from . import worker as worker_module
+from .process import WorkerProcess
 from .reference import from_workload
 from .result import CRASH, TIMEOUT, WRONG_RESULT, MeasureResult
 from .stats import MeasureStats
@@ -104,17 +105,10 @@ class MeasureError(ProbschedError):
 class _Worker:
     """The caller's handle on one worker process and the task it holds."""
 
-    def __init__(self, ctx, log_dir: str, number: int) -> None:
+    def __init__(self, log_dir: str, number: int) -> None:
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(
-            target=worker_module.main,
-            args=(child, self.log_path),
-            name=f"probsched-measure-{number}",
-            daemon=True,
-        )
-        self.proc.start()
-        child.close()
+        self.proc = WorkerProcess(self.log_path, name=f"probsched-measure-{number}")
+        self.conn = self.proc.conn
         self.state = STARTING
         self.deadline: Optional[float] = time.monotonic() + _STARTUP_TIMEOUT
         self.index: Optional[int] = None
@@ -135,13 +129,15 @@ class _Worker:
             return False
 
     def kill(self) -> None:
-        if self.proc.is_alive():
-            self.proc.kill()
+        self.proc.kill()
         self.proc.join(5.0)
-        self.conn.close()
+        self.proc.close()
 
     def death_message(self) -> str:
         self.proc.join(1.0)
+        if self.proc.is_alive():  # its end of the connection closed, yet it runs: end it
+            self.proc.kill()
+            self.proc.join(5.0)
         code = self.proc.exitcode
         if code is not None and code < 0:
             try:
@@ -162,8 +158,15 @@ def _no_result(index: int, result) -> None:
     raise AssertionError(f"a result arrived with no task out (index {index})")
 
 
-def _reap(procs: list) -> list:
-    return [p for p in procs if p.join(0) is None and p.is_alive()]
+def _reap(procs: List[WorkerProcess]) -> List[WorkerProcess]:
+    alive = []
+    for p in procs:
+        p.join(0)
+        if p.is_alive():
+            alive.append(p)
+        else:
+            p.close()
+    return alive
 
 
 def _shutdown(workers: List[_Worker], retired: list, tmpdir: str) -> None:
@@ -176,8 +179,7 @@ def _shutdown(workers: List[_Worker], retired: list, tmpdir: str) -> None:
         if p.is_alive():
             p.kill()
             p.join(5.0)
-    for w in workers:
-        w.conn.close()
+        p.close()
     shutil.rmtree(tmpdir, ignore_errors=True)
 
 
@@ -190,8 +192,7 @@ class LocalMeasurer:
     protocol (:func:`~probsched.measure.timer.time_callable`). ``check``: compare every
     kernel's outputs with the reference before timing it. ``max_compiles_per_worker``,
     ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether workers
-    keep compiling while a kernel is timed (default: they are paused). ``start_method``: ``"spawn"`` or
-    ``"forkserver"``. ``stats`` (:class:`~probsched.measure.stats.MeasureStats`) says where
+    keep compiling while a kernel is timed (default: they are paused). ``stats`` (:class:`~probsched.measure.stats.MeasureStats`) says where
     the time and memory went.
     """
 
@@ -208,12 +209,9 @@ class LocalMeasurer:
         *,
         overlap_builds: bool = False,
         max_worker_rss_mb: float = DEFAULT_MAX_RSS_MB,
-        start_method: str = "spawn",
     ) -> None:
         if workers < 1 or repeat < 1 or max_compiles_per_worker < 1:
             raise ValueError("LocalMeasurer: workers, repeat and max_compiles_per_worker must be >= 1")
-        if start_method not in ("spawn", "forkserver"):
-            raise ValueError(f"LocalMeasurer: start_method {start_method!r}: use 'spawn' or 'forkserver' (never fork)")
         self.compile_timeout = float(compile_timeout)
         self.run_timeout = float(run_timeout)
         self.repeat = int(repeat)
@@ -223,7 +221,6 @@ class LocalMeasurer:
         self.check = bool(check)
         self.overlap_builds = bool(overlap_builds)
         self.max_worker_rss_mb = float(max_worker_rss_mb)
-        self._ctx = multiprocessing.get_context(start_method)
         self._tmpdir = tempfile.mkdtemp(prefix="probsched-measure-")
         self._startup_failures = 0
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, reference file)
@@ -279,7 +276,7 @@ class LocalMeasurer:
 
     def _new_worker(self) -> _Worker:
         self.stats.worker_starts += 1
-        return _Worker(self._ctx, self._tmpdir, self.stats.worker_starts)
+        return _Worker(self._tmpdir, self.stats.worker_starts)
 
     def _replace(self, w: _Worker, kill: bool) -> None:
         if kill:
@@ -483,7 +480,8 @@ class LocalMeasurer:
         waitables = {}
         for w in self._workers:
             waitables[w.conn] = w
-            waitables[w.proc.sentinel] = w
+            if w.proc.sentinel is not None:
+                waitables[w.proc.sentinel] = w
         ready = multiprocessing.connection.wait(list(waitables), timeout)
         handled = set()
         for obj in ready:
@@ -498,14 +496,15 @@ class LocalMeasurer:
                 self._timeout(w, finish)
 
     def _receive(self, w: _Worker, finish) -> None:
+        closed = False
         try:
             while w.conn.poll():
                 self._handle(w, w.conn.recv(), finish)
                 if w not in self._workers:
                     return
         except (EOFError, OSError):
-            pass
-        if not w.proc.is_alive() and w in self._workers:
+            closed = True  # the worker holds the only other end: it is gone or going
+        if (closed or not w.proc.is_alive()) and w in self._workers:
             self._died(w, finish)
 
     def _handle(self, w: _Worker, msg: tuple, finish) -> None:
@@ -575,6 +574,6 @@ class LocalMeasurer:
         if self._startup_failures >= _MAX_STARTUP_FAILURES:
             raise MeasureError(
                 f"measure workers fail to start ({self._startup_failures} in a row): {message}\n"
-                "(workers are spawned and import the main module first: a script must measure under "
-                "`if __name__ == \"__main__\":`; the worker's own error is printed on stderr above)"
+                f"(each worker is `{sys.executable} -m probsched.measure.worker`; its own error is "
+                "printed on stderr above)"
             )

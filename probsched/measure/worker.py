@@ -1,7 +1,9 @@
 """The measurement worker: a process that replays, compiles, checks and times candidates.
 
-It runs in a process started with the ``spawn`` (or ``forkserver``) method by
-:class:`~probsched.measure.local.LocalMeasurer`, which talks to it over a pipe:
+It runs as ``python -m probsched.measure.worker FD LOG_PATH NAME``, started by
+:class:`~probsched.measure.process.WorkerProcess` for
+:class:`~probsched.measure.local.LocalMeasurer`, which talks to it over the socket ``FD``
+(a :class:`multiprocessing.connection.Connection`):
 
 ========================  ==============================================================
 caller -> worker           worker -> caller
@@ -251,14 +253,13 @@ def _resume(pids) -> None:
 
 
 def main(conn, log_path: str) -> None:
-    """Worker entry point (the target of the spawned process)."""
+    """Serve the caller on ``conn`` until it says exit or goes away; faults go to ``log_path``."""
     # Ctrl-C in a terminal reaches the whole process group: the caller stops and closes
     # the workers itself, so a worker ignores it instead of printing a traceback
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     log = open(log_path, "w", buffering=1)
     faulthandler.enable(file=log)  # a segfault's Python stack ends up in the crash message
-    # the parent is the caller (spawn) or the fork server, which exits with the caller;
-    # either way the worker is re-parented when the caller is gone
+    # the parent is the caller: the worker is re-parented when the caller is gone
     parent = os.getppid()
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     from ..codegen import warm_up
@@ -299,3 +300,15 @@ def main(conn, log_path: str) -> None:
             result = _run(state, task, func, kernel, ref_kernel, seconds)
         _resume(go[1])
         conn.send(("result", result))
+
+
+def _cli(argv) -> None:
+    """``python -m probsched.measure.worker FD LOG_PATH [NAME]``: serve on the inherited socket ``FD``."""
+    from multiprocessing.connection import Connection
+
+    fd, log_path = int(argv[0]), argv[1]
+    main(Connection(fd), log_path)
+
+
+if __name__ == "__main__":
+    _cli(sys.argv[1:])
