@@ -298,3 +298,92 @@ def test_worker_runs_from_the_package_entry_point(measurer):
     with open(f"/proc/{measurer._workers[0].proc.pid}/cmdline") as fh:
         argv = fh.read().split("\0")
     assert argv[1:3] == ["-m", "probsched.measure.worker"], argv
+
+
+def _proc_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_host_lock_waits_for_another_timing_and_pauses_compiles_meanwhile(tmp_path):
+    import threading
+
+    from probsched.measure.hostlock import HostLock
+
+    path = str(tmp_path / "timing.lock")
+    other = HostLock(path)  # another measurer on this machine, timing a kernel
+    with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0, host_lock=path) as m:
+        m.settle()
+        assert other.try_acquire()
+        out = []
+        thread = threading.Thread(target=lambda: out.append(m.measure(W, [schedule(2)])))
+        thread.start()
+        pid = m._workers[0].proc.pid
+        time.sleep(3.0)
+        # its worker was stopped (SIGSTOP) in the middle of its compile, within one poll
+        assert thread.is_alive() and not out
+        assert _proc_state(pid) == "T" and m._workers[0].state == "compiling"
+        other.release()
+        thread.join(60)
+        assert out and out[0][0].ok
+        assert not m._host_lock.held and other.try_acquire()  # released after its timing
+        other.release()
+    other.close()
+
+
+PAUSED_CALLER = textwrap.dedent(
+    """
+    import sys, probsched as ps
+    from probsched.measure import LocalMeasurer
+
+    w = ps.workloads.small("GMM")
+    m = LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0, host_lock=sys.argv[1])
+    m.settle()
+    print(m._workers[0].proc.pid, flush=True)
+    sys.stdin.readline()  # the test holds the host lock now
+    m.measure(w, [ps.Schedule(w.func)])
+    """
+)
+
+
+def test_a_worker_stopped_for_another_timing_dies_with_its_caller(tmp_path):
+    from probsched.measure.hostlock import HostLock
+
+    path = str(tmp_path / "timing.lock")
+    script = tmp_path / "caller.py"
+    script.write_text(PAUSED_CALLER)
+    other = HostLock(path)
+    proc = subprocess.Popen([sys.executable, str(script), path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(proc.stdout.readline())
+        assert other.try_acquire()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 30
+        while _proc_state(pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _proc_state(pid) == "T"  # stopped: its own watchdog cannot run
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        deadline = time.monotonic() + 10  # orphaned with a stopped member: the kernel sends SIGHUP
+        while os.path.exists(f"/proc/{pid}") and _proc_state(pid) not in "ZX" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{pid}") or _proc_state(pid) in "ZX"
+    finally:
+        proc.kill()
+        other.close()
+
+
+def test_results_say_where_they_were_measured_and_records_keep_it(measurer):
+    import dataclasses as dc
+
+    from probsched.database import TuningRecord
+    from probsched.measure.result import LOST
+
+    (r,) = measurer.measure(W, [schedule(2)])
+    assert r.target == ps.Target.host().to_json()
+    elsewhere = dc.replace(ps.Target.host(), cores=99).to_json()
+    rec = TuningRecord.from_result(W, schedule(2), dc.replace(r, target=elsewhere))
+    assert rec.target == elsewhere  # filed under the machine that measured it, not this one
+    lost = MeasureResult.failure(LOST, "the Dask worker was lost")
+    assert MeasureResult.from_json(lost.to_json()) == lost and not lost.ok

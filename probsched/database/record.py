@@ -103,7 +103,8 @@ class TuningRecord:
         """A record of ``result``, measured for ``schedule`` (a :class:`~probsched.Schedule`).
 
         ``workload_hash`` may also be the Workload or PrimFunc; ``decisions`` a handlers
-        ``Trace`` (or its JSON); ``target`` defaults to the host.
+        ``Trace`` (or its JSON); ``target`` defaults to where the result says it was
+        measured (``result.target``), else the host.
         """
         if not isinstance(schedule, Schedule):
             raise TypeError(
@@ -121,7 +122,7 @@ class TuningRecord:
             result.compile_seconds,
             result.error_kind,
             result.error_message,
-            target_json(target),
+            target_json(target if target is not None else result.target),
             space,
             strategy,
         )

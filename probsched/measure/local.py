@@ -59,6 +59,7 @@ Design choices (2 cores, shared):
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import multiprocessing.connection
 import os
@@ -74,6 +75,8 @@ from ..errors import ProbschedError
 from ..ir.stmt import PrimFunc
 from ..schedule import Schedule, ScheduleTrace
 from ..workloads import Workload
+from ..target import Target
+from .hostlock import HostLock
 from .process import WorkerProcess
 from .reference import from_workload
 from .result import CRASH, TIMEOUT, WRONG_RESULT, MeasureResult
@@ -95,6 +98,7 @@ DEFAULT_MAX_RSS_MB = 768.0
 
 STARTING, IDLE, COMPILING, READY, RUNNING = "starting", "idle", "compiling", "ready", "running"
 _STARTUP_TIMEOUT = 120.0
+_HOST_POLL = 0.02  # seconds between looks at the host lock (see _follow_host)
 _MAX_STARTUP_FAILURES = 3
 
 
@@ -154,6 +158,13 @@ class _Worker:
         return f"worker process {self.proc.pid} {how} while {self.state}" + (f"\n{tail}" if tail else "")
 
 
+def _measured_here(result, target: str):
+    """``result`` (or a group's list of them) saying it was measured on ``target``."""
+    if isinstance(result, list):
+        return [dataclasses.replace(r, target=target) for r in result]
+    return dataclasses.replace(result, target=target)
+
+
 def _no_result(index: int, result) -> None:
     raise AssertionError(f"a result arrived with no task out (index {index})")
 
@@ -169,7 +180,7 @@ def _reap(procs: List[WorkerProcess]) -> List[WorkerProcess]:
     return alive
 
 
-def _shutdown(workers: List[_Worker], retired: list, tmpdir: str) -> None:
+def _shutdown(workers: List[_Worker], retired: list, tmpdir: str, host_lock: Optional[HostLock] = None) -> None:
     for w in workers:  # an idle worker exits when asked; a busy one is killed (it holds nothing of value)
         if w.state != IDLE or not w.send(("exit",)):
             w.proc.kill()
@@ -180,6 +191,8 @@ def _shutdown(workers: List[_Worker], retired: list, tmpdir: str) -> None:
             p.kill()
             p.join(5.0)
         p.close()
+    if host_lock is not None:
+        host_lock.close()
     shutil.rmtree(tmpdir, ignore_errors=True)
 
 
@@ -192,7 +205,10 @@ class LocalMeasurer:
     protocol (:func:`~probsched.measure.timer.time_callable`). ``check``: compare every
     kernel's outputs with the reference before timing it. ``max_compiles_per_worker``,
     ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether workers
-    keep compiling while a kernel is timed (default: they are paused). ``stats`` (:class:`~probsched.measure.stats.MeasureStats`) says where
+    keep compiling while a kernel is timed (default: they are paused). ``host_lock``: also
+    time one kernel at a time with every other measurer on this machine that uses it, and
+    pause these workers' compiles while one of them times (:mod:`.hostlock`; True: the
+    default lock file, or a path). ``stats`` (:class:`~probsched.measure.stats.MeasureStats`) says where
     the time and memory went.
     """
 
@@ -209,6 +225,7 @@ class LocalMeasurer:
         *,
         overlap_builds: bool = False,
         max_worker_rss_mb: float = DEFAULT_MAX_RSS_MB,
+        host_lock: Union[bool, str] = False,
     ) -> None:
         if workers < 1 or repeat < 1 or max_compiles_per_worker < 1:
             raise ValueError("LocalMeasurer: workers, repeat and max_compiles_per_worker must be >= 1")
@@ -228,10 +245,13 @@ class LocalMeasurer:
         self._retired: list = []
         self._paused: list = []  # (worker, seconds it had left) stopped while a kernel is timed
         self._paused_at = 0.0
+        self._host_lock = HostLock(host_lock if isinstance(host_lock, str) else None) if host_lock else None
+        self._paused_for_host = False  # self._paused holds workers stopped for another measurer's timing
+        self._target = Target.host().to_json()  # the workers run here: every result says so
         self.stats = MeasureStats()
         for _ in range(workers):
             self._workers.append(self._new_worker())
-        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._retired, self._tmpdir)
+        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._retired, self._tmpdir, self._host_lock)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "LocalMeasurer":
@@ -289,8 +309,13 @@ class LocalMeasurer:
         self._workers[self._workers.index(w)] = self._new_worker()
 
     # ------------------------------------------------------------------ inputs
-    def _job(self, workload: Union[Workload, PrimFunc]) -> dict:
-        if isinstance(workload, Workload):
+    def _job(self, workload: Union[Workload, PrimFunc], reference: Optional[str] = None) -> dict:
+        if reference is not None and isinstance(workload, (Workload, PrimFunc)):
+            if not os.path.isfile(reference):
+                raise ValueError(f"measure: reference {reference!r} is not a file (Reference.save writes one)")
+            func = workload if isinstance(workload, PrimFunc) else workload.func
+            ref_path, ref_mode, name = reference, "file", getattr(workload, "name", None) or func.name
+        elif isinstance(workload, Workload):
             func = workload.func
             entry = self._refs.get(id(workload))
             if entry is None:  # keyed by identity: two workloads may share a function, not a reference
@@ -336,14 +361,18 @@ class LocalMeasurer:
         schedules: Sequence[Union[Schedule, ScheduleTrace]],
         on_result: Optional[Callable[[int, MeasureResult], None]] = None,
         *,
+        reference: Optional[str] = None,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> List[MeasureResult]:
         """Measure every candidate; results in input order.
 
         ``on_result(index, result)`` is called in this process as each candidate finishes
-        (in completion order). ``_faults`` is the test hook of :mod:`._faults`.
+        (in completion order). ``reference``: the path of a
+        :class:`~probsched.measure.reference.Reference` file (``Reference.save``) to check
+        against instead of the workload's own (how a Dask worker, which receives the function
+        and the reference as data, measures). ``_faults`` is the test hook of :mod:`._faults`.
         """
-        job, traces, faults = self._inputs(workload, schedules, _faults)
+        job, traces, faults = self._inputs(workload, schedules, _faults, reference)
         units = [{"trace_json": t, "fault": faults.get(i)} for i, t in enumerate(traces)]
         return self._measure_units(job, units, on_result)  # type: ignore[return-value]
 
@@ -353,6 +382,7 @@ class LocalMeasurer:
         schedules: Sequence[Union[Schedule, ScheduleTrace]],
         rounds: int = 15,
         *,
+        reference: Optional[str] = None,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> List[MeasureResult]:
         """Build and check every candidate in one worker, then time them *interleaved*:
@@ -362,22 +392,22 @@ class LocalMeasurer:
         measurements (minutes apart, the machine's speed drifting) cannot: what the tuner
         uses to re-time its best candidates before it names one. Results in input order,
         ``run_seconds`` one mean per round; a candidate that fails fails alone, a worker that
-        crashes or times out fails the group.
+        crashes or times out fails the group. ``reference``: as for :meth:`measure`.
         """
         if rounds < 1:
             raise ValueError(f"measure_together: rounds must be >= 1, got {rounds}")
-        job, traces, faults = self._inputs(workload, schedules, _faults)
+        job, traces, faults = self._inputs(workload, schedules, _faults, reference)
         if not traces:
             return []
         unit = {"trace_jsons": traces, "faults": [faults.get(i) for i in range(len(traces))], "rounds": int(rounds)}
         (out,) = self._measure_units(job, [unit], None)
         return list(out) if isinstance(out, list) else [out] * len(traces)
 
-    def _inputs(self, workload, schedules, faults) -> tuple:
+    def _inputs(self, workload, schedules, faults, reference=None) -> tuple:
         """(job, trace JSON per candidate, faults by index) of a measuring call."""
         if self.closed:
             raise MeasureError("measure: this LocalMeasurer is closed")
-        job = self._job(workload)
+        job = self._job(workload, reference)
         return job, [self._trace_json(s, job["func"], i) for i, s in enumerate(schedules)], dict(faults or {})
 
     def _budget(self, unit: dict) -> tuple:
@@ -397,6 +427,7 @@ class LocalMeasurer:
         remaining = [len(units)]
 
         def finish(index: int, result) -> None:
+            result = _measured_here(result, self._target)
             results[index] = result
             remaining[0] -= 1
             for member, r in enumerate(result if isinstance(result, list) else [result]):
@@ -412,6 +443,7 @@ class LocalMeasurer:
                 self._step(finish)
         except BaseException:
             self._resume()
+            self._release_host()
             for w in list(self._workers):  # a worker holding a task of this batch is in an unknown state
                 if w.index is not None:
                     self._replace(w, kill=True)
@@ -421,18 +453,20 @@ class LocalMeasurer:
     def _dispatch(self, pending: collections.deque, job: dict, units: List[dict]) -> None:
         running = any(w.state == RUNNING for w in self._workers)
         ready = [w for w in self._workers if w.state == READY]
-        if ready and not running:
+        if ready and not running and self._take_host():
             w = min(ready, key=lambda x: x.ready_since)
             now = time.monotonic()
             pause = [] if self.overlap_builds else [x for x in self._workers if x.state in (COMPILING, STARTING)]
-            if w.send(("go", [x.proc.pid for x in pause])):
+            if not w.send(("go", [x.proc.pid for x in pause])):
+                self._release_host()  # it died: the next step notices and replaces it
+            else:
                 self._pause(pause, now)
                 self.stats.wait_seconds += now - w.ready_since
                 # the first run of a bare function also runs its unscheduled reference
                 first = job["ref_mode"] == "func" and not os.path.exists(job["ref_path"])
                 w.state, w.deadline, w.phase_start = RUNNING, now + w.run_budget * (1 + first), now
                 running = True
-        if running and not self.overlap_builds:
+        if (running or self._paused_for_host) and not self.overlap_builds:
             return  # a compile started now would share the cores with the kernel being timed
         for w in self._workers:
             if w.state == IDLE and pending:
@@ -477,6 +511,9 @@ class LocalMeasurer:
         now = time.monotonic()
         deadlines = [w.deadline for w in self._workers if w.deadline is not None]
         timeout = max(0.0, min(deadlines) - now) if deadlines else None
+        if self._host_lock is not None and not self._host_lock.held and any(w.state != IDLE for w in self._workers):
+            # another measurer's timing starts or ends unannounced: look again soon
+            timeout = _HOST_POLL if timeout is None else min(timeout, _HOST_POLL)
         waitables = {}
         for w in self._workers:
             waitables[w.conn] = w
@@ -494,6 +531,36 @@ class LocalMeasurer:
         for w in list(self._workers):
             if w in self._workers and w.deadline is not None and now > w.deadline:
                 self._timeout(w, finish)
+        self._follow_host()
+
+    def _take_host(self) -> bool:
+        """Whether this measurer may time a kernel now: always, or once it holds the host lock."""
+        if self._host_lock is None:
+            return True
+        if not self._host_lock.try_acquire():
+            return False
+        if self._paused_for_host:  # the other timing is over; ours pauses whom it needs to
+            self._resume()
+            self._paused_for_host = False
+        return True
+
+    def _release_host(self) -> None:
+        if self._host_lock is not None:
+            self._host_lock.release()
+
+    def _follow_host(self) -> None:
+        """Stop the compiling and starting workers while another measurer on this machine
+        times a kernel (the host lock is held elsewhere); continue them when it is done."""
+        lock = self._host_lock
+        if lock is None or lock.held or self.overlap_builds:
+            return
+        busy = lock.held_elsewhere()
+        if busy and not self._paused_for_host:
+            self._pause([x for x in self._workers if x.state in (COMPILING, STARTING)], time.monotonic())
+            self._paused_for_host = True
+        elif not busy and self._paused_for_host:
+            self._resume()
+            self._paused_for_host = False
 
     def _receive(self, w: _Worker, finish) -> None:
         closed = False
@@ -539,6 +606,7 @@ class LocalMeasurer:
         spent = time.monotonic() - w.phase_start
         if w.state == RUNNING:
             self._resume()
+            self._release_host()
             self.stats.run_seconds += spent
         elif w.state == COMPILING:
             self.stats.compile_seconds += spent

@@ -39,6 +39,13 @@ import probsched
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(probsched.__file__)))
 
 
+#: The worker leads a process group of its own: Ctrl-C at a terminal reaches the caller
+#: alone (which stops and closes its workers), and when the caller dies while the worker is
+#: stopped (SIGSTOP: paused while a kernel is timed) the group becomes orphaned and the
+#: kernel sends it SIGHUP, which ends it, where a stopped process could not notice by itself.
+_OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {}
+
+
 def _child_env() -> dict:
     env = dict(os.environ)
     path = env.get("PYTHONPATH", "")
@@ -59,6 +66,7 @@ class WorkerProcess:
                 stdin=subprocess.DEVNULL,
                 env=_child_env(),
                 close_fds=True,
+                **_OWN_GROUP,
             )
         except BaseException:
             ours.close()

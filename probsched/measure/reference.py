@@ -83,6 +83,22 @@ class Reference:
             np.savez(fh, **arrays)
         os.replace(tmp, path)
 
+    def to_data(self) -> dict:
+        """Plain data (arrays, floats): what travels to a Dask worker (:meth:`from_data`)."""
+        return {"inputs": dict(self.inputs), "expected": dict(self.expected), "rtol": self.rtol, "atol": self.atol}
+
+    @staticmethod
+    def from_data(data: dict) -> "Reference":
+        """Rebuild a reference from :meth:`to_data`.
+
+        >>> import probsched as ps
+        >>> ref = from_workload(ps.workloads.small("GMM"))
+        >>> again = Reference.from_data(ref.to_data())
+        >>> sorted(again.expected), again.rtol == ref.rtol
+        (['Z'], True)
+        """
+        return Reference(dict(data["inputs"]), dict(data["expected"]), float(data["rtol"]), float(data["atol"]))
+
     @staticmethod
     def load(path: str) -> "Reference":
         """Read a file written by :meth:`save`."""

@@ -8,7 +8,13 @@ failed result has no times, a median of ``inf`` and an ``error_kind`` among
 - ``"runtime"``: the kernel raised while running;
 - ``"timeout"``: compiling or running took longer than its timeout (the worker was killed);
 - ``"wrong_result"``: the outputs differ from the reference (a compiler bug: logged loudly);
-- ``"crash"``: the worker process died (segfault, out of memory, ``os._exit``).
+- ``"crash"``: the worker process died (segfault, out of memory, ``os._exit``);
+- ``"lost"``: the machine measuring it went away (a Dask worker or host lost mid-measurement,
+  more often than the cluster retries: :class:`~probsched.measure.DaskMeasurer`).
+
+``target`` is the JSON of the :class:`~probsched.target.Target` of the machine that
+measured it (None: not said, i.e. this machine); a database record of the result is stored
+under that target.
 
 >>> r = MeasureResult(run_seconds=(2e-3, 1e-3, 3e-3), compile_seconds=0.5)
 >>> r.ok, r.median
@@ -33,17 +39,20 @@ RUNTIME = "runtime"
 TIMEOUT = "timeout"
 WRONG_RESULT = "wrong_result"
 CRASH = "crash"
-ERROR_KINDS = (COMPILE, RUNTIME, TIMEOUT, WRONG_RESULT, CRASH)
+LOST = "lost"
+ERROR_KINDS = (COMPILE, RUNTIME, TIMEOUT, WRONG_RESULT, CRASH, LOST)
 
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """Run seconds (each repeat's mean), compile seconds, and the error if it failed."""
+    """Run seconds (each repeat's mean), compile seconds, the error if it failed, and
+    where it was measured."""
 
     run_seconds: Tuple[float, ...] = ()
     compile_seconds: float = 0.0
     error_kind: Optional[str] = None
     error_message: str = ""
+    target: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.error_kind is not None and self.error_kind not in ERROR_KINDS:
@@ -52,9 +61,9 @@ class MeasureResult:
         object.__setattr__(self, "compile_seconds", float(self.compile_seconds))
 
     @staticmethod
-    def failure(kind: str, message: str, compile_seconds: float = 0.0) -> "MeasureResult":
+    def failure(kind: str, message: str, compile_seconds: float = 0.0, target: Optional[str] = None) -> "MeasureResult":
         """A failed result of ``kind`` (one of :data:`ERROR_KINDS`)."""
-        return MeasureResult((), compile_seconds, kind, message)
+        return MeasureResult((), compile_seconds, kind, message, target)
 
     @property
     def ok(self) -> bool:
@@ -74,4 +83,4 @@ class MeasureResult:
     def from_json(text: str) -> "MeasureResult":
         """Rebuild a result from :meth:`to_json` text."""
         d = json.loads(text)
-        return MeasureResult(tuple(d["run_seconds"]), d["compile_seconds"], d["error_kind"], d["error_message"])
+        return MeasureResult(tuple(d["run_seconds"]), d["compile_seconds"], d["error_kind"], d["error_message"], d.get("target"))
