@@ -54,7 +54,7 @@ from .schedule import Schedule, ScheduleTrace
 from .workloads import Workload
 
 if TYPE_CHECKING:
-    from .measure import LocalMeasurer
+    from .measure import Measurer
 
 log = logging.getLogger("probsched.tune")
 
@@ -131,15 +131,16 @@ def best_schedule(db: Database, workload: WorkloadRef, flops: Optional[float] = 
 def retime(
     workload: Union[Workload, PrimFunc],
     db: Database,
-    measurer: "LocalMeasurer",
+    measurer: "Measurer",
     *,
     top: int = DEFAULT_RETIME_TOP,
     rounds: int = DEFAULT_RETIME_ROUNDS,
 ) -> List[Tuple[TuningRecord, MeasureResult]]:
     """Measure the ``top`` fastest stored candidates of ``workload`` again, together
     (``measurer.measure_together``), and commit them to ``db`` as one session; returns
-    (record, its re-timing) pairs, fastest re-timing first (failed ones last). ``measurer`` is a
-    :class:`~probsched.measure.LocalMeasurer` (anything with ``measure_together``)."""
+    (record, its re-timing) pairs, fastest re-timing first (failed ones last). ``measurer``: a
+    :class:`~probsched.measure.LocalMeasurer`, a :class:`~probsched.measure.DaskMeasurer` (one
+    worker re-times them all), anything with ``measure_together``."""
     if top < 1:
         raise ValueError(f"retime: top must be >= 1, got {top}")
     func = workload if isinstance(workload, PrimFunc) else workload.func

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # imported where used: the cost models load JAX, the measurer
     from .target import Target
     from .codegen.kernel import Kernel
     from .cost_model import CostModel
-    from .measure import LocalMeasurer
+    from .measure import Measurer
 
 log = logging.getLogger("probsched.tune")
 
@@ -171,7 +171,7 @@ def tune(
     strategy: Union[str, SearchStrategy] = "evolutionary",
     cost_model: Union[str, "CostModel", None] = DEFAULT_COST_MODEL,
     database: Union[Database, str, None] = None,
-    measurer: Optional["LocalMeasurer"] = None,
+    measurer: Optional["Measurer"] = None,
     seed: Optional[int] = None,
     callbacks: Sequence[Callable[[Trial, "TuneResult"], None]] = (),
     batch_size: int = 32,
@@ -191,7 +191,9 @@ def tune(
     :mod:`probsched.cost_model.transfer`), ``"mlp"`` (the workload's own records only),
     ``"ridge"``, ``"random"``, a model object or None. ``database``: a
     :class:`~probsched.database.Database`, a path, or None (in memory). ``measurer``: a
-    :class:`~probsched.measure.LocalMeasurer` (default: one made and closed here).
+    :class:`~probsched.measure.LocalMeasurer` (default: one made and closed here), a
+    :class:`~probsched.measure.DaskMeasurer` to measure on a cluster, or any
+    :class:`~probsched.measure.Measurer`.
     ``callbacks``: called as ``cb(trial, result_so_far)`` after each measured trial.
     ``retime_top``: after the search, the fastest ``retime_top`` candidates are measured
     again together, ``retime_rounds`` interleaved rounds, and the best is named by that
