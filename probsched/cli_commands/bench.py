@@ -30,7 +30,16 @@ from .common import (
     resolve_space,
     resolve_workload,
 )
-from .tune import add_search_options, check_writable, family_share, search_label, strategy_from_args, tune_with_progress
+from .tune import (
+    add_search_options,
+    check_writable,
+    family_share,
+    make_measurer,
+    measure_label,
+    search_label,
+    strategy_from_args,
+    tune_with_progress,
+)
 
 #: The workloads of the issue's comparison with TVM MetaSchedule.
 DEFAULT_WORKLOADS = "GMM:2,GMM:3,C1D:0,C2D:2,DEP:0,T2D:0,CBR:1,SFM:2,NRM:2"
@@ -190,8 +199,6 @@ def _write(args: argparse.Namespace, rows: List[Dict[str, Any]], header: str) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..measure import LocalMeasurer
-
     specs = [s.strip() for s in args.workloads.split(",") if s.strip()]
     if not specs:
         raise CLIError("--workloads: give at least one suite entry, e.g. GMM:2,C2D:2")
@@ -201,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
             raise CLIError(f"--workloads {spec}: bench compares with numpy and jax.jit, which exist for suite workloads only")
     space = resolve_space(args.space)
     strategy_from_args(args)  # a bad combination of options fails before any tuning
+    measure_label(args)
     tvm_us = load_tvm_times(args.tvm)
     check_writable(args.out_md, "--out-md")
     check_writable(args.out_json, "--out-json")
@@ -214,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         + (f"TVM: MetaSchedule on this machine ({args.tvm})" if args.tvm else "TVM: issue #9's numbers (a Zen 4 with AVX-512)")
     )
     rows: List[Dict[str, Any]] = []
-    measurer = LocalMeasurer(workers=args.workers) if args.trials else None
+    measurer = make_measurer(args) if args.trials else None
     try:
         for w in workloads:
             key = w.func.structural_hash()

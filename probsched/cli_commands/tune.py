@@ -43,7 +43,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:  # the measurer is imported where used: it loads numba
-    from ..measure import LocalMeasurer
+    from ..measure import Measurer
     from ..space import Space
 
 
@@ -64,7 +64,10 @@ def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
                         "plain top-k)")
     p.add_argument("--seed", type=int, default=None, help="random seed of the search and the model")
     p.add_argument("--batch-size", type=positive_int, default=32, help="candidates per measured batch (default 32)")
-    p.add_argument("--workers", type=positive_int, default=2, help="measuring worker processes (default 2)")
+    p.add_argument("--workers", type=positive_int, default=None, help="measuring worker processes on this machine (default 2)")
+    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+                   help="measure on a Dask cluster instead: its scheduler's address, e.g. tcp://HOST:8786 (needs "
+                        "`pip install 'probsched[dask]'` here and on the workers; README: 'Tuning on a cluster')")
     p.add_argument("--retime-top", type=non_negative_int, default=DEFAULT_RETIME_TOP, metavar="K",
                    help=f"after the search, time the K fastest candidates again together and name the best by that "
                         f"(default {DEFAULT_RETIME_TOP}; 0: the search's fastest)")
@@ -117,6 +120,29 @@ class Progress:
         self.bar.close()
 
 
+def measure_label(args: argparse.Namespace) -> str:
+    """Where candidates are measured, as a run's header says it; a CLIError for options that
+    contradict each other (checked before anything is opened)."""
+    if args.cluster:
+        if args.workers is not None:
+            raise CLIError("--workers counts measuring processes on this machine; with --cluster the cluster's Dask "
+                           "workers measure (`dask worker ... --nthreads N` sets theirs)")
+        return f"Dask cluster {args.cluster}"
+    workers = args.workers or 2
+    return f"{workers} worker{'s' if workers != 1 else ''}"
+
+
+def make_measurer(args: argparse.Namespace) -> "Measurer":
+    """The measurer the options ask for: ``--cluster``'s Dask cluster, else local worker processes."""
+    if args.cluster:
+        from ..measure import DaskMeasurer
+
+        return DaskMeasurer(args.cluster)
+    from ..measure import LocalMeasurer
+
+    return LocalMeasurer(workers=args.workers or 2)
+
+
 def strategy_from_args(args: argparse.Namespace) -> Union[str, SearchStrategy]:
     """The ``strategy=`` for ``ps.tune``: the name, or an object when an option configures it."""
     if args.max_family_share is None:
@@ -139,7 +165,7 @@ def search_label(args: argparse.Namespace) -> str:
 
 
 def tune_with_progress(
-    workload: Union[Workload, PrimFunc], args: argparse.Namespace, db: Database, measurer: Optional["LocalMeasurer"],
+    workload: Union[Workload, PrimFunc], args: argparse.Namespace, db: Database, measurer: Optional["Measurer"],
     space: Optional["Space"], desc: str,
 ) -> TuneResult:
     """``ps.tune`` with the search options of ``args`` and a progress bar; returns the TuneResult."""
@@ -190,11 +216,11 @@ def timed_rows(result: TuneResult, compare: bool) -> List[Tuple[str, float]]:
 
 def run(args: argparse.Namespace) -> int:
     from ..database import default_path
-    from ..measure import LocalMeasurer
 
     workload = resolve_workload(args.workload)
     space = resolve_space(args.space)
     strategy_from_args(args)  # a bad combination of options fails before anything is opened
+    where = measure_label(args)
     if args.json:
         check_writable(args.json, "--json")
     name = workload_name(workload)
@@ -202,12 +228,11 @@ def run(args: argparse.Namespace) -> int:
     db = open_database(db_path)
     flops = getattr(workload, "flops", None)
     if not args.quiet:
-        workers = f"{args.workers} worker{'s' if args.workers != 1 else ''}"
-        print(f"tuning {name}: {args.trials} trials, {search_label(args)} search, {args.cost_model} cost model, {workers}, "
+        print(f"tuning {name}: {args.trials} trials, {search_label(args)} search, {args.cost_model} cost model, {where}, "
               f"db {db_path}", file=sys.stderr)
     measurer = None
     try:
-        measurer = LocalMeasurer(workers=args.workers)
+        measurer = make_measurer(args)
         result = tune_with_progress(workload, args, db, measurer, space, f"{name}")
     except KeyboardInterrupt:
         best = db.best(workload, k=1)
