@@ -387,3 +387,18 @@ def test_results_say_where_they_were_measured_and_records_keep_it(measurer):
     assert rec.target == elsewhere  # filed under the machine that measured it, not this one
     lost = MeasureResult.failure(LOST, "the Dask worker was lost")
     assert MeasureResult.from_json(lost.to_json()) == lost and not lost.ok
+
+
+def test_a_background_thread_can_drive_the_measurer(measurer):
+    import threading
+
+    out, seen = [], []
+
+    def run() -> None:  # what a tuner that generates its next batch meanwhile would do
+        out.extend(measurer.measure(W, [schedule(1), schedule(4)], lambda i, r: seen.append(threading.current_thread())))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(120)
+    assert len(out) == 2 and all(r.ok for r in out)
+    assert seen == [thread, thread]  # on_result runs in the thread that measures

@@ -33,6 +33,11 @@ Design choices (2 cores, shared):
   the ranking), for the same wall time (26-30 s against 29-33 s). Pausing costs a compile slot the length of each timing, ~0.5 s per
   trial on GMM:2. ``overlap_builds=True`` is the choice when throughput matters more than
   the ranking's noise (or when kernels use fewer threads than there are cores).
+- **Across measurers on one machine** (``host_lock=True``: the measuring threads of Dask
+  workers, :mod:`.remote`), the go-ahead also needs the machine's
+  :class:`~.hostlock.HostLock`, an ``flock`` the kernel releases when its holder dies; while
+  another measurer holds it, this one's compiling and starting workers are stopped as for
+  its own timings (it looks every 20 ms).
 - **Workers are recycled** after ``max_compiles_per_worker`` fresh compiles, or when
   their resident memory passes ``max_worker_rss_mb``: numba never frees a compiled
   function (measured: see :data:`DEFAULT_MAX_COMPILES`).
@@ -443,6 +448,7 @@ class LocalMeasurer:
                 self._step(finish)
         except BaseException:
             self._resume()
+            self._paused_for_host = False
             self._release_host()
             for w in list(self._workers):  # a worker holding a task of this batch is in an unknown state
                 if w.index is not None:
