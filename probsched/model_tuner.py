@@ -46,7 +46,7 @@ from .tuner import DEFAULT_COST_MODEL, _resolve_model
 
 if TYPE_CHECKING:
     from .cost_model import CostModel
-    from .measure import LocalMeasurer
+    from .measure import Measurer
     from .target import Target
 
 log = logging.getLogger("probsched.tune")
@@ -191,7 +191,7 @@ def tune_model(
     strategy: Union[str, SearchStrategy] = "evolutionary",
     cost_model: Union[str, "CostModel", None] = DEFAULT_COST_MODEL,
     space: Optional[Callable] = None,
-    measurer: Optional["LocalMeasurer"] = None,
+    measurer: Optional["Measurer"] = None,
     seed: int = 0,
     batch_size: Optional[int] = None,
     retime_top: int = DEFAULT_MODEL_RETIME_TOP,
@@ -208,7 +208,8 @@ def tune_model(
     (:mod:`probsched.task_scheduler`). ``strategy``, ``cost_model``, ``space``: as for
     :func:`probsched.tune` (a strategy object is copied for each task). ``database``: a
     path, a :class:`~probsched.database.Database` or None (in memory). ``measurer``: shared
-    by every task (default: a :class:`~probsched.measure.LocalMeasurer` made here).
+    by every task (default: a :class:`~probsched.measure.LocalMeasurer` made here; a
+    :class:`~probsched.measure.DaskMeasurer` measures on a cluster).
     ``batch_size``: candidates per round (default :func:`default_batch_size`).
     ``retime_top``: candidates re-timed per weighty task at the end (0: none). ``compile``:
     build ``result.model``. ``callbacks``: called as ``cb(model_trial, result_so_far)``.

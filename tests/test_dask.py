@@ -117,6 +117,17 @@ def test_tune_and_retime_on_the_cluster_record_the_hosts_target(measurer, tmp_pa
         assert len(records) == 4 and all(rec.target == HOST for rec in records)
 
 
+def test_tune_model_measures_a_network_on_the_cluster(measurer, tmp_path):
+    path = str(tmp_path / "model.db")
+    fn, args = ps.models.get("bert_tiny")
+    res = ps.tune_model(fn, *args, trials=4, batch_size=2, measurer=measurer, database=path, strategy="replay",
+                        cost_model=None, retime_top=0, compile=False)
+    assert len(res.history) == 4
+    with Database(path) as db:
+        records = [rec for task in res.graph.tasks() for rec in db.records(task.workload)]
+    assert len(records) == 4 and any(rec.ok for rec in records) and all(rec.target == HOST for rec in records)
+
+
 def test_cli_tune_with_cluster(cluster, tmp_path, capsys):
     from probsched.cli import main
 
@@ -127,6 +138,8 @@ def test_cli_tune_with_cluster(cluster, tmp_path, capsys):
     with Database(db) as d:
         assert len(d.records(W)) == 2
     assert main(["tune", "GMM:small", "--cluster", cluster.scheduler_address, "--workers", "3", "--db", db]) == 2
+    assert "--workers" in capsys.readouterr().err
+    assert main(["tune-model", "bert_tiny", "--cluster", cluster.scheduler_address, "--workers", "2", "--db", db]) == 2
     assert "--workers" in capsys.readouterr().err
 
 

@@ -47,6 +47,14 @@ if TYPE_CHECKING:  # the measurer is imported where used: it loads numba
     from ..space import Space
 
 
+def add_measure_options(p: argparse.ArgumentParser) -> None:
+    """Where candidates are measured: ``--workers`` here, or ``--cluster`` (:func:`make_measurer`)."""
+    p.add_argument("--workers", type=positive_int, default=None, help="measuring worker processes on this machine (default 2)")
+    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+                   help="measure on a Dask cluster instead: its scheduler's address, e.g. tcp://HOST:8786 (needs "
+                        "`pip install 'probsched[dask]'` here and on the workers; README: 'Tuning on a cluster')")
+
+
 def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
     """The options ``tune`` and ``bench`` share (how to search and measure)."""
     p.add_argument("--trials", type=non_negative_int, default=trials, help=f"new candidates to measure (default {trials})")
@@ -64,10 +72,7 @@ def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
                         "plain top-k)")
     p.add_argument("--seed", type=int, default=None, help="random seed of the search and the model")
     p.add_argument("--batch-size", type=positive_int, default=32, help="candidates per measured batch (default 32)")
-    p.add_argument("--workers", type=positive_int, default=None, help="measuring worker processes on this machine (default 2)")
-    p.add_argument("--cluster", metavar="ADDRESS", default=None,
-                   help="measure on a Dask cluster instead: its scheduler's address, e.g. tcp://HOST:8786 (needs "
-                        "`pip install 'probsched[dask]'` here and on the workers; README: 'Tuning on a cluster')")
+    add_measure_options(p)
     p.add_argument("--retime-top", type=non_negative_int, default=DEFAULT_RETIME_TOP, metavar="K",
                    help=f"after the search, time the K fastest candidates again together and name the best by that "
                         f"(default {DEFAULT_RETIME_TOP}; 0: the search's fastest)")

@@ -16,14 +16,17 @@ import contextlib
 import json
 import math
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..search import STRATEGIES
 from ..task_scheduler import SCHEDULERS
 from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
 from .common import DB_HELP, CLIError, non_negative_int, open_database, positive_int
 from .model_import import MODEL_HELP, load_model
-from .tune import check_writable
+
+if TYPE_CHECKING:
+    from ..measure import Measurer
+from .tune import add_measure_options, check_writable, make_measurer, measure_label
 
 
 def add_parser(sub) -> None:
@@ -39,7 +42,7 @@ def add_parser(sub) -> None:
     p.add_argument("--cost-model", choices=COST_MODELS, default=DEFAULT_COST_MODEL, help=f"default {DEFAULT_COST_MODEL}")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=positive_int, default=None, help="candidates per round (default: about three rounds per task)")
-    p.add_argument("--workers", type=positive_int, default=2, help="measuring worker processes (default 2)")
+    add_measure_options(p)
     p.add_argument("--retime-top", type=non_negative_int, default=0, metavar="K",
                    help="re-time the K best candidates of each weighty task together at the end (default 0)")
     p.add_argument("--no-compare", action="store_true", help="do not time the network beside jax.jit")
@@ -74,9 +77,9 @@ class ModelProgress:
 
 def run(args: argparse.Namespace) -> int:
     from ..database import default_path
-    from ..measure import LocalMeasurer
     from ..model_tuner import tune_model
 
+    where = measure_label(args)  # contradicting options fail before anything is opened
     fn, example, graph = load_model(args.model)
     if args.json:
         check_writable(args.json, "--json")
@@ -85,9 +88,9 @@ def run(args: argparse.Namespace) -> int:
     tasks = graph.tasks()
     if not args.quiet:
         print(f"tuning {graph.name}: {len(tasks)} tasks, {args.trials} trials, {args.scheduler} scheduler, "
-              f"{args.strategy} search, {args.workers} workers, db {db_path}", file=sys.stderr)
+              f"{args.strategy} search, {where}, db {db_path}", file=sys.stderr)
     progress = ModelProgress(args.trials, graph.name, args.quiet)
-    measurer: Optional[LocalMeasurer] = None
+    measurer: Optional["Measurer"] = None
     try:
         if progress.bar.disable:
             redirect = contextlib.nullcontext()
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             from tqdm.contrib.logging import logging_redirect_tqdm
 
             redirect = logging_redirect_tqdm()
-        measurer = LocalMeasurer(workers=args.workers)
+        measurer = make_measurer(args)
         with redirect:
             result = tune_model(
                 graph, trials=args.trials, database=db, scheduler=args.scheduler, strategy=args.strategy,
