@@ -143,42 +143,36 @@ def via_tune(m: DaskMeasurer, strategy: str, trials: int, batch: int, seed: int)
 
 
 def pipelined(m: DaskMeasurer, strategy: str, trials: int, batch: int, seed: int) -> tuple:
-    """PROTOTYPE of a pipelined loop (not ps.tune): batch k+1 is generated and queued while
-    batch k is measured; results update the model and the strategy when they arrive."""
-    from probsched.search import SearchContext
-    from probsched.search import get as get_strategy
-    from probsched.tuner import _resolve_model, _start_from_transfer
+    """PROTOTYPE of a pipelined loop (not ps.tune): ``ps.tune``'s steps (a
+    :class:`~probsched.task_search.TaskSearch`: propose, record, observe), but batch k+1 is
+    proposed and queued (``DaskMeasurer.submit``) before batch k is waited for."""
+    from probsched.database import Database
+    from probsched.task_search import TaskSearch, fit_on_past, start_model_from_transfer
+    from probsched.tuner import _resolve_model
 
     w = ps.workloads.get("GMM:2")
-    wkey = w.func.structural_hash()
-    strat = get_strategy(strategy)
     model, transfer = _resolve_model(None if strategy == "replay" else ps.tuner.DEFAULT_COST_MODEL, seed)
-    ctx = SearchContext(w, ps.space.default(), model, seed, measured=set())
-    if transfer:
-        _start_from_transfer(model, wkey)
-        model.fit_features([], [], [])
-    since = time.time()
+    with Database(":memory:") as db:
+        search = TaskSearch(w, db, strategy=strategy, model=model, seed=seed)
+        if transfer:
+            start_model_from_transfer(model, [search.key])
+        fit_on_past(model, [search])
+        since = time.time()
 
-    def send(n: int):
-        cands = strat.generate(ctx, n)
-        ctx.measured.update(c.hash for c in cands)  # in flight: not proposed again
-        return cands, m.submit(w, [c.schedule for c in cands])
+        def send(n: int):
+            cands = search.propose(n)  # in flight from here: never proposed again
+            return cands, m.submit(w, [c.schedule for c in cands])
 
-    done = 0
-    current = send(min(batch, trials))
-    sent = len(current[0])
-    while current is not None:
-        following = send(min(batch, trials - sent)) if sent < trials else None
-        sent += len(following[0]) if following else 0
-        cands, out = current
-        results = out.wait()
-        done += len(results)
-        if model is not None:
-            model.update_features([c.features() for c in cands], [r.median for r in results], [wkey] * len(cands))
-        strat.observe(ctx, cands, results)
-        current = following
-    wall = time.time() - since
-    return 60.0 * done / wall, busy_while_work_waited(m, since)
+        current, sent = send(min(batch, trials)), min(batch, trials)
+        while current is not None:
+            following = send(min(batch, trials - sent)) if sent < trials else None
+            sent += len(following[0]) if following else 0
+            cands, out = current
+            results = out.wait(lambda i, r, cands=cands: search.record(cands, i, r))
+            search.observe(cands, results)
+            current = following
+        wall = time.time() - since
+        return 60.0 * search.trials / wall, busy_while_work_waited(m, since)
 
 
 def scaling(args) -> None:
