@@ -586,9 +586,12 @@ class LocalMeasurer:
             w.state, w.deadline, w.rss_mb = IDLE, None, msg[2]
             self._startup_failures = 0
         elif kind == "compiled":
-            w.compile_seconds = max(0.0, msg[1] - w.paused)  # the worker's clock ran while it was stopped
             w.state, w.deadline, w.ready_since = READY, None, time.monotonic()
-            self.stats.compile_seconds += w.ready_since - w.phase_start
+            seen = w.ready_since - w.phase_start  # stopped time already left out
+            # the worker's clock ran while it was stopped; the stop as timed here can be a
+            # signal's latency short of it, so the build never counts more than was seen here
+            w.compile_seconds = min(max(0.0, msg[1] - w.paused), seen)
+            self.stats.compile_seconds += seen
             self.stats.build_seconds += w.compile_seconds
         elif kind == "result":
             d = msg[1]
