@@ -41,7 +41,7 @@ from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, best_schedule, retime
 from .task_scheduler import MAX_FAILED_ROUNDS, TaskState
 from .task_scheduler import get as get_scheduler
-from .task_search import TaskSearch, Trial, fit_on_past, start_model_from_transfer
+from .task_search import TaskSearch, Trial, fit_on_past, run_rounds, start_model_from_transfer
 from .tuner import DEFAULT_COST_MODEL, _resolve_model
 
 if TYPE_CHECKING:
@@ -252,29 +252,35 @@ def tune_model(
                 start_model_from_transfer(shared, [s.key for s in searches])
             fit_on_past(shared, searches)
         spent = 0
-        while spent < trials:
-            i = sched.next_task(states, rng)
-            if i is None or not states[i].alive:
-                break
-            search, state = searches[i], states[i]
-            with _phase(result, "propose"):
-                cands = search.propose(min(batch, trials - spent))
-            if not cands:
-                state.alive = False
-                continue
+        index_of = {id(s): i for i, s in enumerate(searches)}
 
-            def record(index: int, res, cands=cands, i=i) -> None:
-                trial = search.record(cands, index, res)
-                states[i].best_seconds = search.best_seconds
-                states[i].trials += 1
-                event = ModelTrial(i, tasks[i].name, trial, len(result.history) + 1, _estimate(states))
-                result.history.append(event)
-                for cb in callbacks:
-                    cb(event, result)
+        def next_round():
+            nonlocal spent
+            while spent < trials:
+                i = sched.next_task(states, rng)
+                if i is None or not states[i].alive:
+                    return None
+                with _phase(result, "propose"):
+                    cands = searches[i].propose(min(batch, trials - spent))
+                if cands:
+                    spent += len(cands)
+                    return searches[i], cands
+                states[i].alive = False
+            return None
 
-            with _phase(result, "measure"):
-                results = measurer.measure(search.workload, [c.schedule for c in cands], on_result=record)
-            spent += len(cands)
+        def record(search: TaskSearch, cands, index: int, res) -> None:
+            i = index_of[id(search)]
+            trial = search.record(cands, index, res)
+            states[i].best_seconds = search.best_seconds
+            states[i].trials += 1
+            event = ModelTrial(i, tasks[i].name, trial, len(result.history) + 1, _estimate(states))
+            result.history.append(event)
+            for cb in callbacks:
+                cb(event, result)
+
+        def round_done(search: TaskSearch, cands, results) -> None:
+            i = index_of[id(search)]
+            state = states[i]
             with _phase(result, "learn"):
                 search.observe(cands, results)
             state.round_bests.append(search.best_seconds)
@@ -282,6 +288,12 @@ def tune_model(
             if state.failed_rounds >= MAX_FAILED_ROUNDS:
                 log.warning("%s: %d rounds without a successful trial; it leaves the rotation", tasks[i].name, MAX_FAILED_ROUNDS)
                 state.alive = False
+
+        before = dict(result.phase_seconds)
+        t0 = time.perf_counter()
+        run_rounds(measurer, next_round, record, round_done)
+        inner = sum(result.phase_seconds.get(k, 0.0) - before.get(k, 0.0) for k in ("propose", "learn"))
+        result.phase_seconds["measure"] = time.perf_counter() - t0 - inner  # what the rounds waited for
         if retime_top and result.history:
             with _phase(result, "retime"):
                 _retime_weighty(tasks, searches, states, db, measurer, retime_top, retime_rounds)

@@ -161,6 +161,62 @@ class TaskSearch:
         self.strategy.observe(self.ctx, batch, results)
 
 
+Round = Tuple[TaskSearch, List[Candidate]]
+
+
+def run_rounds(
+    measurer,
+    next_round: Callable[[], Optional[Round]],
+    on_result: Callable[[TaskSearch, List[Candidate], int, "MeasureResult"], None],
+    on_done: Callable[[TaskSearch, List[Candidate], list], None],
+) -> None:
+    """Measure rounds until ``next_round()`` returns None: ``on_result(search, batch, i,
+    result)`` as each result arrives, ``on_done(search, batch, results)`` when a round is
+    complete (where the model and the strategy learn).
+
+    A measurer that takes a batch without waiting for it (``submit``, as
+    :class:`~probsched.measure.DaskMeasurer` does) is fed one round ahead: the next round
+    is proposed and sent while the current one is measured, so a cluster's workers do not
+    wait for the search; that round's proposal has not seen the current round's results.
+    A local measurer is not: the search would take a core from the kernel being timed.
+
+    >>> calls = []
+    >>> class Now:
+    ...     def measure(self, w, schedules, on_result=None):
+    ...         return [None] * len(schedules)
+    >>> rounds = iter([(None, []), None])
+    >>> run_rounds(Now(), lambda: next(rounds), None, lambda s, b, r: calls.append(len(r)))
+    >>> calls
+    [0]
+    """
+    submit = getattr(measurer, "submit", None)
+    if not callable(submit):
+        while True:
+            nxt = next_round()
+            if nxt is None:
+                return
+            search, batch = nxt
+            results = measurer.measure(
+                search.workload if search is not None else None, [c.schedule for c in batch],
+                on_result=lambda i, r, s=search, b=batch: on_result(s, b, i, r),
+            )
+            on_done(search, batch, results)
+    inflight = None
+    while True:
+        nxt = next_round()
+        sent = None
+        if nxt is not None:
+            search, batch = nxt
+            sent = (search, batch, submit(search.workload, [c.schedule for c in batch]))
+        if inflight is not None:
+            search, batch, handle = inflight
+            results = handle.wait(lambda i, r, s=search, b=batch: on_result(s, b, i, r))
+            on_done(search, batch, results)
+        if sent is None:
+            return
+        inflight = sent
+
+
 def start_model_from_transfer(model: "CostModel", exclude: Sequence[str]) -> None:
     """Give ``model`` the shipped records of other workloads (never those of ``exclude``)."""
     from .cost_model.transfer import load_transfer
@@ -184,4 +240,4 @@ def fit_on_past(model: Optional["CostModel"], searches: Sequence[TaskSearch]) ->
         model.fit_features(feats, times, groups)
 
 
-__all__ = ["TaskSearch", "Trial", "features_of_records", "start_model_from_transfer", "fit_on_past"]
+__all__ = ["TaskSearch", "Trial", "features_of_records", "run_rounds", "start_model_from_transfer", "fit_on_past"]

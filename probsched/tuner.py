@@ -32,7 +32,7 @@ from .schedule import Schedule
 from .search import SearchStrategy
 from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, DEFAULT_RETIME_TOP, BestSchedule, best_schedule, retime
-from .task_search import TaskSearch, Trial, fit_on_past, start_model_from_transfer
+from .task_search import TaskSearch, Trial, fit_on_past, run_rounds, start_model_from_transfer
 from .workloads import Workload
 
 if TYPE_CHECKING:  # imported where used: the cost models load JAX, the measurer and kernels numba
@@ -223,20 +223,22 @@ def tune(
         if use_transfer:
             start_model_from_transfer(model, [search.key])
         fit_on_past(model, [search])
-        done = 0
-        while done < trials:
-            batch = search.propose(min(batch_size, trials - done))
-            if not batch:
-                break
+        proposed = 0
 
-            def record(index: int, res, batch=batch) -> None:
-                trial = search.record(batch, index, res)
-                for cb in callbacks:
-                    cb(trial, result)
+        def next_round():
+            nonlocal proposed
+            if proposed >= trials:
+                return None
+            batch = search.propose(min(batch_size, trials - proposed))
+            proposed += len(batch)
+            return (search, batch) if batch else None
 
-            results = measurer.measure(workload, [c.schedule for c in batch], on_result=record)
-            done += len(batch)
-            search.observe(batch, results)
+        def record(s: TaskSearch, batch, index: int, res) -> None:
+            trial = s.record(batch, index, res)
+            for cb in callbacks:
+                cb(trial, result)
+
+        run_rounds(measurer, next_round, record, lambda s, batch, results: s.observe(batch, results))
         if retime_top and result.history:  # nothing new measured: the last naming stands
             retime(workload, db, measurer, top=retime_top, rounds=retime_rounds)
         if not own_measurer and hasattr(measurer, "settle"):

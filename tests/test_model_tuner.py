@@ -146,3 +146,35 @@ def test_tune_model_end_to_end_matches_jax_jit(bert_tiny, tmp_path):
     x = np.random.default_rng(3).standard_normal(args[0].shape).astype(np.float32)
     np.testing.assert_allclose(res.model(x), np.asarray(jax.jit(fn)(x)), rtol=1e-4, atol=1e-4)
     assert "| task | weight | trials |" in res.summary()
+
+
+class QueuedMeasurer(ScriptedMeasurer):
+    """Takes a batch without waiting (as DaskMeasurer.submit); logs sends and waits."""
+
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def submit(self, workload, schedules):
+        self.log.append(("send", workload.name))
+        results = [self._result(workload, s) for s in schedules]
+        outer = self
+
+        class Handle:
+            def wait(self, on_result=None):
+                outer.log.append(("wait", workload.name))
+                for i, r in enumerate(results):
+                    if on_result:
+                        on_result(i, r)
+                return results
+
+        return Handle()
+
+
+def test_a_measurer_that_queues_batches_is_fed_one_round_ahead(bert_tiny):
+    m = QueuedMeasurer()
+    res = tune(bert_tiny, trials=24, batch_size=4, measurer=m, scheduler="round-robin")
+    kinds = [k for k, _ in m.log]
+    assert kinds[:3] == ["send", "send", "wait"]  # round 2 is out before round 1's results are read
+    assert kinds.count("send") == kinds.count("wait") == 6 and len(res.history) == 24
+    assert sum(t.trials for t in res.tasks) == 24
