@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import math
 import sys
 from typing import Any, Dict, List, Optional
@@ -44,15 +45,10 @@ from .tune import (
 #: The workloads of the issue's comparison with TVM MetaSchedule.
 DEFAULT_WORKLOADS = "GMM:2,GMM:3,C1D:0,C2D:2,DEP:0,T2D:0,CBR:1,SFM:2,NRM:2"
 
-#: Median µs of TVM MetaSchedule's best kernel after 128 trials (apache-tvm 0.27, llvm
-#: -mcpu=znver4, evolutionary search with XGBoost), as issue #9 reports them. They were
-#: measured on a Zen 4 machine with AVX-512: on another CPU the column is a reference, not a
-#: same-run comparison (the table says so). ``--tvm`` replaces them with MetaSchedule's
-#: results on this machine (``benchmarks/bench_tvm.py tune``).
-TVM_US: Dict[str, float] = {
-    "GMM:2": 2491.0, "GMM:3": 21080.0, "C1D:0": 65.6, "C2D:2": 2318.0, "DEP:0": 133.6,
-    "T2D:0": 849.0, "CBR:1": 1066.0, "SFM:2": 4817.0, "NRM:2": 50.0,
-}
+#: TVM MetaSchedule's best medians that ``bench`` shows without ``--tvm``: a file in the
+#: format of ``benchmarks/bench_tvm.py``'s summary, shipped with the package (it says where
+#: its numbers come from under ``_about``).
+TVM_REFERENCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "tvm_reference.json")
 
 
 def add_parser(sub) -> None:
@@ -93,7 +89,7 @@ def markdown(rows: List[Dict[str, Any]], header: str) -> str:
 
     ``ours µs``, numpy and jax.jit are timed in this run; ``ours µs (worker)`` is the best
     median the tuner's search measured (the JSON's ``ours_retimed_us`` is the named best's
-    median when re-timed with the other top candidates). ``TVM µs`` is :data:`TVM_US` (issue #9's measurement, another
+    median when re-timed with the other top candidates). ``TVM µs`` is :data:`TVM_REFERENCE` (issue #9's measurement, another
     machine) or, with ``--tvm``, MetaSchedule's best on this machine, both what *its* tuner
     measured, so ``vs TVM`` is TVM's time over ours (worker): like for like.
 
@@ -125,14 +121,13 @@ def markdown(rows: List[Dict[str, Any]], header: str) -> str:
 
 
 def load_tvm_times(path: Optional[str]) -> Dict[str, float]:
-    """Median µs of TVM's best kernel per workload: :data:`TVM_US` without ``path``, else
-    the ``tvm_worker_us`` entries of ``benchmarks/bench_tvm.py``'s summary at ``path``.
+    """Median µs of TVM's best kernel per workload: the ``tvm_worker_us`` entries of
+    ``benchmarks/bench_tvm.py``'s summary at ``path`` (default :data:`TVM_REFERENCE`).
 
     >>> load_tvm_times(None)["GMM:2"]
     2491.0
     """
-    if path is None:
-        return dict(TVM_US)
+    path = TVM_REFERENCE if path is None else path
     try:
         with open(path) as fh:
             data = json.load(fh)
@@ -151,7 +146,7 @@ def bench_row(
     result: TuneResult, trials: int, tvm_us: Optional[Dict[str, float]] = None, search_best_seconds: Optional[float] = None
 ) -> Dict[str, Any]:
     """Time ``result``'s best kernel, numpy and jax.jit now; one row of the table
-    (``tvm_us``: TVM's times per workload, :data:`TVM_US` by default).
+    (``tvm_us``: TVM's times per workload, :data:`TVM_REFERENCE`'s by default).
     ``search_best_seconds``: the fastest median the search measured (the worker column,
     like TVM's; default: the best's own), which the re-timed best may not be."""
     from ..codegen.spin_pool import counting_launches
@@ -159,7 +154,7 @@ def bench_row(
     with counting_launches() as launches:  # only our kernel uses the pool: how its parallel loops ran here
         times = {name: row for name, row in ((r["implementation"], r) for r in comparison(result.compare(), result.best.flops))}
     ours, np_row, jax_row = times["probsched"], times.get("numpy"), times.get("jax")
-    tvm = (TVM_US if tvm_us is None else tvm_us).get(result.name)
+    tvm = (load_tvm_times(None) if tvm_us is None else tvm_us).get(result.name)
     worker_us = (search_best_seconds or result.best.search_seconds) * 1e6
     return {
         "workload": result.name,

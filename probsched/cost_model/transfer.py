@@ -4,40 +4,23 @@ A tuning run's first batch is otherwise chosen blind: the model has seen nothing
 workload yet, so the evolutionary search falls back to draws from the design space's prior.
 The features are workload-agnostic (per store: arithmetic, loop kinds, footprints, reuse),
 so a model trained on other workloads ranks a new workload's candidates far better than
-chance (``python benchmarks/bench_cost_model.py transfer`` measures it, one workload left
-out at a time). ``CostModel.set_transfer`` trains the model on such records at once and
-keeps them beside the workload's own in every later training; ``ps.tune(...,
-cost_model="mlp-transfer")`` does so with the shipped records.
+chance. ``CostModel.set_transfer`` trains the model on such records at once and keeps them
+beside the workload's own in every later training; ``ps.tune(...,
+cost_model="mlp-transfer")`` (the default) does so with the shipped records. What it buys,
+and how it was measured, is in ``benchmarks/README.md`` (``python
+benchmarks/bench_cost_model.py transfer`` measures the ranking, one workload left out at a
+time).
 
-It is the default (since 2026-12-02). With the AVX2 VM's records, after the first 32 trials it
-led the MLP from scratch in 10 of 12 paired runs (by up to 1.46x; one level, DEP:0 seed 0 lost:
-benchmarks/HISTORY.md, section "Transfer"). Over 128 trials the two end close (four paired
-wins, two losses, five level), and evolutionary search with it beats random search on all nine
-workloads (median of three seeds). Offline too, its lead is in the first rounds: with 64
-records of the workload's own, both models rank the rest alike (``python
-benchmarks/bench_cost_model.py transfer --later 32,64,96``). Training on ~1000-1500 extra
-records costs seconds per (re)training; random search, which never asks the model, trains none.
-
-The shipped records (:data:`TRANSFER_PATHS`, ~240 KB each) hold features, run times and
-workload groups of up to 128 tuned records per workload, one file per vector width of the CPU
-they were measured on, since run times, and so the ranking a model learns from them, depend
-on it: ``transfer_records_avx512.npz`` from this project's VM while it was a Zen 4 with
-AVX-512 (2026-12-02/03), ``transfer_records_avx2.npz`` from the same VM as an AVX2 Zen 3
-(2026-12-03/04). :func:`transfer_path` picks the file of the host's width (or
-``$PROBSCHED_TRANSFER``, a user's own). On the Zen 3, DEP:0 tuned from the AVX2 file
-reached 73.2 / 93.3 / 87.7 µs (seeds 0-2, fastest search median) against 76.2 / 110.8 / 98.5
-from the AVX-512 one (``benchmarks/data/zen3_1204.md``, "Transfer records per vector width").
-Each file holds the nine benchmark workloads and other shapes of the depthwise convolution
-(DEP:1-3), which has no relative among them. Without those, a tuning run of DEP:0 started
-from a model that had seen no depthwise convolution; with them (on the Zen 4) its named best
-over five seeds went from a median of 56.5 to 41.0 µs
-(``benchmarks/data/transfer_siblings_1203.md``; records of other shapes of the norm and the
-softmax were tried there too, and not shipped). :func:`load_transfer` leaves out the group
-being tuned (a workload's own records come from its database, never from here) and returns
-None, with a warning, when the file is missing or was made with other feature columns:
-rebuild a file with ``python -m probsched.cost_model.transfer DB... [--out FILE]`` (by default
-the shipped file of this machine's width), or add a workload's records to one with
-``--base`` (:func:`build_transfer`).
+The shipped records (:data:`TRANSFER_PATHS`) hold features, run times and workload groups of
+up to 128 tuned records per workload, one file per vector width of the CPU they were measured
+on (run times, and so the ranking a model learns from them, depend on it): the nine benchmark
+workloads and other shapes of the depthwise convolution, which has no relative among them.
+:func:`transfer_path` picks the file of the host's width (or ``$PROBSCHED_TRANSFER``, a user's
+own). :func:`load_transfer` leaves out the groups being tuned (a workload's own records come
+from its database, never from here) and returns None, with a warning, when the file is
+missing or was made with other feature columns. Build a file with ``python -m
+probsched.cost_model.transfer DB... [--out FILE]`` (by default the shipped file of this
+machine's width), or add a workload's records to one with ``--base`` (:func:`build_transfer`).
 
 >>> records = load_transfer()
 >>> records is not None and len(records) > 500 and records.features[0].shape[1] == N_FEATURES
