@@ -407,19 +407,30 @@ class LocalMeasurer:
                     which = index if not isinstance(result, list) else member
                     log.error("WRONG RESULT (a compiler bug?) for %s candidate %d: %s", job["name"], which, r.error_message)
             if on_result is not None:
+                self.stats.tick(time.monotonic(), "caller")  # the workers wait for the caller's dispatch
                 on_result(index, result)
 
         try:
             while remaining[0]:
                 self._dispatch(pending, job, units)
+                self._tick()
                 self._step(finish)
+                self._tick()
         except BaseException:
+            self.stats.tick(time.monotonic(), None)
             self._resume()
             for w in list(self._workers):  # a worker holding a task of this batch is in an unknown state
                 if w.index is not None:
                     self._replace(w, kill=True)
             raise
+        self.stats.tick(time.monotonic(), None)
         return results
+
+    def _tick(self) -> None:
+        """Charge the wall time since the last tick to what the workers were doing (stats.wall)."""
+        states = {w.state for w in self._workers}
+        mode = "run" if RUNNING in states else "compile" if COMPILING in states else "start" if STARTING in states else "idle"
+        self.stats.tick(time.monotonic(), mode)
 
     def _dispatch(self, pending: collections.deque, job: dict, units: List[dict]) -> None:
         running = any(w.state == RUNNING for w in self._workers)
@@ -526,6 +537,8 @@ class LocalMeasurer:
             index, w.index = w.index, None
             w.state, w.deadline, w.compiles, w.rss_mb = IDLE, None, d["compiles"], d["rss_mb"]
             self.stats.memory.append((w.proc.pid, w.compiles, w.rss_mb))
+            self.stats.check_seconds += d.get("check_seconds", 0.0)
+            self.stats.timing_seconds += d.get("timing_seconds", 0.0)
             if "group" in d:
                 result = [MeasureResult(tuple(m["run_seconds"]), m["compile_seconds"], m["error_kind"], m["error_message"]) for m in d["group"]]
             else:

@@ -104,6 +104,12 @@ def _result(error_kind: Optional[str] = None, message: str = "", compile_seconds
     }
 
 
+def _with_phases(result: dict, check_seconds: float, timing_seconds: float) -> dict:
+    """``result`` with the seconds its run spent checking and timing (the measurer's stats)."""
+    result["check_seconds"], result["timing_seconds"] = check_seconds, timing_seconds
+    return result
+
+
 def _build(state: _State, task: dict, trace_json: str, fault: Optional[str]):
     """Replay the trace, build the candidate (and the unscheduled reference if needed)."""
     from .. import build
@@ -169,12 +175,14 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
     """Check the kernel against the reference, then time it (the caller said "go")."""
     from .timer import time_callable
 
+    start = time.perf_counter()
     ref = _reference(state, task, func, ref_kernel)
     if isinstance(ref, dict):
         return ref
     args = _checked_arguments(state, task, ref, func, kernel, compile_seconds)
+    checked = time.perf_counter()
     if isinstance(args, dict):
-        return args
+        return _with_phases(args, checked - start, 0.0)
     try:
         timing = time_callable(
             kernel.bind(*args),  # checked once; the timed calls run the compiled code only
@@ -184,7 +192,7 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
         )
     except Exception:
         return _result(RUNTIME, _error_text(3), compile_seconds, state=state)
-    return _result(None, "", compile_seconds, timing.means, state=state)
+    return _with_phases(_result(None, "", compile_seconds, timing.means, state=state), checked - start, time.perf_counter() - checked)
 
 
 def _build_group(state: _State, task: dict) -> tuple:
@@ -214,6 +222,7 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
         return {**ref, "group": [ref for _ in members]}
     results: list = list(members)
     calls = {}
+    start = time.perf_counter()
     for i, member in enumerate(members):
         if isinstance(member, dict):
             continue
@@ -223,6 +232,7 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
             results[i] = args
         else:
             calls[i] = kernel.bind(*args)
+    checked = time.perf_counter()
     if calls:
         try:
             # no settling pause: it is there for numpy's spinning BLAS threads, absent here.
@@ -237,7 +247,7 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
                 results[i] = failed
         for i, t in timings.items():
             results[i] = _result(None, "", members[i][1], t.means, state=state)
-    return {**_result(state=state), "group": results}
+    return _with_phases({**_result(state=state), "group": results}, checked - start, time.perf_counter() - checked)
 
 
 def _resume(pids) -> None:
