@@ -66,6 +66,7 @@ def main(A, S):
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -515,6 +516,7 @@ class Emitter:
 
     @contextlib.contextmanager
     def _iterators(self, blk: Block):
+        assigned = []  # (line index, name) of the iterators given an assignment line
         with contextlib.ExitStack() as stack:
             for it, b in zip(blk.iters, blk.bindings):
                 e = self._sub(b)
@@ -525,9 +527,27 @@ class Emitter:
                     name = self.iter_names.get(key)
                     if name is None:
                         name = self.iter_names[key] = self.namer.fresh(it.var.name)
+                    assigned.append((len(self.fn.spec.lines), name))
                     self.line(f"{name} = {self.writer.src(e)}")
                     stack.enter_context(self._bind(it.var.name, Var(name), name))
             yield
+        self._drop_unused(assigned)
+
+    def _drop_unused(self, assigned: List[Tuple[int, str]]) -> None:
+        """Delete the assignment lines of iterators that no line after them reads.
+
+        A block's body often reads a few of its iterators (a compacted local tile is indexed
+        by the inner loops alone), and each unrolled copy repeated the others' ``//`` and
+        ``%``: LLVM drops them, but numba types and lowers every one first, and its compile
+        time grows with the statements it is given (on DEP:0's candidates about a fifth of
+        the lines were such assignments). Lines are only ever appended, and an enclosing
+        ``indented`` compares lines from before this block, so deleting here is safe.
+        """
+        lines = self.fn.spec.lines
+        for index, name in reversed(assigned):
+            used = re.compile(r"\b" + re.escape(name) + r"\b")
+            if not any(used.search(text) for text in lines[index + 1 :]):
+                del lines[index]
 
     @contextlib.contextmanager
     def _guard(self, cond: Expr):
