@@ -31,3 +31,58 @@ def test_no_unused_iterator_assignments():
         assert any(re.search(rf"\b{name}\b", later) for later in lines[i + 1 :]), f"{name} assigned, never read"
     inputs = w.random_inputs(np.random.default_rng(0))
     w.check(ps.build(sch).run(*inputs), w.reference(*inputs))
+
+
+def _synthetic(n: int = 48, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    feats = [rng.random((int(rng.integers(1, 4)), 6)).astype("float32") for _ in range(n)]
+    secs = [1.0 + float(f[:, 0].sum()) for f in feats]
+    return feats, secs
+
+
+def _count_fits(monkeypatch, cls) -> list:
+    """Record the number of programs of every real training of ``cls``."""
+    fits: list = []
+    fit = cls._fit
+
+    def counting(self, x, t, g):
+        fits.append(len(x))
+        return fit(self, x, t, g)
+
+    monkeypatch.setattr(cls, "_fit", counting)
+    return fits
+
+
+def test_mlp_trains_when_asked_on_the_data_it_had(monkeypatch):
+    from probsched.cost_model import MLPModel
+
+    fits = _count_fits(monkeypatch, MLPModel)
+    feats, secs = _synthetic()
+    eager = MLPModel(seed=0, hidden=(16,), epochs=5)
+    eager.lazy_training = False
+    eager.update_features(feats[:40], secs[:40], ["g"] * 40)
+    lazy = MLPModel(seed=0, hidden=(16,), epochs=5)
+    assert lazy.update_features(feats[:40], secs[:40], ["g"] * 40) and fits == [40]  # the eager one trained
+    assert not lazy.update_features(feats[40:], secs[40:], ["g"] * 8)  # too few new records to retrain
+    # the deferred training uses the 40 records of its decision, as the eager one did
+    np.testing.assert_allclose(lazy.predict_features(feats), eager.predict_features(feats), rtol=1e-5)
+    assert fits == [40, 40] and lazy.n_trained == 40
+    lazy.predict_features(feats)
+    assert fits == [40, 40]  # trained once
+
+
+def test_transfer_training_is_read_from_the_cache(monkeypatch, tmp_path):
+    from probsched.cost_model import MLPModel
+
+    monkeypatch.setenv("PROBSCHED_CACHE_DIR", str(tmp_path))
+    fits = _count_fits(monkeypatch, MLPModel)
+    feats, secs = _synthetic()
+    scores = []
+    for _ in range(2):
+        m = MLPModel(seed=0, hidden=(16,), epochs=5).set_transfer(feats, secs, ["other"] * len(feats))
+        scores.append(m.predict_features(feats[:5]))
+    assert fits == [len(feats)]
+    np.testing.assert_array_equal(scores[0], scores[1])
+    m.update_features(feats[:32], secs[:32], ["own"] * 32)  # own records: trained, not cached
+    m.predict_features(feats[:5])
+    assert fits == [len(feats), len(feats) + 32]
