@@ -86,3 +86,40 @@ def test_transfer_training_is_read_from_the_cache(monkeypatch, tmp_path):
     m.update_features(feats[:32], secs[:32], ["own"] * 32)  # own records: trained, not cached
     m.predict_features(feats[:5])
     assert fits == [len(feats), len(feats) + 32]
+
+
+def test_timing_stops_early_for_a_clearly_slower_candidate_and_the_record_says_so():
+    from probsched.database import Database, TuningRecord
+    from probsched.measure import LocalMeasurer
+    from probsched.selection import best_schedule
+
+    w = ps.workloads.small("GMM")
+    fast, slow = ps.Schedule(w.func), ps.Schedule(w.func)
+    slow.split(slow.get_loops(slow.get_block("Z"))[1], [2, 2])
+    with LocalMeasurer(workers=1, repeat=5, min_repeat_ms=2) as m:  # one worker: in order
+        results = m.measure(w, [fast, slow], _faults={1: "slow"})
+    assert results[0].ok and not results[0].stopped_early and len(results[0].run_seconds) == 5
+    assert results[1].ok and results[1].stopped_early and len(results[1].run_seconds) == 2
+    assert min(results[1].run_seconds) > 2 * results[0].median and m.stats.stopped_early == 1
+    db = Database(":memory:")
+    key = db.commit_workload(w)
+    for sch, r in zip([fast, slow], results):
+        db.commit_record(TuningRecord.from_result(key, sch, r))
+    assert [r.stopped_early for r in db.records(w)] == [False, True]
+    # even a stopped candidate stored as the fastest is never named best on its partial timing
+    lucky = TuningRecord.from_result(key, slow, ps.measure.MeasureResult((1e-9, 1e-9), stopped_early=True))
+    db.commit_record(lucky)
+    assert db.best(w, k=1)[0].stopped_early and best_schedule(db, w).record.candidate_hash == fast.mod.structural_hash()
+
+
+def test_stopped_early_survives_json_and_leaves_old_record_keys_alone():
+    from probsched.database import TuningRecord
+    from probsched.measure import MeasureResult
+
+    w = ps.workloads.small("GMM")
+    sch = ps.Schedule(w.func)
+    full = TuningRecord.from_result(w, sch, MeasureResult((1e-6,) * 5))
+    assert "stopped_early" not in full.to_dict()  # keys (hashes of the JSON) as before the field
+    early = TuningRecord.from_result(w, sch, MeasureResult((1e-6, 2e-6), stopped_early=True))
+    assert TuningRecord.from_json(early.to_json()).stopped_early and early.result.stopped_early
+    assert MeasureResult.from_json(early.result.to_json()).stopped_early

@@ -18,6 +18,12 @@ failed result has no times, a median of ``inf`` and an ``error_kind`` among
 (False, inf, ())
 >>> MeasureResult.from_json(bad.to_json()) == bad
 True
+
+A result whose timing was stopped early (``stopped_early``: after fewer repeats than asked,
+because even its fastest repeat was slower than twice the best median measured so far; see
+:mod:`.timer`) is ``ok``, and its median ranks it: it cannot be the fastest of its run,
+since a fully timed candidate was at least twice as fast, and the tuner never names it best
+without timing it in full (:mod:`probsched.selection`).
 """
 
 from __future__ import annotations
@@ -44,12 +50,14 @@ class MeasureResult:
     compile_seconds: float = 0.0
     error_kind: Optional[str] = None
     error_message: str = ""
+    stopped_early: bool = False  # timed with fewer repeats than asked: clearly slower than the best
 
     def __post_init__(self) -> None:
         if self.error_kind is not None and self.error_kind not in ERROR_KINDS:
             raise ValueError(f"MeasureResult: error_kind {self.error_kind!r} is not one of {ERROR_KINDS}")
         object.__setattr__(self, "run_seconds", tuple(float(s) for s in self.run_seconds))
         object.__setattr__(self, "compile_seconds", float(self.compile_seconds))
+        object.__setattr__(self, "stopped_early", bool(self.stopped_early))
 
     @staticmethod
     def failure(kind: str, message: str, compile_seconds: float = 0.0) -> "MeasureResult":
@@ -74,4 +82,4 @@ class MeasureResult:
     def from_json(text: str) -> "MeasureResult":
         """Rebuild a result from :meth:`to_json` text."""
         d = json.loads(text)
-        return MeasureResult(tuple(d["run_seconds"]), d["compile_seconds"], d["error_kind"], d["error_message"])
+        return MeasureResult(tuple(d["run_seconds"]), d["compile_seconds"], d["error_kind"], d["error_message"], d.get("stopped_early", False))

@@ -48,6 +48,7 @@ class MeasureStats:
     timing_seconds: float = 0.0
     wait_seconds: float = 0.0
     worker_starts: int = 0
+    stopped_early: int = 0  # candidates whose timing stopped early (LocalMeasurer.early_stop)
     memory: List[Tuple[int, int, float]] = field(default_factory=list)
     wall: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(WALL_MODES, 0.0))
     _mode: Optional[str] = field(default=None, repr=False)

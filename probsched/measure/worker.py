@@ -101,6 +101,7 @@ def _result(error_kind: Optional[str] = None, message: str = "", compile_seconds
         "error_message": message,
         "compiles": state.compiles if state else 0,
         "rss_mb": rss_mb(),
+        "stopped_early": False,
     }
 
 
@@ -189,10 +190,14 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
             repeat=task["repeat"],
             min_repeat_ms=task["min_repeat_ms"],
             flush_cache=task["flush_cache"],
+            reuse_calibration=task.get("reuse_calibration", False),
+            stop_above=task.get("stop_above"),
         )
     except Exception:
         return _result(RUNTIME, _error_text(3), compile_seconds, state=state)
-    return _with_phases(_result(None, "", compile_seconds, timing.means, state=state), checked - start, time.perf_counter() - checked)
+    result = _result(None, "", compile_seconds, timing.means, state=state)
+    result["stopped_early"] = timing.stopped_early
+    return _with_phases(result, checked - start, time.perf_counter() - checked)
 
 
 def _build_group(state: _State, task: dict) -> tuple:
