@@ -123,3 +123,29 @@ def test_stopped_early_survives_json_and_leaves_old_record_keys_alone():
     early = TuningRecord.from_result(w, sch, MeasureResult((1e-6, 2e-6), stopped_early=True))
     assert TuningRecord.from_json(early.to_json()).stopped_early and early.result.stopped_early
     assert MeasureResult.from_json(early.result.to_json()).stopped_early
+
+
+def test_float32_screen_never_passes_what_the_exact_check_fails():
+    from probsched.measure.reference import Reference
+    from probsched.workloads.workload import _check_close
+
+    rng = np.random.default_rng(0)
+    e = (rng.standard_normal(200_000) * 10.0 ** rng.integers(-3, 4, 200_000)).astype(np.float32)
+    rtol = atol = 1e-4
+    tol = atol + rtol * np.abs(e.astype(np.float64))
+    # outputs at the tolerance's edge: a hair inside, on it, a hair outside, in float32
+    got = (e.astype(np.float64) + tol * rng.choice([-1.0, 1.0], e.size) * rng.uniform(0.999999, 1.000001, e.size)).astype(np.float32)
+    ref = Reference({}, {"y": e}, rtol, atol)
+    exact = np.abs(got.astype(np.float64) - e.astype(np.float64)) <= tol
+    # elementwise: the screen's per-element verdict implies the exact one
+    ref._screen("y", got)
+    _, _, ok = ref._screens["y"]
+    assert not np.any(ok & ~exact) and ok.sum() > 0.3 * e.size and (~exact).sum() > 0.3 * e.size
+    bad = got.copy()
+    bad[5] = np.nan
+    assert not ref._screen("y", bad)
+    try:
+        _check_close("y", bad, e, rtol, atol)
+        raise AssertionError("NaN passed")
+    except AssertionError as exc:
+        assert "differ" in str(exc)
