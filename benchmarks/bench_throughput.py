@@ -156,6 +156,15 @@ def one(args) -> dict:
             self.retime_wall = time.perf_counter() - t
             return out
 
+    def cached_models() -> int:  # trained-model cache entries (probsched.cost_model.trained_cache)
+        try:
+            from probsched import cache
+
+            return len(os.listdir(cache.folder("models")))
+        except Exception:  # code without that cache
+            return 0
+
+    models_before = cached_models()
     workload = ps.workloads.get(args.workload)
     db_path = args.db or os.path.join(tempfile.mkdtemp(prefix="bench-throughput-"), "t.db")
     load_before = os.getloadavg()[0]
@@ -216,6 +225,8 @@ def one(args) -> dict:
         "search_stats": {k: v for k, v in search_stats.__dict__.items() if not k.startswith("_") and k != "memory"},
         "retime_stats": {k: v for k, v in rs.__dict__.items() if not k.startswith("_") and k != "memory"},
         "worker_starts": stats.worker_starts,
+        "stopped_early": getattr(stats, "stopped_early", 0),
+        "model_cache_stored": cached_models() - models_before,
         "load_before": load_before,
         "load_after": os.getloadavg()[0],
         "db": db_path,

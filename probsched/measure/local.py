@@ -105,6 +105,10 @@ DEFAULT_MAX_RSS_MB = 768.0
 #: ``early_stop`` of a :class:`LocalMeasurer`: stop timing a candidate whose first two
 #: repeats were both slower than this many times the best median timed in full so far.
 DEFAULT_EARLY_STOP = 2.0
+#: ``together_warm_up`` of a :class:`LocalMeasurer`: before each timed repeat of a
+#: :meth:`~LocalMeasurer.measure_together` round, a tenth of a repeat runs untimed (a whole
+#: one until 2026-12-04: the re-timing took twice as long and picked alike).
+DEFAULT_TOGETHER_WARM_UP = 0.1
 
 STARTING, IDLE, COMPILING, READY, RUNNING = "starting", "idle", "compiling", "ready", "running"
 _STARTUP_TIMEOUT = 120.0
@@ -205,7 +209,8 @@ class LocalMeasurer:
     protocol (:func:`~probsched.measure.timer.time_callable`); ``reuse_calibration``: the
     calibration's last pass is the first repeat; ``early_stop``: stop timing a candidate
     after two repeats slower than this many times the best median timed in full so far
-    (None: never; see the module doc). ``check``: compare every
+    (None: never; see the module doc); ``together_warm_up``: the part of a repeat each
+    candidate of :meth:`measure_together` runs untimed before each timed one. ``check``: compare every
     kernel's outputs with the reference before timing it. ``max_compiles_per_worker``,
     ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether workers
     keep compiling while a kernel is timed (default: they are paused). ``start_method``: ``"spawn"`` or
@@ -229,6 +234,7 @@ class LocalMeasurer:
         start_method: str = "spawn",
         early_stop: Optional[float] = DEFAULT_EARLY_STOP,
         reuse_calibration: bool = True,
+        together_warm_up: float = DEFAULT_TOGETHER_WARM_UP,
     ) -> None:
         if workers < 1 or repeat < 1 or max_compiles_per_worker < 1:
             raise ValueError("LocalMeasurer: workers, repeat and max_compiles_per_worker must be >= 1")
@@ -247,6 +253,7 @@ class LocalMeasurer:
         self.max_worker_rss_mb = float(max_worker_rss_mb)
         self.early_stop = None if early_stop is None else float(early_stop)
         self.reuse_calibration = bool(reuse_calibration)
+        self.together_warm_up = float(together_warm_up)
         self._best: Dict[str, float] = {}  # func key -> best median timed in full by this measurer
         self._ctx = multiprocessing.get_context(start_method)
         self._tmpdir = tempfile.mkdtemp(prefix="probsched-measure-")
@@ -398,7 +405,12 @@ class LocalMeasurer:
         job, traces, faults = self._inputs(workload, schedules, _faults)
         if not traces:
             return []
-        unit = {"trace_jsons": traces, "faults": [faults.get(i) for i in range(len(traces))], "rounds": int(rounds)}
+        unit = {
+            "trace_jsons": traces,
+            "faults": [faults.get(i) for i in range(len(traces))],
+            "rounds": int(rounds),
+            "warm_up": self.together_warm_up,
+        }
         (out,) = self._measure_units(job, [unit], None)
         return list(out) if isinstance(out, list) else [out] * len(traces)
 

@@ -95,17 +95,25 @@ def time_callable(
 
 
 def time_interleaved(
-    fns: Dict[str, Callable[[], object]], *, rounds: int = 7, min_repeat_ms: float = 30.0, settle_s: float = 0.2
+    fns: Dict[str, Callable[[], object]],
+    *,
+    rounds: int = 7,
+    min_repeat_ms: float = 30.0,
+    settle_s: float = 0.2,
+    warm_up: float = 1.0,
 ) -> Dict[str, Timing]:
     """Time several implementations of one computation in ``rounds`` rounds, each round
     one repeat of every implementation (the order rotating, so none always runs first);
     each implementation's median is then taken over the same stretch of time as the others'.
 
-    Before each repeat: ``settle_s`` of sleep, then one untimed repeat. Measured on GMM-2
-    (our best kernel, numpy, jax.jit in one process): right after numpy's calls our
-    two-thread kernel ran 2x slower for ~0.1 s (OpenBLAS's threads keep spinning for work),
-    and a repeat started cold after a pause ran ~2x slower too (threads asleep); without
-    both, the interleaved median of our kernel was 3.5-4.6 ms against 1.9-2.4 ms alone.
+    Before each repeat: ``settle_s`` of sleep, then ``warm_up`` of a repeat untimed (at
+    least one call; 1.0, the default, is a whole repeat). Measured on GMM-2 (our best
+    kernel, numpy, jax.jit in one process): right after numpy's calls our two-thread kernel
+    ran 2x slower for ~0.1 s (OpenBLAS's threads keep spinning for work), and a repeat
+    started cold after a pause ran ~2x slower too (threads asleep); without both, the
+    interleaved median of our kernel was 3.5-4.6 ms against 1.9-2.4 ms alone. Kernels of
+    ours alone, without pauses (the tuner's re-timing), only need their data back in cache
+    and their threads awake: a tenth of a repeat does that (``benchmarks/THROUGHPUT.md``).
 
     >>> t = time_interleaved({"sum": lambda: np.ones(1000).sum(), "max": lambda: np.ones(1000).max()},
     ...                      rounds=3, min_repeat_ms=1)
@@ -121,7 +129,7 @@ def time_interleaved(
     for r in range(rounds):
         for n in names[r % len(names):] + names[: r % len(names)]:
             time.sleep(settle_s)
-            _repeat_mean(fns[n], numbers[n], False)  # untimed: threads awake, caches warm
+            _repeat_mean(fns[n], max(1, int(numbers[n] * warm_up)), False)  # untimed: threads awake, caches warm
             means[n].append(_repeat_mean(fns[n], numbers[n], False))
     return {n: Timing(means[n], numbers[n]) for n in names}
 

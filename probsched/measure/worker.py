@@ -244,7 +244,9 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
             # Measured (benchmarks/bench_retime.py protocols, the 8 best of DEP:0 and T2D:0,
             # twice each): 15 rounds without pauses picked among the same two or three
             # candidates as 5 rounds with pauses, in the same 15-20 s, with lower medians
-            timings = time_interleaved(calls, rounds=task["rounds"], min_repeat_ms=task["min_repeat_ms"], settle_s=0.0)
+            timings = time_interleaved(
+                calls, rounds=task["rounds"], min_repeat_ms=task["min_repeat_ms"], settle_s=0.0, warm_up=task.get("warm_up", 1.0)
+            )
         except Exception:
             failed = _result(RUNTIME, _error_text(3), state=state)
             timings = {}
