@@ -166,6 +166,8 @@ class Kernel:
         self._output_positions = [i for i, out in enumerate(self._is_output) if out]
         self._dtypes = [np.dtype(b.dtype) for b in func.params]
         self._intermediates = [aligned_empty(b.size, b.dtype) for b in module.wrapper_allocs]
+        # the launchers' and parallel bodies' addresses in this process (the entry's last arguments)
+        self._addresses = list(compiled.addresses)
         self._segments = module.segments
         self.threads = max(1, int(getattr(target, "threads", 1) or 1))
         self._numba_threads = _numba_thread_count(self.threads) if self.parallel_form == "prange" else 1
@@ -218,6 +220,7 @@ class Kernel:
                 flat[other_pos] = other.copy()  # an input that is also written: read a snapshot
         flat = [a.reshape(-1) for a in flat]
         flat.extend(self._intermediates)
+        flat.extend(self._addresses)
         return flat
 
     def __call__(self, *arrays) -> None:
