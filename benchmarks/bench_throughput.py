@@ -20,7 +20,9 @@ fresh process, and splits the run's wall time into parts that add up to it:
   reference and the transfer model's first training; the end of the run).
 
 Every row is divided by the trials asked (re-timing included, as issue #53 counts it). The
-worker-side columns (``slot use``) say how busy the two worker processes were.
+worker-side columns (``slot use``) say how busy the two worker processes were. Each run gets
+its own disk cache of compiled programs (:mod:`probsched.codegen.program_cache`; the
+micro-kernels and trained models are shared): a run compiles its candidates itself.
 
 ``--arm NAME=TREE`` (repeatable) runs each workload once per arm, each arm from its own
 source tree (``PYTHONPATH``; e.g. a ``git worktree`` of the code before), alternating the
@@ -110,8 +112,22 @@ class _Clock:
         return timed
 
 
+def fresh_program_cache() -> str:
+    """Point ``$PROBSCHED_CACHE_DIR`` at a new directory that shares the usual one's
+    micro-kernels and trained models but starts with no compiled program: a run measures
+    compiling its candidates, not loading those of an earlier run of the same seed."""
+    shared = os.environ.get("PROBSCHED_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "probsched")
+    root = tempfile.mkdtemp(prefix="bench-throughput-cache-")
+    for kind in ("kernels", "models"):
+        os.makedirs(os.path.join(shared, kind), exist_ok=True)
+        os.symlink(os.path.join(shared, kind), os.path.join(root, kind))
+    os.environ["PROBSCHED_CACHE_DIR"] = root
+    return root
+
+
 def one(args) -> dict:
     """Tune one workload here, instrumented; the breakdown as a dict."""
+    cache_root = fresh_program_cache()
     import probsched as ps
     import probsched.cost_model as cm
     from probsched.cost_model.base import CostModel
@@ -230,6 +246,7 @@ def one(args) -> dict:
         "load_before": load_before,
         "load_after": os.getloadavg()[0],
         "db": db_path,
+        "cache_root": cache_root,
         "date": datetime.datetime.now().isoformat(timespec="minutes"),
         "cpu": cpu_model(),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -149,3 +150,62 @@ def test_float32_screen_never_passes_what_the_exact_check_fails():
         raise AssertionError("NaN passed")
     except AssertionError as exc:
         assert "differ" in str(exc)
+
+
+def _parallel_dep(seed_start: int = 0) -> ps.Schedule:
+    """A scheduled small depthwise convolution with a parallel loop (run by a launcher)."""
+    w = ps.workloads.small("DEP")
+    for s in range(seed_start, seed_start + 50):
+        sch = _scheduled(w, s)
+        if "parallel" in str(sch.mod):
+            return sch
+    raise AssertionError("no parallel schedule in 50 seeds")
+
+
+def test_compiled_program_is_loaded_by_another_process(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("PROBSCHED_CACHE_DIR", str(tmp_path))
+    w = ps.workloads.small("DEP")
+    sch = _parallel_dep()
+    trace_json = sch.trace.to_json()
+    script = (
+        "import sys, probsched as ps\n"
+        "w = ps.workloads.small('DEP')\n"
+        "sch = ps.ScheduleTrace.from_json(sys.stdin.read()).apply(ps.Schedule(w.func))\n"
+        "k = ps.build(sch)\n"
+        "print(k.from_cache, len(k.launches))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], input=trace_json, capture_output=True, text=True, env=dict(os.environ), check=True)
+    assert out.stdout.split() == ["False", "1"], out.stderr  # compiled there, with a parallel loop
+    assert len(os.listdir(tmp_path / "programs")) == 1
+    from probsched.codegen.build import clear_cache
+
+    clear_cache()  # nothing of it compiled in this process either
+    kernel = ps.build(ps.ScheduleTrace.from_json(trace_json).apply(ps.Schedule(w.func)))
+    assert kernel.from_cache and kernel.launches
+    inputs = w.random_inputs(np.random.default_rng(1))
+    w.check(kernel.run(*inputs), w.reference(*inputs))  # the loaded code calls this process's launcher
+
+
+def test_program_cache_is_bounded_and_skips_foreign_globals(tmp_path, monkeypatch):
+    from probsched import cache
+    from probsched.codegen import program_cache
+
+    monkeypatch.setenv("PROBSCHED_CACHE_DIR", str(tmp_path))
+    folder = cache.folder("programs")
+    for i in range(4):
+        path = os.path.join(folder, f"{i}.bin")
+        with open(path, "wb") as fh:
+            fh.write(b"x" * 1000)
+        os.utime(path, (1000 + i, 1000 + i))  # 0 is the least recently used
+    assert program_cache.trim(limit=2500) == 3 and os.listdir(folder) == ["3.bin"]
+    # a kernel calling a function of the user's (here: a fault's ctypes call) is not stored
+    from probsched.codegen.build import clear_cache
+    from probsched.measure import _faults
+
+    clear_cache()
+    ps.build(_faults.inject(ps.workloads.small("GMM").func, "slow"))
+    assert os.listdir(folder) == ["3.bin"]
+    assert cache.clear(["programs"]) == 1 and not os.path.exists(folder)
