@@ -187,6 +187,7 @@ def test_compiled_program_is_loaded_by_another_process(tmp_path, monkeypatch):
     assert kernel.from_cache and kernel.launches
     inputs = w.random_inputs(np.random.default_rng(1))
     w.check(kernel.run(*inputs), w.reference(*inputs))  # the loaded code calls this process's launcher
+    assert all("ret" in text for text in kernel.inspect_asm().values())  # compiled again to be shown
 
 
 def test_program_cache_is_bounded_and_skips_foreign_globals(tmp_path, monkeypatch):

@@ -306,11 +306,21 @@ class Kernel:
 
     def inspect_asm(self) -> Dict[str, str]:
         """Assembly of every compiled function, by name."""
-        return {name: d.inspect_asm(d.signatures[0]) for name, d in self.dispatchers.items()}
+        return {name: d.inspect_asm(d.signatures[0]) for name, d in self._inspectable().dispatchers.items()}
 
     def inspect_llvm(self) -> Dict[str, str]:
         """LLVM IR of every compiled function, by name."""
-        return {name: d.inspect_llvm(d.signatures[0]) for name, d in self.dispatchers.items()}
+        return {name: d.inspect_llvm(d.signatures[0]) for name, d in self._inspectable().dispatchers.items()}
+
+    def _inspectable(self) -> "Kernel":
+        """This kernel, or the same program compiled here when its code was loaded from the
+        disk cache (:mod:`.program_cache`: numba keeps no IR or assembly of loaded code)."""
+        loaded = any(getattr(o.library, "_disable_inspection", False) for d in self.dispatchers.values() for o in d.overloads.values())
+        if not loaded:
+            return self
+        from .build import build
+
+        return build(self.func, parallel="auto" if self.parallel_form == "none" else self.parallel_form, cache=False)
 
     def __repr__(self) -> str:
         params = ", ".join(str(b) for b in self.params)
