@@ -27,8 +27,8 @@ micro-kernels and trained models are shared): a run compiles its candidates itse
 ``--arm NAME=TREE`` (repeatable) runs each workload once per arm, each arm from its own
 source tree (``PYTHONPATH``; e.g. a ``git worktree`` of the code before), alternating the
 order of the arms from workload to workload so that the machine's drift does not favour one;
-``--set NAME:KEY=VALUE`` gives an arm a setting (``LocalMeasurer`` keyword, or an
-environment variable when KEY is upper case). ``--compare`` then times each workload's best
+``--set NAME:KEY=VALUE`` gives an arm a setting (``LocalMeasurer`` keyword, ``ps.tune``
+keyword when KEY starts with ``tune.``, or an environment variable when KEY is upper case). ``--compare`` then times each workload's best
 kernels of all arms together in one worker, interleaved (the kernel-quality check: same
 seed, same run). ``table IN.json`` prints the tables again. Each table gives the CPU model,
 the date and the load average before and after.
@@ -157,7 +157,8 @@ def one(args) -> dict:
     settings = dict(args.setting or {})
     env = {k: v for k, v in settings.items() if k.isupper()}
     os.environ.update({k: str(v) for k, v in env.items()})  # before the workers are spawned
-    measurer_kw = {k: v for k, v in settings.items() if not k.isupper()}
+    measurer_kw = {k: v for k, v in settings.items() if not k.isupper() and not k.startswith("tune.")}
+    tune_kw = {k[5:]: v for k, v in settings.items() if k.startswith("tune.")}
 
     class TimedMeasurer(LocalMeasurer):
         retime_stats = None
@@ -189,7 +190,7 @@ def one(args) -> dict:
     db = TimedDatabase(db_path)
     try:
         strategy = TimedStrategy(ps.search.get(args.strategy))
-        result = ps.tune(workload, trials=args.trials, strategy=strategy, database=db, measurer=m, seed=args.seed)
+        result = ps.tune(workload, trials=args.trials, strategy=strategy, database=db, measurer=m, seed=args.seed, **tune_kw)
     finally:
         m.close()
         db.close()
