@@ -41,13 +41,13 @@ def _cmd_ir(args: argparse.Namespace) -> int:
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
-    from . import intrinsics
+    from . import cache
 
     if args.action == "clear":
-        n = intrinsics.clear()
-        print(f"removed {n} cached micro-kernel files from {intrinsics.cache_dir()}")
+        n = cache.clear()
+        print(f"removed {n} cached files (micro-kernels, trained models, compiled programs) from {cache.root()}")
     else:
-        print(intrinsics.cache_dir())
+        print(cache.root())
     return 0
 
 
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ir", help="print the loop-nest IR of a workload, e.g. GMM:2")
     p.add_argument("workload", help=WORKLOAD_HELP)
     p.set_defaults(run=_cmd_ir)
-    p = sub.add_parser("cache", help="where compiled micro-kernels are cached; 'clear' empties it")
+    p = sub.add_parser("cache", help="where micro-kernels, trained models and compiled programs are cached; 'clear' empties it")
     p.add_argument("action", choices=("path", "clear"), nargs="?", default="path")
     p.set_defaults(run=_cmd_cache)
     return parser

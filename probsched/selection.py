@@ -115,17 +115,35 @@ def best_schedule(db: Database, workload: WorkloadRef, flops: Optional[float] = 
     stored fastest candidate, else the stored fastest; None without a successful record.
     ``flops`` defaults to the workload's own."""
     flops = flops if flops is not None else getattr(workload, "flops", None)
-    top = db.best(workload, k=1)
-    if not top:
+    top = _fastest_fully_timed(db, workload)
+    if top is None:
         return None
     session = db.latest_retiming(workload)
-    if not any(r.candidate_hash == top[0].candidate_hash for r in session):
-        return BestSchedule(top[0], flops)
-    for r in session:  # fastest first; a member whose records are gone is skipped
+    if not any(r.candidate_hash == top.candidate_hash for r in session):
+        return BestSchedule(top, flops)
+    for r in session:  # fastest first (every member timed in full); one whose records are gone is skipped
         rec = db.best(workload, k=1, candidate_hash=r.candidate_hash) if r.median is not None else []
         if rec:
             return BestSchedule(rec[0], flops, r.run_seconds)
-    return BestSchedule(top[0], flops)
+    return BestSchedule(top, flops)
+
+
+def _fastest_fully_timed(db: Database, workload: WorkloadRef) -> Optional[TuningRecord]:
+    """The stored fastest candidate whose timing was not stopped early.
+
+    A stopped candidate was at least twice as slow as one timed in full before it
+    (:mod:`probsched.measure.timer`), so it is never first in a tuner's own database; this
+    keeps the rule (never named best on a partial timing) for any database.
+    """
+    k = 8
+    while True:
+        records = db.best(workload, k=k)
+        for rec in records:
+            if not rec.stopped_early:
+                return rec
+        if len(records) < k:
+            return None
+        k *= 4
 
 
 def retime(

@@ -225,8 +225,10 @@ def test_parallel_loop_forms(form, mm_inputs):
     kern = ps.build(parallel_matmul(), "cpu -threads=2", parallel=form)
     assert kern.parallel_form == form
     if form == "prange":
-        # the body alone is compiled for this kernel; the launcher is shared (codegen.launch)
-        assert "_ps_pmm_i_launch(_ps_pmm_i_body_address, 32, A, B, C)" in kern.source
+        # the body alone is compiled for this kernel; the launcher is shared (codegen.launch),
+        # called by its address, which the entry takes as an argument with the body's
+        assert "_ps_call_by_address(_ps_pmm_i_launch, (_ps_pmm_i_body_address, 32, A, B, C,))" in kern.source
+        assert "def pmm(A, B, C, _ps_pmm_i_launch, _ps_pmm_i_body_address):" in kern.source
         assert sorted(kern.dispatchers) == ["_ps_pmm_i_body", "pmm"] and len(kern.launches) == 1
     else:
         assert "range(_ps_lo, _ps_hi)" in kern.source and len(kern.dispatchers) == 1
@@ -270,7 +272,7 @@ def test_kernels_with_parallel_loops_of_one_signature_share_a_launcher(mm_inputs
     # under a serial loop the body also takes that loop's index: a launcher of its own
     nested = ps.build(parallel_matmul("parallel", "serial", outer=("o", 2, "serial")), parallel="prange", cache=False)
     assert ("int64",) + arrays in compiled_launchers() and arrays in compiled_launchers()
-    assert "_ps_pmm_i_launch(_ps_pmm_i_body_address, 32, o, A, B, C)" in nested.source
+    assert "_ps_call_by_address(_ps_pmm_i_launch, (_ps_pmm_i_body_address, 32, o, A, B, C,))" in nested.source
     close(nested.run(a, b)[0], a @ b, 32)
 
 

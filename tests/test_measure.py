@@ -39,11 +39,20 @@ def schedule(f: int, func=None, g: int = 1) -> ps.Schedule:
 
 @pytest.fixture(scope="module")
 def measurer():
+    # these tests count and interrupt compiles: builds loaded from the program cache would not be ones
+    saved = os.environ.get("PROBSCHED_PROGRAM_CACHE")
+    os.environ["PROBSCHED_PROGRAM_CACHE"] = "0"
     # short timeouts keep the fault tests quick; small GMM compiles in ~0.2 s
-    with LocalMeasurer(
-        workers=2, compile_timeout=5.0, run_timeout=3.0, repeat=3, min_repeat_ms=1.0, max_compiles_per_worker=6
-    ) as m:
-        yield m
+    try:
+        with LocalMeasurer(
+            workers=2, compile_timeout=5.0, run_timeout=3.0, repeat=3, min_repeat_ms=1.0, max_compiles_per_worker=6
+        ) as m:
+            yield m
+    finally:
+        if saved is None:
+            del os.environ["PROBSCHED_PROGRAM_CACHE"]
+        else:
+            os.environ["PROBSCHED_PROGRAM_CACHE"] = saved
 
 
 def test_results_in_input_order_with_progress_callback(measurer):
@@ -305,10 +314,12 @@ def _proc_state(pid: int) -> str:
         return fh.read().rsplit(")", 1)[1].split()[0]
 
 
-def test_host_lock_waits_for_another_timing_and_pauses_compiles_meanwhile(tmp_path):
+def test_host_lock_waits_for_another_timing_and_pauses_compiles_meanwhile(tmp_path, monkeypatch):
     import threading
 
     from probsched.measure.hostlock import HostLock
+
+    monkeypatch.setenv("PROBSCHED_PROGRAM_CACHE", "0")  # the worker must be compiling, not loading a cached build
 
     path = str(tmp_path / "timing.lock")
     other = HostLock(path)  # another measurer on this machine, timing a kernel

@@ -6,20 +6,22 @@ buffer compaction), then emitted and compiled.
 Compiled modules are cached per process, keyed by the function's structural hash, the
 parallel form and the registered statement emitters: building an equal function again
 (a replayed trace, a re-measured candidate) reuses the machine code instead of paying
-compile time and memory again (numba never frees a compiled function). The kernel of a
-cache hit has ``from_cache = True`` and the original ``compile_seconds``.
+compile time and memory again (numba never frees a compiled function). Under it, compiled
+modules are kept on disk for every process (:mod:`.program_cache`). The kernel of a
+cache hit (either) has ``from_cache = True`` and the original ``compile_seconds``.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Dict, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 
 from ..errors import BuildError
 from ..ir.stmt import PrimFunc
 from ..lowering import lower
 from ..target import Target
-from .compile import compile_module, slp_enabled
+from . import program_cache
+from .compile import compile_module, compile_options, slp_enabled
 from .emit import choose_form, emit_module
 from .kernel import Kernel
 from .registry import generation
@@ -91,11 +93,34 @@ def build(
         module, compiled = hit
         return Kernel(module, compiled, tgt, func=func, from_cache=True)
     module = emit_module(func, parallel)
-    compiled = compile_module(module)
+    disk = _disk_key(key, module) if key is not None else None
+    compiled = program_cache.load(disk, module) if disk is not None else None
+    from_disk = compiled is not None
+    if compiled is None:
+        compiled = compile_module(module)
+        if disk is not None:
+            program_cache.store(disk, module, compiled)
     if key is not None:
         with _cache_lock:
             _cache.setdefault(key, (module, compiled))
-    return Kernel(module, compiled, tgt, func=func)
+    return Kernel(module, compiled, tgt, func=func, from_cache=from_disk)
+
+
+def _disk_key(key: tuple, module) -> Optional[str]:
+    """The program cache's key of a module, or None when it must not be cached on disk:
+    the cache is off, or the code calls functions from outside probsched (a user's
+    emitters), whose versions the key cannot know."""
+    if not program_cache.enabled():
+        return None
+    for obj in module.extra_globals.values():
+        owner = getattr(getattr(obj, "py_func", None) or getattr(obj, "_defn", None) or obj, "__module__", None) or ""
+        if not (owner.startswith("probsched.") or owner.startswith("probsched_kernel_")):
+            return None
+    structural_hash, name, form, slp, spin_pool = key[:5]
+    # not the emitter registry's generation (it counts registrations, which differ with what a
+    # process imported): the entry's source is compared with the source generated now instead
+    options = repr(sorted((k, sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in compile_options().items()))
+    return program_cache.key(structural_hash, name, form, f"{options} slp={slp} spin_pool={spin_pool}")
 
 
 def clear_cache() -> None:

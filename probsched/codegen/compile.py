@@ -37,8 +37,8 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass
-from typing import Dict
+from dataclasses import dataclass, field
+from typing import Dict, List
 
 os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")
 
@@ -167,12 +167,14 @@ def warm_up(parallel: bool = False) -> None:
 
 @dataclass
 class CompiledModule:
-    """Dispatchers of a compiled module, the entry point and the compile time."""
+    """Dispatchers of a compiled module, the entry point, the compile time, and the
+    addresses the entry takes after its arrays (:attr:`.emit.ModuleSource.address_args`)."""
 
     dispatchers: Dict[str, object]
     entry: object
     seconds: float
     filename: str
+    addresses: List[int] = field(default_factory=list)
 
 
 def compile_module(module: ModuleSource) -> CompiledModule:
@@ -181,14 +183,13 @@ def compile_module(module: ModuleSource) -> CompiledModule:
     Raises :class:`~probsched.errors.BuildError` carrying numba's message and the lines of
     generated source around the failure.
     """
-    from .launch import function_address, launcher
+    from .launch import call_by_address, function_address, launcher
 
     numba = _numba()
     warm_up()
     # Launchers are shared by every kernel of this process: like warm_up, their one-time
     # compile is not this kernel's compile time.
-    launchers = {ls.launcher: launcher(ls.kinds) for ls in module.launches}
-    launched = {ls.body: ls for ls in module.launches}
+    launchers = {ls.kinds: launcher(ls.kinds) for ls in module.launches}
     n = next(_counter)
     filename = f"<probsched-{module.func.name}-{n}>"
     source = module.source
@@ -202,7 +203,8 @@ def compile_module(module: ModuleSource) -> CompiledModule:
         ) from exc
     ns: dict = {"__name__": f"probsched_generated_{n}", "__file__": filename}
     ns.update(module.extra_globals)
-    ns.update(launchers)
+    if module.call_global is not None:
+        ns[module.call_global] = call_by_address()
     exec(code, ns)
     dispatchers: Dict[str, object] = {}
     t0 = time.perf_counter()
@@ -220,10 +222,11 @@ def compile_module(module: ModuleSource) -> CompiledModule:
             ) from exc
         ns[spec.name] = disp
         dispatchers[spec.name] = disp
-        if spec.name in launched:  # a parallel loop's body: its caller needs the address
-            ns[launched[spec.name].address] = function_address(disp)
     seconds = time.perf_counter() - t0
-    return CompiledModule(dispatchers, dispatchers[module.entry], seconds, filename)
+    addresses = [
+        function_address(launchers[key] if kind == "launcher" else dispatchers[key]) for kind, key in module.address_args
+    ]
+    return CompiledModule(dispatchers, dispatchers[module.entry], seconds, filename, addresses)
 
 
 def _error_lines(exc: Exception, msg: str, filename: str, source: str) -> list:

@@ -66,6 +66,7 @@ def main(A, S):
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -90,6 +91,8 @@ MAX_SCALARISED_ELEMENTS = 256
 
 PARALLEL_FORMS = ("auto", "threads", "prange")
 
+_LAUNCH_FAILED = "a parallel loop body failed (an exception in its chunk, e.g. out of memory)"
+
 _ROOT = ("root",)
 
 
@@ -108,10 +111,12 @@ class FunctionSpec:
 
 @dataclass
 class LaunchSpec:
-    """A parallel loop of the prange form: the caller runs ``launcher(address, extent,
-    *args)``, where ``launcher`` is the shared launcher of the argument ``kinds`` and
-    ``address`` the address of the compiled ``body`` (see :mod:`.launch`); both are globals
-    of the generated module, bound when the module is compiled."""
+    """A parallel loop of the prange form: the entry calls the shared launcher of the
+    argument ``kinds`` by its address ``launcher`` with the address ``address`` of the
+    compiled ``body`` (see :mod:`.launch`). Both are int64 arguments of the entry, after its
+    arrays, which the kernel passes at each call (:attr:`ModuleSource.address_args`): the
+    compiled entry holds no address of this process, and the launcher's code is not linked
+    into it (compiling each entry with its launcher inlined cost ~0.5 s per kernel)."""
 
     launcher: str
     address: str
@@ -142,6 +147,11 @@ class ModuleSource:
     parallel_form: str  # "none", "threads" or "prange"
     extra_globals: Dict[str, object]
     launches: List[LaunchSpec] = field(default_factory=list)
+    #: The entry's int64 arguments after its arrays, in order: ``("launcher", kinds)`` (the
+    #: address of the shared launcher of those kinds) or ``("body", name)`` (of that body).
+    address_args: List[Tuple[str, object]] = field(default_factory=list)
+    #: Global name the code calls a function by address through (``call_by_address``), if any.
+    call_global: Optional[str] = None
 
     def function_source(self, name: str) -> str:
         """The text of one generated function."""
@@ -196,6 +206,9 @@ class Emitter:
         self.globals: Dict[str, object] = {}
         self.functions: List[FunctionSpec] = []
         self.launches: List[LaunchSpec] = []
+        self.launcher_args: Dict[tuple, str] = {}  # launcher kinds -> the entry's argument
+        self.address_args: List[Tuple[str, tuple]] = []  # the entry's int64 arguments after its arrays
+        self.call_global: Optional[str] = None
         self.env: Dict[str, Expr] = {}
         self.bound: List[str] = []  # integer names in scope, in binding order
         self.scope: List[tuple] = [_ROOT]
@@ -323,6 +336,9 @@ class Emitter:
             with self.indented():
                 self._allocs(_ROOT)
                 self.emit(func.body)
+            if self.address_args:  # known once the body is emitted
+                spec.args += [(name, "int64") for name, _ in self.address_args]
+                spec.lines[0] = f"def {spec.name}({', '.join(a for a, _ in spec.args)}):"
         self.functions.append(spec)
 
     def _start_fn(self, spec: FunctionSpec) -> None:
@@ -490,16 +506,25 @@ class Emitter:
         ints = list(self.bound)
         arrays = list(self.visible_arrays)
         body_name = self.namer.helper(f"{self.entry}_{name}_body")
-        launch_name = self.namer.helper(f"{self.entry}_{name}_launch")
         address_name = self.namer.helper(f"{self.entry}_{name}_body_address")
-        actual = ", ".join(ints + arrays)
-        self.line(
-            f"{launch_name}({address_name}, {loop.extent}{', ' if actual else ''}{actual})"
-            f"  # parallel loop {loop.var.name} in range({loop.extent}): {body_name} on a chunk per thread"
-        )
         int_args = [(a, "int64") for a in ints]
         arr_args = [(a, self._array_type(a)) for a in arrays]
-        self.launches.append(LaunchSpec(launch_name, address_name, body_name, tuple(k for _, k in int_args + arr_args)))
+        kinds = tuple(k for _, k in int_args + arr_args)
+        launch_name = self.launcher_args.get(kinds)
+        if launch_name is None:  # one argument per launcher: loops of the same kinds share it
+            launch_name = self.launcher_args[kinds] = self.namer.helper(f"{self.entry}_{name}_launch")
+            self.address_args.append((launch_name, ("launcher", kinds)))
+        self.address_args.append((address_name, ("body", body_name)))
+        if self.call_global is None:
+            self.call_global = self.namer.helper("call_by_address")
+        packed = ", ".join([address_name, str(loop.extent)] + ints + arrays)
+        self.line(
+            f"if {self.call_global}({launch_name}, ({packed},)):"
+            f"  # parallel loop {loop.var.name} in range({loop.extent}): {body_name} on a chunk per thread"
+        )
+        with self.indented():
+            self.line(f"raise RuntimeError({_LAUNCH_FAILED!r})")
+        self.launches.append(LaunchSpec(launch_name, address_name, body_name, kinds))
         lo, hi = self.namer.helper("lo"), self.namer.helper("hi")
         body = FunctionSpec(body_name, [(lo, "int64"), (hi, "int64")] + int_args + arr_args)
         saved_fn, saved_scope, saved_arrays = self.fn, self.scope, list(self.visible_arrays)
@@ -599,6 +624,7 @@ class Emitter:
 
     @contextlib.contextmanager
     def _iterators(self, blk: Block):
+        assigned = []  # (line index, name) of the iterators given an assignment line
         with contextlib.ExitStack() as stack:
             for it, b in zip(blk.iters, blk.bindings):
                 e = self._sub(b)
@@ -609,9 +635,27 @@ class Emitter:
                     name = self.iter_names.get(key)
                     if name is None:
                         name = self.iter_names[key] = self.namer.fresh(it.var.name)
+                    assigned.append((len(self.fn.spec.lines), name))
                     self.line(f"{name} = {self.writer.src(e)}")
                     stack.enter_context(self._bind(it.var.name, Var(name), name))
             yield
+        self._drop_unused(assigned)
+
+    def _drop_unused(self, assigned: List[Tuple[int, str]]) -> None:
+        """Delete the assignment lines of iterators that no line after them reads.
+
+        A block's body often reads a few of its iterators (a compacted local tile is indexed
+        by the inner loops alone), and each unrolled copy repeated the others' ``//`` and
+        ``%``: LLVM drops them, but numba types and lowers every one first, and its compile
+        time grows with the statements it is given (on DEP:0's candidates about a fifth of
+        the lines were such assignments). Lines are only ever appended, and an enclosing
+        ``indented`` compares lines from before this block, so deleting here is safe.
+        """
+        lines = self.fn.spec.lines
+        for index, name in reversed(assigned):
+            used = re.compile(r"\b" + re.escape(name) + r"\b")
+            if not any(used.search(text) for text in lines[index + 1 :]):
+                del lines[index]
 
     @contextlib.contextmanager
     def _guard(self, cond: Expr):
@@ -883,8 +927,8 @@ def emit_module(func: PrimFunc, parallel: str = "auto") -> ModuleSource:
         header.append("# globals brought in by statement emitters: " + ", ".join(sorted(em.globals)))
     for ls in em.launches:
         header.append(
-            f"# {ls.launcher}: the shared parallel launcher (probsched.codegen.launch); "
-            f"{ls.address}: the address of {ls.body}"
+            f"# {ls.launcher}: the address of the shared parallel launcher (probsched.codegen.launch); "
+            f"{ls.address}: the address of {ls.body}; arguments of {em.entry}"
         )
     entry_spec = em.functions[-1]
     ordered = [entry_spec] + em.functions[:-1]
@@ -900,6 +944,8 @@ def emit_module(func: PrimFunc, parallel: str = "auto") -> ModuleSource:
         parallel_form=form,
         extra_globals=dict(em.globals),
         launches=list(em.launches),
+        address_args=[what for _, what in em.address_args],
+        call_global=em.call_global,
     )
 
 

@@ -171,6 +171,8 @@ class Kernel:
         self._output_positions = [i for i, out in enumerate(self._is_output) if out]
         self._dtypes = [np.dtype(b.dtype) for b in self.params]
         self._intermediates = [aligned_empty(b.size, b.dtype) for b in module.wrapper_allocs]
+        # the launchers' and parallel bodies' addresses in this process (the entry's last arguments)
+        self._addresses = list(compiled.addresses)
         self._segments = module.segments
         self.threads = max(1, int(getattr(target, "threads", 1) or 1))
         self._numba_threads = _numba_thread_count(self.threads) if self.parallel_form == "prange" else 1
@@ -225,6 +227,7 @@ class Kernel:
                 flat[other_pos] = other.copy()  # an input that is also written: read a snapshot
         flat = [a.reshape(-1) for a in flat]
         flat.extend(self._intermediates)
+        flat.extend(self._addresses)
         return flat
 
     def __call__(self, *arrays) -> None:
@@ -310,11 +313,21 @@ class Kernel:
 
     def inspect_asm(self) -> Dict[str, str]:
         """Assembly of every compiled function, by name."""
-        return {name: d.inspect_asm(d.signatures[0]) for name, d in self.dispatchers.items()}
+        return {name: d.inspect_asm(d.signatures[0]) for name, d in self._inspectable().dispatchers.items()}
 
     def inspect_llvm(self) -> Dict[str, str]:
         """LLVM IR of every compiled function, by name."""
-        return {name: d.inspect_llvm(d.signatures[0]) for name, d in self.dispatchers.items()}
+        return {name: d.inspect_llvm(d.signatures[0]) for name, d in self._inspectable().dispatchers.items()}
+
+    def _inspectable(self) -> "Kernel":
+        """This kernel, or the same program compiled here when its code was loaded from the
+        disk cache (:mod:`.program_cache`: numba keeps no IR or assembly of loaded code)."""
+        loaded = any(getattr(o.library, "_disable_inspection", False) for d in self.dispatchers.values() for o in d.overloads.values())
+        if not loaded:
+            return self
+        from .build import build
+
+        return build(self.func, parallel="auto" if self.parallel_form == "none" else self.parallel_form, cache=False)
 
     def __repr__(self) -> str:
         params = ", ".join(str(b) for b in self.params)

@@ -126,6 +126,11 @@ class CostModel(ABC):
 
     retrain_fraction = 0.2
     retrain_min = 32
+    #: Train when the model is next asked (a prediction, ``save``), not when the data
+    #: grew: on the data it had when it decided to, so the result is the same, and a
+    #: training nothing asks for (the tuner's update after its last batch) is never paid.
+    #: A subclass that sets it calls :meth:`_ensure_trained` before it reads its predictor.
+    lazy_training = False
 
     def __init__(self) -> None:
         self._data_x: List[np.ndarray] = []
@@ -135,6 +140,7 @@ class CostModel(ABC):
         self._transfer_x: List[np.ndarray] = []
         self._transfer_t: List[float] = []
         self._transfer_g: List[Hashable] = []
+        self._pending: Optional[tuple] = None  # (features, times, groups) of a deferred training
 
     @property
     def n_transfer(self) -> int:
@@ -162,10 +168,22 @@ class CostModel(ABC):
         return self
 
     def _retrain(self) -> None:
-        """Train from scratch on the transfer records and the own ones."""
+        """Train from scratch on the transfer records and the own ones (now, or before the
+        next prediction with :attr:`lazy_training`)."""
         if self._transfer_x or self._data_x:
-            self._train(self._transfer_x + self._data_x, self._transfer_t + self._data_t, self._transfer_g + self._data_g)
+            # new lists: records added later are not part of this training
+            data = (self._transfer_x + self._data_x, self._transfer_t + self._data_t, self._transfer_g + self._data_g)
+            if self.lazy_training:
+                self._pending = data
+            else:
+                self._train(*data)
         self.n_trained = len(self._data_x)
+
+    def _ensure_trained(self) -> None:
+        """Run the training :meth:`_retrain` deferred, if any."""
+        if self._pending is not None:
+            data, self._pending = self._pending, None
+            self._train(*data)
 
     # ------------------------------------------------------------------ schedule level
     @staticmethod

@@ -56,7 +56,7 @@ JSONL_VERSION = 1
 
 _COLUMNS = (
     "workload_hash, candidate_hash, decisions, instructions, run_seconds, compile_seconds, "
-    "error_kind, error_message, target, space, strategy, timestamp"
+    "error_kind, error_message, target, space, strategy, timestamp, stopped_early"
 )
 
 
@@ -91,8 +91,8 @@ class Retiming(NamedTuple):
 
 
 def _row_to_record(row: tuple) -> TuningRecord:
-    w, c, dec, ins, runs, comp, kind, msg, tgt, space, strat, ts = row
-    return TuningRecord(w, c, dec, ins, tuple(json.loads(runs)), comp, kind, msg, tgt, space, strat, ts)
+    w, c, dec, ins, runs, comp, kind, msg, tgt, space, strat, ts, early = row
+    return TuningRecord(w, c, dec, ins, tuple(json.loads(runs)), comp, kind, msg, tgt, space, strat, ts, bool(early))
 
 
 def _target_filter(target) -> Optional[str]:
@@ -177,13 +177,13 @@ class Database:
     def _insert(record: TuningRecord) -> tuple:
         sql = (
             f"INSERT OR IGNORE INTO records (record_key, {_COLUMNS}, median) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         r = record
         args = (
             r.key, r.workload_hash, r.candidate_hash, r.decisions, r.instructions, json.dumps(list(r.run_seconds)),
             r.compile_seconds, r.error_kind, r.error_message, r.target, r.space, r.strategy, r.timestamp,
-            r.median if r.ok else None,
+            int(r.stopped_early), r.median if r.ok else None,
         )
         return sql, args
 

@@ -82,6 +82,7 @@ class TuningRecord:
     space: str = ""
     strategy: str = ""
     timestamp: float = field(default_factory=time.time)
+    stopped_early: bool = False  # timed with fewer repeats than asked (MeasureResult.stopped_early)
 
     def __post_init__(self) -> None:
         if self.error_kind is not None and self.error_kind not in ERROR_KINDS:
@@ -89,6 +90,7 @@ class TuningRecord:
         object.__setattr__(self, "run_seconds", tuple(float(s) for s in self.run_seconds))
         object.__setattr__(self, "compile_seconds", float(self.compile_seconds))
         object.__setattr__(self, "timestamp", float(self.timestamp))
+        object.__setattr__(self, "stopped_early", bool(self.stopped_early))
 
     @staticmethod
     def from_result(
@@ -125,6 +127,7 @@ class TuningRecord:
             target_json(target if target is not None else result.target),
             space,
             strategy,
+            stopped_early=result.stopped_early,
         )
 
     @property
@@ -140,7 +143,7 @@ class TuningRecord:
     @property
     def result(self) -> MeasureResult:
         """The measurement as a :class:`~probsched.measure.MeasureResult`."""
-        return MeasureResult(self.run_seconds, self.compile_seconds, self.error_kind, self.error_message)
+        return MeasureResult(self.run_seconds, self.compile_seconds, self.error_kind, self.error_message, stopped_early=self.stopped_early)
 
     def trace(self) -> ScheduleTrace:
         """The instruction trace."""
@@ -154,6 +157,8 @@ class TuningRecord:
         """JSON-ready data (``run_seconds`` as a list)."""
         d = asdict(self)
         d["run_seconds"] = list(self.run_seconds)
+        if not self.stopped_early:  # as records were before the field: their keys stay the same
+            del d["stopped_early"]
         return d
 
     def to_json(self) -> str:

@@ -4,8 +4,9 @@ Tables: ``schema_version`` (one row), ``workloads`` (structural hash -> name and
 JSON), ``records`` (one row per measured candidate; ``median`` is NULL when it failed,
 ``record_key`` makes re-importing a record a no-op) and ``retimings`` (candidates measured
 again *together*, interleaved, one ``session`` per re-timing: their medians compare with
-each other, not with other sessions'). ``retimings`` was added within version 1: it is
-created when a version-1 file without it is opened, and readers that predate it ignore it.
+each other, not with other sessions'). ``retimings`` and the ``records.stopped_early``
+column were added within version 1: they are created when a version-1 file without them is
+opened, and readers that predate them ignore them.
 
 Files are opened in WAL mode (readers never block the writer, and a commit survives the
 process being killed), ``synchronous=NORMAL`` (each commit reaches the OS before
@@ -76,6 +77,12 @@ CREATE TABLE IF NOT EXISTS retimings (
 CREATE INDEX IF NOT EXISTS retimings_session ON retimings (workload_hash, target, id);
 """
 
+# additive columns of ``records`` in version 1 (added when a file without them is opened;
+# readers and writers that predate them name their columns and never see them):
+# ``stopped_early`` marks a candidate timed with fewer repeats than asked because it was
+# clearly slower than the best (probsched.measure.timer)
+_COLUMNS_ADDED = (("stopped_early", "INTEGER NOT NULL DEFAULT 0"),)
+
 T = TypeVar("T")
 RETRY_SECONDS = 60.0
 
@@ -133,6 +140,10 @@ def _prepare(conn: sqlite3.Connection, path: str) -> None:
         for statement in _DDL_ADDED.split(";"):
             if statement.strip():
                 conn.execute(statement)
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
+        for name, ddl in _COLUMNS_ADDED:
+            if name not in columns:
+                conn.execute(f"ALTER TABLE records ADD COLUMN {name} {ddl}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -11,7 +11,8 @@ generation, and the measurer sees exactly what a faulty candidate would produce.
 Kinds (:data:`KINDS`): ``"segfault"`` (store 64 TiB past an output), ``"hang"`` (endless
 loop in the kernel), ``"raise"`` (the kernel raises RuntimeError), ``"wrong"`` (the kernel
 adds 1 to an output element after computing it), ``"compile_error"`` (the generated code
-does not type-check), ``"compile_hang"`` (code generation sleeps for an hour).
+does not type-check), ``"compile_hang"`` (code generation sleeps for an hour), ``"slow"``
+(the kernel sleeps 0.2 ms first, through libc's ``usleep``: right, only slow).
 
 >>> import probsched as ps
 >>> func = inject(ps.workloads.small("GMM").func, "raise")
@@ -26,7 +27,7 @@ import time
 from ..codegen import register_stmt_emitter
 from ..ir.stmt import PrimFunc, Stmt
 
-KINDS = ("segfault", "hang", "raise", "wrong", "compile_error", "compile_hang")
+KINDS = ("segfault", "hang", "raise", "wrong", "compile_error", "compile_hang", "slow")
 
 
 class Fault(Stmt):
@@ -64,6 +65,16 @@ def _emit(stmt: Fault, ctx) -> None:
         ctx.line("undefined_name_planted_by_fault_injection(1)")
     elif stmt.kind == "compile_hang":
         time.sleep(3600.0)
+    elif stmt.kind == "slow":
+        ctx.line(f"{ctx.add_global('fault_usleep', _usleep())}(200)")  # a call LLVM cannot drop
+
+
+def _usleep():
+    import ctypes
+
+    fn = ctypes.CDLL(None).usleep
+    fn.argtypes, fn.restype = [ctypes.c_uint], ctypes.c_int
+    return fn
 
 
 register_stmt_emitter(Fault, _emit)

@@ -43,6 +43,16 @@ Design choices (2 cores, shared):
   function (measured: see :data:`DEFAULT_MAX_COMPILES`).
 - **Reference data** (inputs, expected outputs) is made once per workload and shared by
   workers through a file (:mod:`.reference`).
+- **Timing stops early** for a candidate clearly slower than the best (``early_stop``, 2.0
+  by default): after two repeats whose faster one is more than ``early_stop`` times the
+  best median this measurer has timed in full for the workload, the worker stops and the
+  result says ``stopped_early``. Such a candidate cannot be the fastest of its run (one
+  timed in full was at least twice as fast), the tuner never names it best without timing
+  it in full (:mod:`probsched.selection`), and its record says it
+  (``TuningRecord.stopped_early``). Measured on the records of four 64-trial tunes, 5 to
+  49 of 64 candidates would stop, none of whose full medians was within the factor, none
+  in the run's top 8 (``benchmarks/THROUGHPUT.md``). The calibration's last pass counts as
+  the first repeat (``reuse_calibration``, :mod:`.timer`).
 - **Candidates to compare with each other** go to one worker together
   (:meth:`LocalMeasurer.measure_together`): it builds them all, then times them interleaved
   round by round, so that the machine's drift between separate measurements does not rank
@@ -66,6 +76,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import math
 import multiprocessing.connection
 import os
 import shutil
@@ -100,6 +111,13 @@ log = logging.getLogger("probsched.measure")
 DEFAULT_MAX_COMPILES = 48
 #: Resident MiB after which a worker is replaced even before :data:`DEFAULT_MAX_COMPILES`.
 DEFAULT_MAX_RSS_MB = 768.0
+#: ``early_stop`` of a :class:`LocalMeasurer`: stop timing a candidate whose first two
+#: repeats were both slower than this many times the best median timed in full so far.
+DEFAULT_EARLY_STOP = 2.0
+#: ``together_warm_up`` of a :class:`LocalMeasurer`: before each timed repeat of a
+#: :meth:`~LocalMeasurer.measure_together` round, a tenth of a repeat runs untimed (a whole
+#: one until 2026-12-04: the re-timing took twice as long and picked alike).
+DEFAULT_TOGETHER_WARM_UP = 0.1
 
 STARTING, IDLE, COMPILING, READY, RUNNING = "starting", "idle", "compiling", "ready", "running"
 _STARTUP_TIMEOUT = 120.0
@@ -128,6 +146,7 @@ class _Worker:
         self.compiles = 0
         self.rss_mb = 0.0
         self.members = 1  # candidates in the task it holds (a group has several)
+        self.func_key = ""  # the workload of the task it holds
         self.compile_budget = self.run_budget = 0.0  # the task's timeouts
 
     def send(self, msg: tuple) -> bool:
@@ -207,7 +226,11 @@ class LocalMeasurer:
     ``compile_timeout`` / ``run_timeout``: seconds for one candidate's replay and build,
     and for its check and timing (twice ``run_timeout`` for the run that also makes a bare
     function's reference). ``repeat``, ``min_repeat_ms``, ``flush_cache``: the timing
-    protocol (:func:`~probsched.measure.timer.time_callable`). ``check``: compare every
+    protocol (:func:`~probsched.measure.timer.time_callable`); ``reuse_calibration``: the
+    calibration's last pass is the first repeat; ``early_stop``: stop timing a candidate
+    after two repeats slower than this many times the best median timed in full so far
+    (None: never; see the module doc); ``together_warm_up``: the part of a repeat each
+    candidate of :meth:`measure_together` runs untimed before each timed one. ``check``: compare every
     kernel's outputs with the reference before timing it. ``max_compiles_per_worker``,
     ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether workers
     keep compiling while a kernel is timed (default: they are paused). ``host_lock``: also
@@ -231,9 +254,14 @@ class LocalMeasurer:
         overlap_builds: bool = False,
         max_worker_rss_mb: float = DEFAULT_MAX_RSS_MB,
         host_lock: Union[bool, str] = False,
+        early_stop: Optional[float] = DEFAULT_EARLY_STOP,
+        reuse_calibration: bool = True,
+        together_warm_up: float = DEFAULT_TOGETHER_WARM_UP,
     ) -> None:
         if workers < 1 or repeat < 1 or max_compiles_per_worker < 1:
             raise ValueError("LocalMeasurer: workers, repeat and max_compiles_per_worker must be >= 1")
+        if early_stop is not None and not early_stop > 1.0:
+            raise ValueError(f"LocalMeasurer: early_stop must be None or > 1, got {early_stop}")
         self.compile_timeout = float(compile_timeout)
         self.run_timeout = float(run_timeout)
         self.repeat = int(repeat)
@@ -243,6 +271,10 @@ class LocalMeasurer:
         self.check = bool(check)
         self.overlap_builds = bool(overlap_builds)
         self.max_worker_rss_mb = float(max_worker_rss_mb)
+        self.early_stop = None if early_stop is None else float(early_stop)
+        self.reuse_calibration = bool(reuse_calibration)
+        self.together_warm_up = float(together_warm_up)
+        self._best: Dict[str, float] = {}  # func key -> best median timed in full by this measurer
         self._tmpdir = tempfile.mkdtemp(prefix="probsched-measure-")
         self._startup_failures = 0
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, reference file)
@@ -345,6 +377,7 @@ class LocalMeasurer:
             "repeat": self.repeat,
             "min_repeat_ms": self.min_repeat_ms,
             "flush_cache": self.flush_cache,
+            "reuse_calibration": self.reuse_calibration,
         }
 
     @staticmethod
@@ -404,7 +437,12 @@ class LocalMeasurer:
         job, traces, faults = self._inputs(workload, schedules, _faults, reference)
         if not traces:
             return []
-        unit = {"trace_jsons": traces, "faults": [faults.get(i) for i in range(len(traces))], "rounds": int(rounds)}
+        unit = {
+            "trace_jsons": traces,
+            "faults": [faults.get(i) for i in range(len(traces))],
+            "rounds": int(rounds),
+            "warm_up": self.together_warm_up,
+        }
         (out,) = self._measure_units(job, [unit], None)
         return list(out) if isinstance(out, list) else [out] * len(traces)
 
@@ -440,13 +478,17 @@ class LocalMeasurer:
                     which = index if not isinstance(result, list) else member
                     log.error("WRONG RESULT (a compiler bug?) for %s candidate %d: %s", job["name"], which, r.error_message)
             if on_result is not None:
+                self.stats.tick(time.monotonic(), "caller")  # the workers wait for the caller's dispatch
                 on_result(index, result)
 
         try:
             while remaining[0]:
                 self._dispatch(pending, job, units)
+                self._tick()
                 self._step(finish)
+                self._tick()
         except BaseException:
+            self.stats.tick(time.monotonic(), None)
             self._resume()
             self._paused_for_host = False
             self._release_host()
@@ -454,7 +496,14 @@ class LocalMeasurer:
                 if w.index is not None:
                     self._replace(w, kill=True)
             raise
+        self.stats.tick(time.monotonic(), None)
         return results
+
+    def _tick(self) -> None:
+        """Charge the wall time since the last tick to what the workers were doing (stats.wall)."""
+        states = {w.state for w in self._workers}
+        mode = "run" if RUNNING in states else "compile" if COMPILING in states else "start" if STARTING in states else "idle"
+        self.stats.tick(time.monotonic(), mode)
 
     def _dispatch(self, pending: collections.deque, job: dict, units: List[dict]) -> None:
         running = any(w.state == RUNNING for w in self._workers)
@@ -479,6 +528,10 @@ class LocalMeasurer:
                 index = pending.popleft()
                 task = {k: v for k, v in job.items() if k not in ("func", "name")}
                 task.update(units[index])
+                best = self._best.get(job["func_key"])
+                if self.early_stop is not None and best is not None and "trace_jsons" not in task:
+                    task["stop_above"] = self.early_stop * best  # a group is always timed in full
+                w.func_key = job["func_key"]
                 if w.send(("task", task)):
                     w.state, w.index, w.phase_start, w.paused = COMPILING, index, time.monotonic(), 0.0
                     w.members = len(units[index].get("trace_jsons", [None]))
@@ -601,10 +654,16 @@ class LocalMeasurer:
             index, w.index = w.index, None
             w.state, w.deadline, w.compiles, w.rss_mb = IDLE, None, d["compiles"], d["rss_mb"]
             self.stats.memory.append((w.proc.pid, w.compiles, w.rss_mb))
+            self.stats.check_seconds += d.get("check_seconds", 0.0)
+            self.stats.timing_seconds += d.get("timing_seconds", 0.0)
             if "group" in d:
                 result = [MeasureResult(tuple(m["run_seconds"]), m["compile_seconds"], m["error_kind"], m["error_message"]) for m in d["group"]]
             else:
-                result = MeasureResult(tuple(d["run_seconds"]), w.compile_seconds, d["error_kind"], d["error_message"])
+                early = bool(d.get("stopped_early"))
+                result = MeasureResult(tuple(d["run_seconds"]), w.compile_seconds, d["error_kind"], d["error_message"], stopped_early=early)
+                self.stats.stopped_early += early
+                if result.ok and not early:
+                    self._best[w.func_key] = min(self._best.get(w.func_key, math.inf), result.median)
             if w.compiles >= self.max_compiles_per_worker or w.rss_mb > self.max_worker_rss_mb:
                 log.info("recycling measure worker %d after %d compiles (%.0f MiB)", w.proc.pid, w.compiles, w.rss_mb)
                 self._replace(w, kill=False)

@@ -24,6 +24,12 @@ under that target.
 (False, inf, ())
 >>> MeasureResult.from_json(bad.to_json()) == bad
 True
+
+A result whose timing was stopped early (``stopped_early``: after fewer repeats than asked,
+because even its fastest repeat was slower than twice the best median measured so far; see
+:mod:`.timer`) is ``ok``, and its median ranks it: it cannot be the fastest of its run,
+since a fully timed candidate was at least twice as fast, and the tuner never names it best
+without timing it in full (:mod:`probsched.selection`).
 """
 
 from __future__ import annotations
@@ -53,12 +59,14 @@ class MeasureResult:
     error_kind: Optional[str] = None
     error_message: str = ""
     target: Optional[str] = None
+    stopped_early: bool = False  # timed with fewer repeats than asked: clearly slower than the best
 
     def __post_init__(self) -> None:
         if self.error_kind is not None and self.error_kind not in ERROR_KINDS:
             raise ValueError(f"MeasureResult: error_kind {self.error_kind!r} is not one of {ERROR_KINDS}")
         object.__setattr__(self, "run_seconds", tuple(float(s) for s in self.run_seconds))
         object.__setattr__(self, "compile_seconds", float(self.compile_seconds))
+        object.__setattr__(self, "stopped_early", bool(self.stopped_early))
 
     @staticmethod
     def failure(kind: str, message: str, compile_seconds: float = 0.0, target: Optional[str] = None) -> "MeasureResult":
@@ -83,4 +91,11 @@ class MeasureResult:
     def from_json(text: str) -> "MeasureResult":
         """Rebuild a result from :meth:`to_json` text."""
         d = json.loads(text)
-        return MeasureResult(tuple(d["run_seconds"]), d["compile_seconds"], d["error_kind"], d["error_message"], d.get("target"))
+        return MeasureResult(
+            tuple(d["run_seconds"]),
+            d["compile_seconds"],
+            d["error_kind"],
+            d["error_message"],
+            d.get("target"),
+            d.get("stopped_early", False),
+        )

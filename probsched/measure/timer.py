@@ -10,6 +10,22 @@ repeat so that every repeat starts cold.
 >>> len(t.means) == 3 and t.median > 0
 True
 
+Two options make the protocol cheaper where many candidates are timed (the measurement
+workers use both, :mod:`.worker`):
+
+- ``reuse_calibration``: the calibration's last pass, ``number`` calls that lasted at least
+  ``min_repeat_ms`` after shorter passes warmed the kernel up, is the first repeat: one
+  repeat's time saved per candidate (not with ``flush_cache``: it did not start cold);
+- ``stop_above`` (seconds): after ``stop_after`` repeats, a kernel whose *fastest* repeat so
+  far is slower than that stops being timed: ``Timing.stopped_early`` says its means are
+  fewer than ``repeat``. The tuner passes twice the best median measured so far, so a
+  stopped candidate is clearly slower than one already timed in full and can never rank
+  first (:mod:`.local` says how the record is kept honest).
+
+>>> slow = time_callable(lambda: np.ones(100000).sum(), repeat=5, min_repeat_ms=1, stop_above=1e-9)
+>>> len(slow.means), slow.stopped_early
+(2, True)
+
 Implementations compared with each other are timed *interleaved*
 (:func:`time_interleaved`): on this 2-vCPU virtual machine the speed of a two-thread
 kernel drifts by up to 2x over seconds (measured: the same C2D-2 kernel's 50 ms means
@@ -22,7 +38,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -38,10 +54,12 @@ def _flush_caches() -> None:
 
 @dataclass(frozen=True)
 class Timing:
-    """Per-repeat mean seconds of one call, and how many calls each repeat made."""
+    """Per-repeat mean seconds of one call, how many calls each repeat made, and whether
+    timing stopped before ``repeat`` repeats (``stop_above``)."""
 
     means: List[float]
     number: int
+    stopped_early: bool = False
 
     @property
     def median(self) -> float:
@@ -56,25 +74,46 @@ def time_callable(
     number: int = 0,
     min_repeat_ms: float = 100.0,
     flush_cache: bool = False,
+    reuse_calibration: bool = False,
+    stop_above: Optional[float] = None,
+    stop_after: int = 2,
 ) -> Timing:
-    """Time ``fn()`` per the protocol above (``number=0``: chosen from ``min_repeat_ms``)."""
+    """Time ``fn()`` per the protocol above (``number=0``: chosen from ``min_repeat_ms``;
+    ``reuse_calibration``, ``stop_above`` and ``stop_after``: see the module doc)."""
     fn()  # warm-up: first-call costs (page faults, thread start) never count
-    number = number if number > 0 else _calls_per_repeat(fn, min_repeat_ms)
-    return Timing([_repeat_mean(fn, number, flush_cache) for _ in range(repeat)], number)
+    means: List[float] = []
+    if number <= 0:
+        number, last_mean, passes = _calibrate(fn, min_repeat_ms)
+        # a first pass that was already long enough followed only the warm-up call: not a repeat
+        if reuse_calibration and not flush_cache and passes >= 2:
+            means.append(last_mean)
+    while len(means) < repeat:
+        if stop_above is not None and len(means) >= max(1, stop_after) and min(means) > stop_above:
+            return Timing(means, number, stopped_early=True)
+        means.append(_repeat_mean(fn, number, flush_cache))
+    return Timing(means, number)
 
 
 def time_interleaved(
-    fns: Dict[str, Callable[[], object]], *, rounds: int = 7, min_repeat_ms: float = 30.0, settle_s: float = 0.2
+    fns: Dict[str, Callable[[], object]],
+    *,
+    rounds: int = 7,
+    min_repeat_ms: float = 30.0,
+    settle_s: float = 0.2,
+    warm_up: float = 1.0,
 ) -> Dict[str, Timing]:
     """Time several implementations of one computation in ``rounds`` rounds, each round
     one repeat of every implementation (the order rotating, so none always runs first);
     each implementation's median is then taken over the same stretch of time as the others'.
 
-    Before each repeat: ``settle_s`` of sleep, then one untimed repeat. Measured on GMM-2
-    (our best kernel, numpy, jax.jit in one process): right after numpy's calls our
-    two-thread kernel ran 2x slower for ~0.1 s (OpenBLAS's threads keep spinning for work),
-    and a repeat started cold after a pause ran ~2x slower too (threads asleep); without
-    both, the interleaved median of our kernel was 3.5-4.6 ms against 1.9-2.4 ms alone.
+    Before each repeat: ``settle_s`` of sleep, then ``warm_up`` of a repeat untimed (at
+    least one call; 1.0, the default, is a whole repeat). Measured on GMM-2 (our best
+    kernel, numpy, jax.jit in one process): right after numpy's calls our two-thread kernel
+    ran 2x slower for ~0.1 s (OpenBLAS's threads keep spinning for work), and a repeat
+    started cold after a pause ran ~2x slower too (threads asleep); without both, the
+    interleaved median of our kernel was 3.5-4.6 ms against 1.9-2.4 ms alone. Kernels of
+    ours alone, without pauses (the tuner's re-timing), only need their data back in cache
+    and their threads awake: a tenth of a repeat does that (``benchmarks/THROUGHPUT.md``).
 
     >>> t = time_interleaved({"sum": lambda: np.ones(1000).sum(), "max": lambda: np.ones(1000).max()},
     ...                      rounds=3, min_repeat_ms=1)
@@ -90,21 +129,28 @@ def time_interleaved(
     for r in range(rounds):
         for n in names[r % len(names):] + names[: r % len(names)]:
             time.sleep(settle_s)
-            _repeat_mean(fns[n], numbers[n], False)  # untimed: threads awake, caches warm
+            _repeat_mean(fns[n], max(1, int(numbers[n] * warm_up)), False)  # untimed: threads awake, caches warm
             means[n].append(_repeat_mean(fns[n], numbers[n], False))
     return {n: Timing(means[n], numbers[n]) for n in names}
 
 
 def _calls_per_repeat(fn: Callable[[], object], min_repeat_ms: float) -> int:
     """Calls per repeat so that one repeat lasts at least ``min_repeat_ms``."""
-    number = 1
+    return _calibrate(fn, min_repeat_ms)[0]
+
+
+def _calibrate(fn: Callable[[], object], min_repeat_ms: float) -> Tuple[int, float, int]:
+    """(calls per repeat so that one repeat lasts at least ``min_repeat_ms``, the mean
+    seconds per call of the last pass, which made that many calls, and the passes made)."""
+    number, passes = 1, 0
     while True:
         t = time.perf_counter()
         for _ in range(number):
             fn()
         dt = time.perf_counter() - t
+        passes += 1
         if dt * 1000.0 >= min_repeat_ms or number >= 1 << 20:
-            return number
+            return number, dt / number, passes
         number = max(number * 2, int(number * min_repeat_ms / max(dt * 1000.0, 1e-3) * 1.1))
 
 

@@ -103,7 +103,14 @@ def _result(error_kind: Optional[str] = None, message: str = "", compile_seconds
         "error_message": message,
         "compiles": state.compiles if state else 0,
         "rss_mb": rss_mb(),
+        "stopped_early": False,
     }
+
+
+def _with_phases(result: dict, check_seconds: float, timing_seconds: float) -> dict:
+    """``result`` with the seconds its run spent checking and timing (the measurer's stats)."""
+    result["check_seconds"], result["timing_seconds"] = check_seconds, timing_seconds
+    return result
 
 
 def _build(state: _State, task: dict, trace_json: str, fault: Optional[str]):
@@ -171,22 +178,28 @@ def _run(state: _State, task: dict, func, kernel, ref_kernel, compile_seconds: f
     """Check the kernel against the reference, then time it (the caller said "go")."""
     from .timer import time_callable
 
+    start = time.perf_counter()
     ref = _reference(state, task, func, ref_kernel)
     if isinstance(ref, dict):
         return ref
     args = _checked_arguments(state, task, ref, func, kernel, compile_seconds)
+    checked = time.perf_counter()
     if isinstance(args, dict):
-        return args
+        return _with_phases(args, checked - start, 0.0)
     try:
         timing = time_callable(
             kernel.bind(*args),  # checked once; the timed calls run the compiled code only
             repeat=task["repeat"],
             min_repeat_ms=task["min_repeat_ms"],
             flush_cache=task["flush_cache"],
+            reuse_calibration=task.get("reuse_calibration", False),
+            stop_above=task.get("stop_above"),
         )
     except Exception:
         return _result(RUNTIME, _error_text(3), compile_seconds, state=state)
-    return _result(None, "", compile_seconds, timing.means, state=state)
+    result = _result(None, "", compile_seconds, timing.means, state=state)
+    result["stopped_early"] = timing.stopped_early
+    return _with_phases(result, checked - start, time.perf_counter() - checked)
 
 
 def _build_group(state: _State, task: dict) -> tuple:
@@ -216,6 +229,7 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
         return {**ref, "group": [ref for _ in members]}
     results: list = list(members)
     calls = {}
+    start = time.perf_counter()
     for i, member in enumerate(members):
         if isinstance(member, dict):
             continue
@@ -225,13 +239,16 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
             results[i] = args
         else:
             calls[i] = kernel.bind(*args)
+    checked = time.perf_counter()
     if calls:
         try:
             # no settling pause: it is there for numpy's spinning BLAS threads, absent here.
             # Measured (benchmarks/bench_retime.py protocols, the 8 best of DEP:0 and T2D:0,
             # twice each): 15 rounds without pauses picked among the same two or three
             # candidates as 5 rounds with pauses, in the same 15-20 s, with lower medians
-            timings = time_interleaved(calls, rounds=task["rounds"], min_repeat_ms=task["min_repeat_ms"], settle_s=0.0)
+            timings = time_interleaved(
+                calls, rounds=task["rounds"], min_repeat_ms=task["min_repeat_ms"], settle_s=0.0, warm_up=task.get("warm_up", 1.0)
+            )
         except Exception:
             failed = _result(RUNTIME, _error_text(3), state=state)
             timings = {}
@@ -239,7 +256,7 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
                 results[i] = failed
         for i, t in timings.items():
             results[i] = _result(None, "", members[i][1], t.means, state=state)
-    return {**_result(state=state), "group": results}
+    return _with_phases({**_result(state=state), "group": results}, checked - start, time.perf_counter() - checked)
 
 
 def _resume(pids) -> None:

@@ -1,0 +1,72 @@
+"""probsched's disk cache: where compiled micro-kernels, trained models and compiled
+programs are kept between processes, and how to empty it.
+
+The root is ``$PROBSCHED_CACHE_DIR`` (default ``~/.cache/probsched``), one folder per kind
+(:data:`KINDS`). Every entry is named by a hash of everything its content depends on, and
+written atomically (a temporary file renamed over the name), so concurrent processes share
+it safely and a stale entry is never read: it is only never used again. ``probsched cache
+clear`` (:func:`clear`) removes them all.
+
+>>> import os, tempfile
+>>> os.environ["PROBSCHED_CACHE_DIR"] = tempfile.mkdtemp()
+>>> path = os.path.join(folder("models"), "x.bin")
+>>> write_atomic(path, b"abc")
+>>> open(path, "rb").read(), clear()
+(b'abc', 1)
+>>> del os.environ["PROBSCHED_CACHE_DIR"]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterable, Optional
+
+#: The kinds of entries, one folder each: ``kernels`` (micro-kernel modules,
+#: :mod:`probsched.intrinsics.disk_cache`), ``models`` (cost-model trainings,
+#: :mod:`probsched.cost_model.trained_cache`), ``programs`` (compiled scheduled programs,
+#: :mod:`probsched.codegen.program_cache`).
+KINDS = ("kernels", "models", "programs")
+
+
+def root() -> str:
+    """The cache's root directory (not created)."""
+    base = os.environ.get("PROBSCHED_CACHE_DIR") or os.path.join(Path.home(), ".cache", "probsched")
+    return os.path.abspath(base)
+
+
+def folder(kind: str) -> str:
+    """The folder of one kind of entry (created on demand)."""
+    if kind not in KINDS:
+        raise ValueError(f"cache: unknown kind {kind!r} (known: {', '.join(KINDS)})")
+    path = os.path.join(root(), kind)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that no reader ever sees a partial file."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def clear(kinds: Optional[Iterable[str]] = None) -> int:
+    """Delete every entry of ``kinds`` (default: all); returns the number of files removed."""
+    n = 0
+    for kind in KINDS if kinds is None else kinds:
+        path = os.path.join(root(), kind)
+        if os.path.isdir(path):
+            n += sum(len(files) for _, _, files in os.walk(path))
+            shutil.rmtree(path, ignore_errors=True)
+    return n
