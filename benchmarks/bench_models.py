@@ -8,7 +8,9 @@ For each model, in one process:
 2. the untuned compile (``ps.compile`` without records: transfer-model-predicted schedules):
    seconds and the arena's peak bytes;
 3. with ``--trials N``: ``ps.tune_model`` with that budget (database ``DIR/<model>.db``,
-   resumed when it exists): wall time, seconds per trial and where they went;
+   resumed when it exists): wall time, seconds per trial and where they went; with
+   ``--from-db`` instead, the network compiled from that database's records (to time a
+   tuning done before, on a quieter machine);
 4. end-to-end latency of the untuned and (with ``--trials``) tuned networks beside
    ``jax.jit`` of the same function, and ONNX Runtime when ``--onnx`` is given and the
    ``onnx`` extra is installed (the function exported with jax2onnx), all on the same
@@ -136,6 +138,13 @@ def bench_model(name: str, args: argparse.Namespace) -> dict:
         print(result.summary(), flush=True)
         tuned = result.model
         fns = {"tuned": lambda: tuned(*inputs), **fns}
+    elif args.from_db:
+        db = os.path.join(args.db_dir, f"{name}.db")
+        if not os.path.exists(db):
+            raise SystemExit(f"bench_models: --from-db: no database {db} for {name}")
+        tuned = ps.compile(graph, database=db, candidates=args.candidates)
+        fns = {"tuned": lambda: tuned(*inputs), **fns}
+    if "tuned" in fns:
         expected = np.asarray(jax.jit(fn)(*inputs))
         row["max_abs_err"] = float(np.max(np.abs(tuned(*inputs) - expected)))
     jitted = jax.jit(fn)
@@ -174,6 +183,7 @@ def main(argv=None) -> int:
     p.add_argument("--trials", type=int, default=0, help="tune each model with this budget (0: untuned only)")
     p.add_argument("--db-dir", default=".", help="where the tuning databases go")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--from-db", action="store_true", help="no tuning: compile the tuned network from DIR/<model>.db")
     p.add_argument("--candidates", type=int, default=128, help="predicted candidates per untuned task")
     p.add_argument("--retime-top", type=int, default=0)
     p.add_argument("--rounds", type=int, default=9)
