@@ -197,6 +197,16 @@ def test_shipped_tvm_summary_covers_the_benchmark_workloads():
     assert all(0 < us < 1e6 for us in times.values())
 
 
+def test_bench_suite_all_is_one_configuration_of_each_operator(capsys):
+    from probsched.cli_commands.bench import SUITES
+
+    specs = SUITES["all"].split(",")
+    assert sorted(s.split(":")[0] for s in specs) == sorted(ps.workloads.names())
+    assert all(ps.workloads.get(s) for s in specs)  # each names a configuration that exists
+    assert main(["bench", "--suite", "all", "--workloads", "GMM:2", "--trials", "0"]) == 2
+    assert "--suite or --workloads" in capsys.readouterr().err
+
+
 def test_bench_takes_tvm_times_measured_here(tuned, capsys):
     d, _ = tuned
     summary = d / "tvm_summary.json"  # as benchmarks/bench_tvm.py tune writes it
