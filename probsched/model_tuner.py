@@ -36,7 +36,7 @@ from .database import Database
 from .graph import Graph
 from .graph.compiler import DEFAULT_CANDIDATES, CompiledModel, _as_graph
 from .graph.compiler import compile as compile_model
-from .search import SearchStrategy
+from .search import EvolutionarySearch, SearchStrategy
 from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, best_schedule, retime
 from .task_scheduler import MAX_FAILED_ROUNDS, TaskState
@@ -58,16 +58,15 @@ RETIME_MIN_SHARE = 0.01
 
 
 def strategy_for_round(strategy: Union[str, SearchStrategy], batch: int) -> Union[str, SearchStrategy]:
-    """The strategy of each task: ``"evolutionary"`` with its population scaled to the
-    round, 16 candidates evolved per one measured (MetaSchedule's defaults: 512 for 32),
-    64 to 512, since the population's replays are the round's fixed cost (7 ms each);
-    a strategy object as given.
+    """The strategy of each task: ``"evolutionary"`` with its population sized to the round
+    (:meth:`~probsched.search.EvolutionarySearch.for_batch`: 8 evolved per one measured, as
+    MetaSchedule's 512 for 64, within 64 to 512); any other name or strategy object as given.
 
-    >>> strategy_for_round("evolutionary", 8).population, strategy_for_round("replay", 8)
+    >>> strategy_for_round("evolutionary", 16).population, strategy_for_round("replay", 8)
     (128, 'replay')
     """
     if strategy == "evolutionary":
-        return get_strategy("evolutionary").__class__(population=int(min(512, max(64, 16 * batch))))
+        return EvolutionarySearch.for_batch(batch)
     return strategy
 
 

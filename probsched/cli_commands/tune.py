@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 from ..database import Database
 from ..ir.stmt import PrimFunc
-from ..search import STRATEGIES, SearchStrategy, get as get_strategy
+from ..search import STRATEGIES, EvolutionarySearch, SearchStrategy, get as get_strategy
 from ..selection import DEFAULT_RETIME_TOP
 from ..tuner import COST_MODELS, DEFAULT_COST_MODEL, TuneResult
 from ..workloads import Workload
@@ -154,7 +154,8 @@ def strategy_from_args(args: argparse.Namespace) -> Union[str, SearchStrategy]:
         return args.strategy
     if args.strategy != "evolutionary":
         raise CLIError(f"--max-family-share applies to --strategy evolutionary, not {args.strategy}")
-    return STRATEGIES["evolutionary"](max_family_share=args.max_family_share)
+    # sized as ps.tune sizes the named search, for its default rounds of 32
+    return EvolutionarySearch.for_batch(32, max_family_share=args.max_family_share)
 
 
 def family_share(args: argparse.Namespace) -> Optional[float]:

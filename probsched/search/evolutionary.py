@@ -25,6 +25,9 @@ Until the cost model has been trained (the first round of a new tuning run, unle
 model starts from other workloads' records: :mod:`probsched.cost_model.transfer`), the
 batch is drawn from the prior. Defaults are MetaSchedule's: population 512, 20% from the
 best records, 4 iterations, mutation probability 0.85, epsilon-greedy 0.05.
+``ps.tune`` and ``ps.tune_model`` size the population to the round instead
+(:meth:`EvolutionarySearch.for_batch`): MetaSchedule evolves 512 for a round of 64, 8 per
+candidate measured, and the population's replays are the round's fixed cost.
 
 >>> import probsched as ps
 >>> from probsched.search.candidate import SearchContext
@@ -44,6 +47,11 @@ from handlers.trace_struct import Trace
 from .candidate import Candidate, SearchContext
 from .mutators import MUTATORS, algorithm_family, choose_site
 from .strategy import SearchStrategy, best_then_prior, prior_candidates
+
+
+#: Candidates evolved per candidate measured in a round (MetaSchedule: a population of 512
+#: for rounds of 64). Twice this, on four workloads at 64 trials: see benchmarks/README.md.
+POPULATION_PER_MEASURED = 8
 
 
 class EvolutionarySearch(SearchStrategy):
@@ -72,6 +80,19 @@ class EvolutionarySearch(SearchStrategy):
             raise ValueError(f"EvolutionarySearch: max_family_share must be in (0, 1], got {max_family_share}")
         self.max_family_share = max_family_share
         self.family = algorithm_family if family is None else family
+
+    @classmethod
+    def for_batch(cls, batch: int, per_measured: int = POPULATION_PER_MEASURED, **options) -> "EvolutionarySearch":
+        """The search with its population sized to rounds of ``batch`` candidates:
+        ``per_measured`` evolved per one measured, 64 to 512 (``options``: the other
+        constructor arguments).
+
+        >>> EvolutionarySearch.for_batch(64).population, EvolutionarySearch.for_batch(4).population
+        (512, 64)
+        """
+        if batch < 1 or per_measured < 1:
+            raise ValueError(f"EvolutionarySearch.for_batch: batch and per_measured must be >= 1, got {batch}, {per_measured}")
+        return cls(population=int(min(512, max(64, per_measured * batch))), **options)
 
     def _initial(self, ctx: SearchContext) -> List[Candidate]:
         n_best = int(self.population * self.init_measured_ratio)
