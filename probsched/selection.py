@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import statistics
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
@@ -50,7 +51,7 @@ from .database import Database, TuningRecord
 from .database.record import WorkloadRef
 from .ir.stmt import PrimFunc
 from .measure.result import MeasureResult
-from .schedule import Schedule, ScheduleTrace
+from .schedule import InstructionLog, Schedule
 from .workloads import Workload
 
 if TYPE_CHECKING:
@@ -95,9 +96,15 @@ class BestSchedule:
         return None if not self.flops else self.flops / self.seconds / 1e9
 
     @property
-    def trace(self) -> ScheduleTrace:
-        """The instruction log: ``print(best.trace)`` shows it as Python."""
-        return self.record.trace()
+    def instructions(self) -> InstructionLog:
+        """The instruction log: ``print(best.instructions)`` shows it as Python."""
+        return self.record.instruction_log()
+
+    @property
+    def trace(self) -> InstructionLog:
+        """Deprecated name of :attr:`instructions` (:attr:`decisions` is the handlers ``Trace``)."""
+        warnings.warn("BestSchedule.trace is deprecated; use BestSchedule.instructions", DeprecationWarning, stacklevel=2)
+        return self.record.instruction_log()
 
     @property
     def decisions(self) -> Optional[Trace]:
@@ -166,7 +173,7 @@ def retime(
     if not records:
         return []
     log.info("re-timing the %d best candidates of %s together (%d rounds)", len(records), getattr(workload, "name", func.name), rounds)
-    results: List[MeasureResult] = measurer.measure_together(workload, [r.trace() for r in records], rounds=rounds)
+    results: List[MeasureResult] = measurer.measure_together(workload, [r.instruction_log() for r in records], rounds=rounds)
     db.commit_retiming(workload, [(r.candidate_hash, res) for r, res in zip(records, results)])
     return sorted(zip(records, results), key=lambda pair: pair[1].median)
 

@@ -72,7 +72,7 @@ def test_results_in_input_order_with_progress_callback(measurer):
 
 def test_traces_and_bare_functions(measurer):
     sch = schedule(2)
-    results = measurer.measure(W, [sch.trace, sch.trace.to_json()])
+    results = measurer.measure(W, [sch.instructions, sch.instructions.to_json()])
     assert all(r.ok for r in results)
     # a bare PrimFunc: the reference is the unscheduled program, built and run in a worker
     func = W.func.replace(name="mm_bare")

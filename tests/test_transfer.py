@@ -14,7 +14,7 @@ from probsched.cost_model import transfer
 from probsched.database import Database, TuningRecord
 from probsched.ir.stmt import PrimFunc
 from probsched.measure import LocalMeasurer, MeasureResult
-from probsched.schedule import Schedule, ScheduleTrace
+from probsched.schedule import InstructionLog, Schedule
 from probsched.search import EvolutionarySearch
 from probsched.task_search import start_model_from_transfer
 from probsched.tuner import _resolve_model
@@ -37,7 +37,7 @@ def test_shipped_records_hold_every_suite_workload_with_todays_features(width):
     assert set(shipped.names.values()) == benchmarked | siblings
     assert len(shipped.samples) == len(shipped.names)
     for s in shipped.samples:
-        sch = ScheduleTrace.from_json(s["instructions"]).apply(Schedule(PrimFunc.from_json(s["func"])))
+        sch = InstructionLog.from_json(s["instructions"]).apply(Schedule(PrimFunc.from_json(s["func"])))
         stored = shipped.features[s["index"]]
         assert shipped.groups[s["index"]] == s["group"]
         # a failure here means the features changed: rebuild the records (module docstring)
@@ -110,7 +110,7 @@ def _record_db(path, workload, splits, failed=0):
 def _assert_samples_replay(records):
     """Each sample of ``records`` replays to the features stored for its record."""
     for sample in records.samples:
-        sch = ScheduleTrace.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
+        sch = InstructionLog.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
         np.testing.assert_allclose(cm.extract(sch), records.features[sample["index"]], rtol=1e-6)
 
 

@@ -1,7 +1,7 @@
 """The ``probsched`` subcommands that tune and report, one module each.
 
 - :mod:`.tune` — ``probsched tune``: search with a progress bar, then best vs numpy/jax.jit;
-- :mod:`.show` — ``probsched show``: the best schedules as Python trace, loop nest, source;
+- :mod:`.show` — ``probsched show``: the best schedules as Python (instruction log), loop nest, source;
 - :mod:`.bench` — ``probsched bench``: tune a list of suite workloads, Markdown and JSON;
 - :mod:`.plot` — ``probsched plot``: best-so-far curves per strategy from a database;
 - :mod:`.vary` — ``probsched vary``: the best schedule timed beside variants with decisions changed;

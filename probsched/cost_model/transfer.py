@@ -87,7 +87,7 @@ class TransferRecords:
     """Measured programs of other workloads: one feature matrix, run time and group each.
 
     ``names`` maps a group (workload hash) to the workload's name; ``samples`` holds, per
-    workload, one record's instruction trace and function (JSON) with its stored features,
+    workload, one record's instruction log and function (JSON) with its stored features,
     so that a test can tell whether today's features of that program still match.
     """
 
@@ -165,7 +165,7 @@ def build_transfer(
     """Write transfer records from the successful records of ``databases``: per workload, its
     ``per_workload`` first records in measurement order (a tuning run's spread, from its
     prior draws to its best; a workload in several databases takes them in the order given),
-    features extracted by replaying each record's trace today (a record whose trace no longer
+    features extracted by replaying each record's instruction log today (a record whose log no longer
     gives the program that was timed is left out).
 
     With ``base`` (a transfer file, e.g. one of :data:`TRANSFER_PATHS`), the result holds base's
@@ -200,7 +200,7 @@ def _from_databases(databases: Sequence[str], per_workload: int) -> TransferReco
                         log.warning("%s: record %s skipped (%s)", wl.name, rec.candidate_hash[:12], e)
                         continue
                     if structural_hash(sch.mod) != rec.candidate_hash:
-                        # today's primitives turn the trace into another program than the one
+                        # today's primitives turn the log into another program than the one
                         # timed (e.g. a compute_at region computed tighter): its time is not this one's
                         log.warning("%s: record %s skipped (replays to another program)", wl.name,
                                     rec.candidate_hash[:12])

@@ -59,7 +59,7 @@ import uuid
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..ir.stmt import PrimFunc
-from ..schedule import Schedule, ScheduleTrace
+from ..schedule import InstructionLog, Schedule
 from ..target import Target
 from ..workloads import Workload
 from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, LocalMeasurer, MeasureError
@@ -272,14 +272,14 @@ class DaskMeasurer:
                 entry = self._refs[id(workload)] = (workload, entry[1] if entry else uuid.uuid4().hex, future)
             return entry[1], entry[2]
 
-    def _traces(self, schedules, func: PrimFunc) -> List[str]:
-        return [LocalMeasurer._trace_json(s, func, i) for i, s in enumerate(schedules)]
+    def _logs(self, schedules, func: PrimFunc) -> List[str]:
+        return [LocalMeasurer._log_json(s, func, i) for i, s in enumerate(schedules)]
 
     # ------------------------------------------------------------------ measuring
     def submit(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         *,
         rounds: Optional[int] = None,
         _faults: Optional[Mapping[int, str]] = None,
@@ -289,18 +289,18 @@ class DaskMeasurer:
         if self._closed:
             raise MeasureError("measure: this DaskMeasurer is closed")
         job = self._job(workload)
-        traces = self._traces(schedules, job["func"])
+        logs = self._logs(schedules, job["func"])
         faults = dict(_faults or {})
         if rounds is None:
-            units = [{"traces": [t], "faults": {0: faults[i]} if i in faults else None} for i, t in enumerate(traces)]
+            units = [{"logs": [t], "faults": {0: faults[i]} if i in faults else None} for i, t in enumerate(logs)]
         else:
-            units = [{"traces": traces, "faults": faults or None, "rounds": int(rounds)}] if traces else []
+            units = [{"logs": logs, "faults": faults or None, "rounds": int(rounds)}] if logs else []
         return DaskBatch(self, job, units, group=rounds is not None)
 
     def measure(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         on_result: Optional[Callable[[int, MeasureResult], None]] = None,
         *,
         _faults: Optional[Mapping[int, str]] = None,
@@ -313,7 +313,7 @@ class DaskMeasurer:
     def measure_together(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         rounds: int = 15,
         *,
         _faults: Optional[Mapping[int, str]] = None,
@@ -479,7 +479,7 @@ class DaskBatch:
         return result
 
     def _lost(self, i: int, message: str) -> object:
-        n = len(self._units[i]["traces"])
+        n = len(self._units[i]["logs"])
         failed = MeasureResult.failure(LOST, message)
         return self._finish(i, [failed] * n if self._group else failed)
 
