@@ -52,6 +52,7 @@ from .schedule import BlockRV, InstructionLog, LoopRV, Schedule  # noqa: F401
 from .codegen import Kernel, build, register_stmt_emitter  # noqa: F401,E402
 from .target import Target  # noqa: F401,E402
 from . import workloads  # noqa: E402,F401
+from .workloads import as_workload  # noqa: E402,F401
 from . import intrinsics  # noqa: E402,F401
 from . import space  # noqa: E402,F401
 from . import measure  # noqa: E402,F401

@@ -20,8 +20,9 @@ from typing import Optional, Sequence
 
 from . import __version__
 from .cli_commands import COMMANDS
-from .cli_commands.common import WORKLOAD_HELP, CLIError, func_of, resolve_workload
+from .cli_commands.common import WORKLOAD_HELP, CLIError, resolve_workload
 from .errors import ProbschedError
+from .workloads import as_workload
 
 
 def _cmd_workloads(args: argparse.Namespace) -> int:
@@ -34,7 +35,7 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def _cmd_ir(args: argparse.Namespace) -> int:
-    func = func_of(resolve_workload(args.workload))
+    func = as_workload(resolve_workload(args.workload)).func
     print(func)
     print(f"# structural hash: {func.structural_hash()}")
     return 0

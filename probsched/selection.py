@@ -52,7 +52,7 @@ from .database.record import WorkloadRef
 from .ir.stmt import PrimFunc
 from .measure.result import MeasureResult
 from .schedule import InstructionLog, Schedule
-from .workloads import Workload
+from .workloads import Workload, as_workload
 
 if TYPE_CHECKING:
     from .measure import Measurer
@@ -168,11 +168,11 @@ def retime(
     worker re-times them all), anything with ``measure_together``."""
     if top < 1:
         raise ValueError(f"retime: top must be >= 1, got {top}")
-    func = workload if isinstance(workload, PrimFunc) else workload.func
+    name = as_workload(workload).name
     records = db.best(workload, k=top)
     if not records:
         return []
-    log.info("re-timing the %d best candidates of %s together (%d rounds)", len(records), getattr(workload, "name", func.name), rounds)
+    log.info("re-timing the %d best candidates of %s together (%d rounds)", len(records), name, rounds)
     results: List[MeasureResult] = measurer.measure_together(workload, [r.instruction_log() for r in records], rounds=rounds)
     db.commit_retiming(workload, [(r.candidate_hash, res) for r, res in zip(records, results)])
     return sorted(zip(records, results), key=lambda pair: pair[1].median)

@@ -14,7 +14,8 @@ import datetime
 import statistics
 
 from ..errors import ProbschedError
-from .common import add_reader_arguments, format_speed, func_of, positive_int, read_records, workload_name
+from ..workloads import as_workload
+from .common import add_reader_arguments, format_speed, positive_int, read_records, workload_name
 
 
 def add_parser(sub) -> None:
@@ -32,7 +33,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..codegen import build
     workload, db_path, records, best, retimed = read_records(args, top=args.top)
-    func = func_of(workload)
+    func = as_workload(workload).func
     flops = getattr(workload, "flops", None)
     ok = sum(r.ok for r in records)
     print(f"{workload_name(workload)}: {len(records)} records in {db_path} ({ok} ok); best {len(best)} shown")

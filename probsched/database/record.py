@@ -34,6 +34,7 @@ from ..ir.stmt import PrimFunc
 from ..measure.result import ERROR_KINDS, MeasureResult
 from ..schedule import InstructionLog, Schedule
 from ..target import Target
+from ..workloads.workload import as_workload
 
 if TYPE_CHECKING:
     from handlers.trace_struct import Trace
@@ -48,10 +49,7 @@ def workload_key(workload: WorkloadRef) -> str:
     """The structural hash of a Workload's or PrimFunc's function (a str passes through)."""
     if isinstance(workload, str):
         return workload
-    func = workload if isinstance(workload, PrimFunc) else getattr(workload, "func", None)
-    if not isinstance(func, PrimFunc):
-        raise TypeError(f"expected a Workload, a PrimFunc or a structural hash, got {type(workload).__name__}")
-    return structural_hash(func)
+    return structural_hash(as_workload(workload).func)
 
 
 def target_json(target: Union[None, str, Target]) -> str:

@@ -61,7 +61,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 from ..ir.stmt import PrimFunc
 from ..schedule import InstructionLog, Schedule
 from ..target import Target
-from ..workloads import Workload
+from ..workloads import Workload, as_workload
 from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, LocalMeasurer, MeasureError
 from .reference import from_workload
 from .remote import host_description, measure_task
@@ -250,18 +250,13 @@ class DaskMeasurer:
 
     # ------------------------------------------------------------------ inputs
     def _job(self, workload: Union[Workload, PrimFunc]) -> dict:
-        if isinstance(workload, Workload):
-            func, name = workload.func, workload.name
-        elif isinstance(workload, PrimFunc):
-            func, name = workload, workload.name
-        else:
-            raise TypeError(f"measure: expected a Workload or a PrimFunc, got {type(workload).__name__}")
-        return {"workload": workload, "func": func, "name": name, "func_key": func.structural_hash(), "func_json": func.to_json()}
+        w = as_workload(workload)
+        return {"workload": w, "func": w.func, "name": w.name, "func_key": w.func.structural_hash(), "func_json": w.func.to_json()}
 
-    def _reference(self, workload) -> tuple:
+    def _reference(self, workload: Workload) -> tuple:
         """(key, future) of the workload's reference on the cluster, scattered when needed;
         (None, None) for a bare function (the workers make its reference) and in simulation."""
-        if not isinstance(workload, Workload) or self.simulate is not None:
+        if not workload.has_reference or self.simulate is not None:
             return None, None
         with self._lock:
             entry = self._refs.get(id(workload))

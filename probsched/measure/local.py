@@ -90,7 +90,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 from ..errors import ProbschedError
 from ..ir.stmt import PrimFunc
 from ..schedule import InstructionLog, Schedule
-from ..workloads import Workload
+from ..workloads import Workload, as_workload
 from ..target import Target
 from .hostlock import HostLock
 from .process import WorkerProcess
@@ -347,25 +347,22 @@ class LocalMeasurer:
 
     # ------------------------------------------------------------------ inputs
     def _job(self, workload: Union[Workload, PrimFunc], reference: Optional[str] = None) -> dict:
-        if reference is not None and isinstance(workload, (Workload, PrimFunc)):
+        w = as_workload(workload)
+        func = w.func
+        if reference is not None:
             if not os.path.isfile(reference):
                 raise ValueError(f"measure: reference {reference!r} is not a file (Reference.save writes one)")
-            func = workload if isinstance(workload, PrimFunc) else workload.func
-            ref_path, ref_mode, name = reference, "file", getattr(workload, "name", None) or func.name
-        elif isinstance(workload, Workload):
-            func = workload.func
-            entry = self._refs.get(id(workload))
+            ref_path, ref_mode, name = reference, "file", w.name or func.name
+        elif w.has_reference:
+            entry = self._refs.get(id(w))
             if entry is None:  # keyed by identity: two workloads may share a function, not a reference
                 path = os.path.join(self._tmpdir, f"ref-{len(self._refs)}.npz")
-                from_workload(workload).save(path)
-                entry = self._refs[id(workload)] = (workload, path)
-            ref_path, ref_mode, name = entry[1], "file", workload.name
-        elif isinstance(workload, PrimFunc):
-            func = workload
+                from_workload(w).save(path)
+                entry = self._refs[id(w)] = (w, path)
+            ref_path, ref_mode, name = entry[1], "file", w.name
+        else:  # a bare function: a worker makes the expected outputs from the unscheduled program
             ref_path = os.path.join(self._tmpdir, f"func-{func.structural_hash()}.npz")
             ref_mode, name = "func", func.name
-        else:
-            raise TypeError(f"measure: expected a Workload or a PrimFunc, got {type(workload).__name__}")
         return {
             "func": func,
             "name": name,

@@ -61,11 +61,10 @@ class Schedule:
 
     def __init__(self, func: PrimFunc) -> None:
         if not isinstance(func, PrimFunc):
-            inner = getattr(func, "func", None)
-            if isinstance(inner, PrimFunc):  # a Workload
-                func = inner
-            else:
-                raise TypeError(f"Schedule needs a PrimFunc or a Workload, got {type(func).__name__}")
+            # imported here: a schedule is made per candidate, nearly always of a PrimFunc
+            from ..workloads.workload import as_workload
+
+            func = as_workload(func).func
         self._func = func
         self._mod = func
         self._instructions = InstructionLog()
