@@ -30,7 +30,7 @@ import numpy as np
 
 def main() -> None:
     from probsched.baselines import baselines
-    from probsched.cli_commands.common import resolve_workload
+    from probsched.cli.common import resolve_workload
     from probsched.codegen.aligned import aligned_copy, aligned_empty
     from probsched.codegen.spin_pool import counting_launches
     from probsched.database import Database

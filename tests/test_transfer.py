@@ -151,6 +151,27 @@ def test_build_transfer_on_a_base_adds_workloads_and_replaces_the_ones_it_holds(
         built.concat(built)
 
 
+def test_build_transfer_command_and_its_old_module_entry_point(tmp_path, capsys):
+    """``probsched build-transfer`` builds what build_transfer builds; ``python -m
+    probsched.cost_model.transfer`` is the same command; a bad base is exit code 2."""
+    import subprocess
+    import sys
+
+    from probsched.cli import main
+
+    g = _record_db(tmp_path / "a.db", ps.workloads.small("GMM"), [2, 4, 8])
+    out = tmp_path / "t.npz"
+    assert main(["build-transfer", str(tmp_path / "a.db"), "--out", str(out), "--per-workload", "2"]) == 0
+    assert f"{out}: 2 records" in capsys.readouterr().out
+    assert transfer.load_transfer(str(out)).groups == [g, g]
+    assert main(["build-transfer", str(tmp_path / "a.db"), "--out", str(out), "--base", str(tmp_path / "none.npz")]) == 2
+    assert "probsched build-transfer: build_transfer: base" in capsys.readouterr().err
+    again = tmp_path / "again.npz"
+    r = subprocess.run([sys.executable, "-m", "probsched.cost_model.transfer", str(tmp_path / "a.db"), "--out", str(again)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"{again}: 3 records" in r.stdout, r.stderr
+
+
 def test_build_transfer_leaves_out_records_that_replay_to_another_program(tmp_path, caplog):
     # a record whose trace today gives another program than the one it timed (the
     # primitives changed since) would label that other program with its time

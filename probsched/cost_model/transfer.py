@@ -18,9 +18,9 @@ workloads and other shapes of the depthwise convolution, which has no relative a
 :func:`transfer_path` picks the file of the host's width (or ``$PROBSCHED_TRANSFER``, a user's
 own). :func:`load_transfer` leaves out the groups being tuned (a workload's own records come
 from its database, never from here) and returns None, with a warning, when the file is
-missing or was made with other feature columns. Build a file with ``python -m
-probsched.cost_model.transfer DB... [--out FILE]`` (by default the shipped file of this
-machine's width), or add a workload's records to one with ``--base`` (:func:`build_transfer`).
+missing or was made with other feature columns. Build a file with ``probsched
+build-transfer DB... [--out FILE]`` (by default the shipped file of this machine's width), or
+add a workload's records to one with ``--base`` (:func:`build_transfer`).
 
 >>> records = load_transfer()
 >>> records is not None and len(records) > 500 and records.features[0].shape[1] == N_FEATURES
@@ -31,7 +31,6 @@ True
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -146,7 +145,7 @@ def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Op
         if str(z["schema"]) != feature_schema() or int(z["n_features"]) != N_FEATURES:
             log.warning(
                 "cost-model transfer records %s were made with other features (schema %s, today %s): not used; "
-                "rebuild them with python -m probsched.cost_model.transfer",
+                "rebuild them with probsched build-transfer",
                 path, str(z["schema"]), feature_schema(),
             )
             return None
@@ -236,25 +235,13 @@ def save_transfer(records: TransferRecords, out: str) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m probsched.cost_model.transfer", description=build_transfer.__doc__)
-    p.add_argument("databases", nargs="+", help="tuning databases (SQLite)")
-    p.add_argument("--out", default=None, help="output .npz (default: the shipped file of this machine's vector width, "
-                                               "see transfer_path)")
-    p.add_argument("--per-workload", type=int, default=128)
-    p.add_argument("--base", help="keep this transfer file's records of the workloads the databases do not hold "
-                                   "(e.g. the shipped file, to add a workload to it)")
-    args = p.parse_args(argv)
-    if args.out is None:
-        from ..target import Target
+    """``python -m probsched.cost_model.transfer DB...``: the command ``probsched build-transfer
+    DB...`` (:mod:`probsched.cli.build_transfer`), kept under its old name."""
+    import sys
 
-        args.out = TRANSFER_PATHS.get(Target.host().vector_bytes, TRANSFER_PATHS[32])
-    try:
-        records = build_transfer(args.databases, args.out, args.per_workload, base=args.base)
-    except ValueError as e:
-        p.error(str(e))
-    counts = {n: records.groups.count(g) for g, n in records.names.items()}
-    print(f"{args.out}: {len(records)} records, {os.path.getsize(args.out) / 1e3:.0f} KB; per workload {counts}")
-    return 0
+    from ..cli import main as cli_main
+
+    return cli_main(["build-transfer", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ and the exit code is then 1.
 >>> parse_assignments('Z/pack')
 Traceback (most recent call last):
 ...
-probsched.cli_commands.common.CLIError: --set 'Z/pack': expected SITE=VALUE (e.g. Z/k/tile=[4,128]), separated by ';'
+probsched.cli.common.CLIError: --set 'Z/pack': expected SITE=VALUE (e.g. Z/k/tile=[4,128]), separated by ';'
 """
 
 from __future__ import annotations
