@@ -25,7 +25,7 @@ and times it in-process (``time_callable``, repeat=3, min_repeat_ms=20). It appe
 line per candidate as soon as it is measured, so an interrupted run keeps its data and a rerun
 resumes (seeds already in the file are skipped). Record fields follow the tuning database's
 TuningRecord: ``workload_hash``, ``candidate_hash``, ``decisions``, ``instructions`` (the
-``ScheduleTrace`` JSON), ``run_seconds`` (null on error), ``error_kind`` (null when fine), plus
+``InstructionLog`` JSON), ``run_seconds`` (null on error), ``error_kind`` (null when fine), plus
 ``workload`` (suite name) and ``seed``.
 
 ``benchmarks/data/records.jsonl.gz`` holds 1372 such records, 324-334 usable per workload,
@@ -220,7 +220,7 @@ def rebuild(records: List[dict], log=print, kept: Optional[List[dict]] = None):
             continue
         name, func = funcs[h]
         try:
-            sch = ps.ScheduleTrace.from_json(rec["instructions"]).apply(ps.Schedule(func))
+            sch = ps.InstructionLog.from_json(rec["instructions"]).apply(ps.Schedule(func))
         except Exception:
             skipped += 1
             continue

@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import probsched as ps  # noqa: E402
-from probsched.cli_commands.bench import DEFAULT_WORKLOADS  # noqa: E402
+from probsched.cli.bench import DEFAULT_WORKLOADS  # noqa: E402
 
 
 def fastest_records(dbs, name: str, k: int) -> list:

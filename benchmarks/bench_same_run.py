@@ -30,7 +30,7 @@ import numpy as np
 
 def main() -> None:
     from probsched.baselines import baselines
-    from probsched.cli_commands.common import resolve_workload
+    from probsched.cli.common import resolve_workload
     from probsched.codegen.aligned import aligned_copy, aligned_empty
     from probsched.codegen.spin_pool import counting_launches
     from probsched.database import Database
@@ -74,7 +74,7 @@ def main() -> None:
                     out[name].append(protocol()["o"].median)
                 for k in launches[name]:
                     launches[name][k] += counts[k]
-            (r,) = m.measure_together(w, [best.record.trace()], rounds=7)
+            (r,) = m.measure_together(w, [best.record.instruction_log()], rounds=7)
             out["worker"].append(r.median)
             print(rep, {k: round(v[-1] * 1e6, 1) for k, v in out.items()}, flush=True)
     print(f"{args.workload} median µs over {args.reps} reps:", {k: round(statistics.median(v) * 1e6, 1) for k, v in out.items()})

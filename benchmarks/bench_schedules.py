@@ -419,7 +419,7 @@ def bench_workload(spec: str, args) -> List[dict]:
         call_args = list(ins) + list(outs)
         contenders[label] = (lambda k=kern, a=call_args: k(*a))
         info[label] = dict(build_s=t_build + t_mk, mk_load_s=t_mk, intrinsics=names, form=kern.parallel_form,
-                           trace=str(sch.trace))
+                           instructions=str(sch.instructions))
     contenders.update(baselines(kind, w, ins))
     times: Dict[str, List[float]] = {name: [] for name in contenders}
     load = {name: _OtherLoad() for name in contenders}
@@ -436,7 +436,7 @@ def bench_workload(spec: str, args) -> List[dict]:
             intrinsics=info[label]["intrinsics"], parallel_form=info[label]["form"],
             gflops=med, gflops_range=[lo, hi], numpy_gflops=g["numpy"][0], jax_gflops=g["jax"][0],
             numpy_range=list(g["numpy"][1:]), jax_range=list(g["jax"][1:]),
-            vs_numpy=med / g["numpy"][0], vs_jax=med / g["jax"][0], trace=info[label]["trace"],
+            vs_numpy=med / g["numpy"][0], vs_jax=med / g["jax"][0], instructions=info[label]["instructions"],
             other_cpu_load={name: l.fraction for name, l in load.items()},
         ))
     return rows

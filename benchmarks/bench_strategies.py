@@ -33,8 +33,8 @@ import time
 from typing import Any, Dict, List, Optional
 
 import probsched as ps
-from probsched.cli_commands.bench import DEFAULT_WORKLOADS
-from probsched.cli_commands.common import num
+from probsched.cli.bench import DEFAULT_WORKLOADS
+from probsched.cli.common import num
 from probsched.target import Target
 
 STRATEGIES = ("evolutionary", "replay")

@@ -195,8 +195,8 @@ def best_other(row: Dict[str, Any]) -> Tuple[str, float]:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from probsched.cli_commands.bench import geomean
-    from probsched.cli_commands.common import num, open_database, resolve_workload
+    from probsched.cli.bench import geomean
+    from probsched.cli.common import num, open_database, resolve_workload
     from probsched.codegen.spin_pool import counting_launches
     from probsched.selection import best_schedule
     from probsched.tuner import TuneResult
@@ -266,8 +266,8 @@ def seeds_table(runs: List[Tuple[str, Dict[str, float], Dict[str, float]]]) -> T
     >>> data["geomean"], data["geomean_of_medians"]
     ({'0': 2.0, '1': 0.5, '2': 2.5}, 1.6666666666666667)
     """
-    from probsched.cli_commands.bench import geomean
-    from probsched.cli_commands.common import num
+    from probsched.cli.bench import geomean
+    from probsched.cli.common import num
 
     specs = [w for w in dict.fromkeys(w for _, ours, _ in runs for w in ours) if all(w in o and w in t for _, o, t in runs)]
     rows = []
@@ -295,7 +295,7 @@ def seeds_table(runs: List[Tuple[str, Dict[str, float], Dict[str, float]]]) -> T
 
 
 def seeds(args: argparse.Namespace) -> int:
-    from probsched.cli_commands.bench import load_tvm_times
+    from probsched.cli.bench import load_tvm_times
 
     runs = []
     for seed, ours_path, *tvm_paths in args.run:

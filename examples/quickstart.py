@@ -76,7 +76,7 @@ def main() -> None:
 
     seconds, decisions, sch = best
     print(f"\nbest: {w.flops / seconds / 1e9:.1f} GFLOP/s; its decisions:\n{decisions}")
-    print(f"\nits instruction log (Python that rebuilds it):\n{sch.trace}")
+    print(f"\nits instruction log (Python that rebuilds it):\n{sch.instructions}")
     again = ps.Schedule(w.func)
     replay(matmul_schedule, decisions)(again)
     assert again.mod == sch.mod, "replaying the decisions rebuilds the same program"

@@ -48,10 +48,11 @@ from .te import (  # noqa: F401
     reduce_axis,
     sum,
 )
-from .schedule import BlockRV, LoopRV, Schedule, ScheduleTrace  # noqa: F401
+from .schedule import BlockRV, InstructionLog, LoopRV, Schedule  # noqa: F401
 from .codegen import Kernel, build, register_stmt_emitter  # noqa: F401,E402
 from .target import Target  # noqa: F401,E402
 from . import workloads  # noqa: E402,F401
+from .workloads import as_workload  # noqa: E402,F401
 from . import intrinsics  # noqa: E402,F401
 from . import space  # noqa: E402,F401
 from . import measure  # noqa: E402,F401
@@ -64,3 +65,14 @@ from .graph.compiler import CompiledModel, compile  # noqa: E402,F401
 from . import models  # noqa: E402,F401
 from . import task_scheduler  # noqa: E402,F401
 from .model_tuner import ModelTuneResult, tune_model  # noqa: E402,F401
+
+
+def __getattr__(name: str) -> object:
+    # ps.ScheduleTrace was renamed ps.InstructionLog (issue #52: "trace" means the handlers'
+    # record of sample sites); the old name resolves, with a warning, for one release.
+    if name == "ScheduleTrace":
+        import warnings
+
+        warnings.warn("ps.ScheduleTrace is deprecated; use ps.InstructionLog", DeprecationWarning, stacklevel=2)
+        return InstructionLog
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

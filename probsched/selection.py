@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import statistics
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
@@ -50,8 +51,8 @@ from .database import Database, TuningRecord
 from .database.record import WorkloadRef
 from .ir.stmt import PrimFunc
 from .measure.result import MeasureResult
-from .schedule import Schedule, ScheduleTrace
-from .workloads import Workload
+from .schedule import InstructionLog, Schedule
+from .workloads import Workload, as_workload
 
 if TYPE_CHECKING:
     from .measure import Measurer
@@ -95,9 +96,15 @@ class BestSchedule:
         return None if not self.flops else self.flops / self.seconds / 1e9
 
     @property
-    def trace(self) -> ScheduleTrace:
-        """The instruction log: ``print(best.trace)`` shows it as Python."""
-        return self.record.trace()
+    def instructions(self) -> InstructionLog:
+        """The instruction log: ``print(best.instructions)`` shows it as Python."""
+        return self.record.instruction_log()
+
+    @property
+    def trace(self) -> InstructionLog:
+        """Deprecated name of :attr:`instructions` (:attr:`decisions` is the handlers ``Trace``)."""
+        warnings.warn("BestSchedule.trace is deprecated; use BestSchedule.instructions", DeprecationWarning, stacklevel=2)
+        return self.record.instruction_log()
 
     @property
     def decisions(self) -> Optional[Trace]:
@@ -161,12 +168,12 @@ def retime(
     worker re-times them all), anything with ``measure_together``."""
     if top < 1:
         raise ValueError(f"retime: top must be >= 1, got {top}")
-    func = workload if isinstance(workload, PrimFunc) else workload.func
+    name = as_workload(workload).name
     records = db.best(workload, k=top)
     if not records:
         return []
-    log.info("re-timing the %d best candidates of %s together (%d rounds)", len(records), getattr(workload, "name", func.name), rounds)
-    results: List[MeasureResult] = measurer.measure_together(workload, [r.trace() for r in records], rounds=rounds)
+    log.info("re-timing the %d best candidates of %s together (%d rounds)", len(records), name, rounds)
+    results: List[MeasureResult] = measurer.measure_together(workload, [r.instruction_log() for r in records], rounds=rounds)
     db.commit_retiming(workload, [(r.candidate_hash, res) for r, res in zip(records, results)])
     return sorted(zip(records, results), key=lambda pair: pair[1].median)
 

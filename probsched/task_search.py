@@ -34,7 +34,7 @@ from .database import Database, TuningRecord
 from .ir.stmt import PrimFunc
 from .search import Candidate, SearchContext, SearchStrategy
 from .search import get as get_strategy
-from .workloads import Workload
+from .workloads import Workload, as_workload
 
 if TYPE_CHECKING:
     from .cost_model import CostModel
@@ -94,7 +94,7 @@ class TaskSearch:
         from . import space as space_mod
 
         self.workload = workload
-        self.func = workload if isinstance(workload, PrimFunc) else workload.func
+        self.func = as_workload(workload).func
         self.flops = getattr(workload, "flops", None)
         self.space = space or space_mod.default()
         self.strategy = get_strategy(strategy)

@@ -34,7 +34,7 @@ from .search import EvolutionarySearch
 from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, DEFAULT_RETIME_TOP, BestSchedule, best_schedule, retime
 from .task_search import TaskSearch, Trial, fit_on_past, run_rounds, start_model_from_transfer
-from .workloads import Workload
+from .workloads import Workload, as_workload
 
 if TYPE_CHECKING:  # imported where used: the cost models load JAX, the measurer and kernels numba
     from .target import Target
@@ -57,7 +57,7 @@ class TuneResult:
 
     @property
     def func(self) -> PrimFunc:
-        return self.workload if isinstance(self.workload, PrimFunc) else self.workload.func
+        return as_workload(self.workload).func
 
     @property
     def kernel(self) -> Optional["Kernel"]:
@@ -70,7 +70,7 @@ class TuneResult:
 
     @property
     def name(self) -> str:
-        return getattr(self.workload, "name", None) or self.func.name
+        return as_workload(self.workload).name or self.func.name
 
     def compare(
         self, rounds: int = 7, min_repeat_ms: float = 30.0, extra: Optional[Dict[str, Callable[[], object]]] = None
@@ -86,18 +86,19 @@ class TuneResult:
         if self.best is None:
             return []
         # cache-line aligned, as in the tuner's measurements; numpy and jax.jit get the same arrays
-        if isinstance(self.workload, Workload):
-            inputs = [aligned_copy(a) for a in self.workload.random_inputs(np.random.default_rng(0))]
+        workload = as_workload(self.workload)
+        if workload.has_reference:
+            inputs = [aligned_copy(a) for a in workload.random_inputs(np.random.default_rng(0))]
         else:
             inputs = [aligned_copy(np.random.default_rng(0).uniform(0.5, 1.0, b.shape).astype(b.dtype)) for b in self.kernel.inputs]
         outputs = [aligned_empty(b.shape, b.dtype) for b in self.kernel.outputs]
         kernel = self.kernel
         fns = {"probsched": kernel.bind(*inputs, *outputs)}
-        if isinstance(self.workload, Workload):
+        if workload.has_reference:
             from .baselines import baselines
 
             try:
-                fns.update(baselines(self.workload, inputs))
+                fns.update(baselines(workload, inputs))
             except ValueError:  # not a workload of the suite: no baseline to compare with
                 pass
         fns.update(extra or {})
@@ -135,9 +136,8 @@ def _resolve_workload(workload) -> Union[Workload, PrimFunc]:
         if index == "small":
             return workloads.small(name)
         return workloads.get(workload)
-    if isinstance(workload, (Workload, PrimFunc)):
-        return workload
-    raise TypeError(f"tune: expected a Workload, a PrimFunc or a name like 'GMM:2', got {type(workload).__name__}")
+    as_workload(workload)  # the TypeError for anything else; the result keeps what was given
+    return workload
 
 
 #: Cost models by name, the default first: "mlp-transfer" is the MLP that starts from the

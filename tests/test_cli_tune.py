@@ -20,8 +20,8 @@ import pytest
 
 import probsched as ps
 from probsched.cli import main
-from probsched.cli_commands.common import num
-from probsched.cli_commands.plot import best_so_far
+from probsched.cli.common import num
+from probsched.cli.plot import best_so_far
 from probsched.codegen.spin_pool import COUNTERS
 from probsched.database import Database, TuningRecord
 from probsched.measure import MeasureResult
@@ -190,7 +190,7 @@ def test_bench_reuses_the_database_best(tuned, capsys):
 def test_shipped_tvm_summary_covers_the_benchmark_workloads():
     from pathlib import Path
 
-    from probsched.cli_commands.bench import DEFAULT_WORKLOADS, load_tvm_times
+    from probsched.cli.bench import DEFAULT_WORKLOADS, load_tvm_times
 
     times = load_tvm_times(str(Path(__file__).parents[1] / "benchmarks" / "data" / "tvm_metaschedule.json"))
     assert sorted(times) == sorted(DEFAULT_WORKLOADS.split(","))
@@ -424,7 +424,7 @@ def test_progress_bar_says_when_it_re_times():
 
     from tqdm import tqdm
 
-    from probsched.cli_commands.tune import Progress
+    from probsched.cli.tune import Progress
     from probsched.tuner import Trial
 
     progress = Progress(2, "GMM:small", None, quiet=True, retime_top=8)

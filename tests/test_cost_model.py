@@ -152,7 +152,7 @@ def test_benchmark_record_loader_is_tolerant(tmp_path):
     w = ps.workloads.get("GMM:2")
     sch = ps.Schedule(w.func)
     sch.split(sch.get_loops(sch.get_block("Z"))[1], [None, 8])
-    good = {"workload_hash": w.func.structural_hash(), "instructions": sch.trace.to_json(), "run_seconds": [0.2, 0.1, 0.3]}
+    good = {"workload_hash": w.func.structural_hash(), "instructions": sch.instructions.to_json(), "run_seconds": [0.2, 0.1, 0.3]}
     lines = [
         json.dumps(good),
         "{not json",
@@ -213,7 +213,7 @@ def test_benchmark_quality_skips_sessions_and_reports_per_workload(tmp_path):
         sch.split(sch.get_loops(sch.get_block("Z"))[1], [None, f])
         stamp = k * 60.0 + (0.0 if k < 6 else 1e5)  # two sessions, 6 records each
         t = 1.0 / f if k >= 6 else 1.0  # the first session's times say nothing
-        lines.append(json.dumps({"workload_hash": w.func.structural_hash(), "instructions": sch.trace.to_json(),
+        lines.append(json.dumps({"workload_hash": w.func.structural_hash(), "instructions": sch.instructions.to_json(),
                                  "run_seconds": [t], "timestamp": stamp, "candidate_hash": str(k)}))
     p = tmp_path / "records.jsonl"
     p.write_text("\n".join(lines) + "\n")

@@ -87,7 +87,7 @@ def test_record_needs_its_workload_and_a_valid_kind():
     with pytest.raises(ValueError, match="error_kind"):
         replace(record(schedule(1), 1.0), error_kind="oops")
     with pytest.raises(TypeError, match="Schedule"):
-        TuningRecord.from_result(W, schedule(1).trace, MeasureResult((1.0,)))
+        TuningRecord.from_result(W, schedule(1).instructions, MeasureResult((1.0,)))
 
 
 def test_file_persists_and_default_path(tmp_path, monkeypatch):

@@ -113,7 +113,7 @@ def test_condition_fixes_the_kernel_and_replay_rebuilds_the_program():
     assert blk.annotation("tensorize") == "matmul_4x8"
     assert any(b.name.startswith("Y_local") for b in sch.mod.blocks())
     again = ps.Schedule(w.func)
-    ps.ScheduleTrace.from_json(sch.trace.to_json()).apply(again)
+    ps.InstructionLog.from_json(sch.instructions.to_json()).apply(again)
     assert again.mod == sch.mod
 
 

@@ -101,7 +101,7 @@ def test_tensorize_marks_the_block_and_replays():
     node = sch.get(blk)
     assert node.annotation("tensorize") == "matmul_6x16"
     assert node.annotation("tensorize_axes") == ("i_1", "j_1", "k_1")
-    again = ps.ScheduleTrace.from_json(sch.trace.to_json()).apply(ps.Schedule(w.func))
+    again = ps.InstructionLog.from_json(sch.instructions.to_json()).apply(ps.Schedule(w.func))
     assert again.mod == sch.mod
 
 

@@ -16,7 +16,7 @@ from handlers import condition, seed, trace
 from probsched.database import Database, TuningRecord
 from probsched.ir.expr import Const, Var
 from probsched.measure import MeasureResult
-from probsched.schedule import ScheduleTrace
+from probsched.schedule import InstructionLog
 from probsched.schedule.layout import LAYOUT_FREE, Layout, layouts_of, tile_layout
 from probsched.selection import best_schedule
 
@@ -109,9 +109,9 @@ def test_tile_layout_follows_the_loops_and_the_kernel_takes_logical_arrays():
 
 def test_layouts_replay_from_the_instruction_log_and_the_database():
     w, sch, _ = _gmm_with_layout()
-    again = ScheduleTrace.from_json(sch.trace.to_json()).apply(ps.Schedule(w.func))
+    again = InstructionLog.from_json(sch.instructions.to_json()).apply(ps.Schedule(w.func))
     assert again.mod == sch.mod
-    assert "sch.transform_layout(buffer=\"Y\"" in str(sch.trace)
+    assert "sch.transform_layout(buffer=\"Y\"" in str(sch.instructions)
     db = Database(":memory:")
     key = db.commit_workload(w)
     db.commit_record(TuningRecord.from_result(key, sch, MeasureResult((1e-6,))))

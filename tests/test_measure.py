@@ -70,9 +70,9 @@ def test_results_in_input_order_with_progress_callback(measurer):
     assert stats.compile_seconds >= stats.build_seconds > 0 and stats.memory[-1][2] > 50  # MiB
 
 
-def test_traces_and_bare_functions(measurer):
+def test_instruction_logs_and_bare_functions(measurer):
     sch = schedule(2)
-    results = measurer.measure(W, [sch.trace, sch.trace.to_json()])
+    results = measurer.measure(W, [sch.instructions, sch.instructions.to_json()])
     assert all(r.ok for r in results)
     # a bare PrimFunc: the reference is the unscheduled program, built and run in a worker
     func = W.func.replace(name="mm_bare")

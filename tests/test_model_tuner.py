@@ -44,8 +44,8 @@ class ScriptedMeasurer:
                 on_result(i, r)
         return out
 
-    def measure_together(self, workload, traces, rounds=15):
-        return [MeasureResult((1e-3,) * 3) for _ in traces]
+    def measure_together(self, workload, schedules, rounds=15):
+        return [MeasureResult((1e-3,) * 3) for _ in schedules]
 
     def settle(self):
         pass

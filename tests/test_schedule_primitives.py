@@ -55,12 +55,12 @@ def assert_same(sch):
 
 
 def refuses(sch, fn, *fragments):
-    before_mod, before_len = sch.mod, len(sch.trace)
+    before_mod, before_len = sch.mod, len(sch.instructions)
     with pytest.raises(ps.ScheduleError) as info:
         fn()
     for f in fragments:
         assert f in str(info.value), str(info.value)
-    assert sch.mod is before_mod and len(sch.trace) == before_len
+    assert sch.mod is before_mod and len(sch.instructions) == before_len
     return str(info.value)
 
 
@@ -83,7 +83,7 @@ def test_copy_is_independent():
     other = sch.copy()
     sch.split(sch.get_loops(sch.get_block("C"))[0], [None, 4])
     assert other.mod == other.func and sch.mod != sch.func
-    assert len(other.trace) == 0
+    assert len(other.instructions) == 0
 
 
 # ----------------------------------------------------------------------------- split / fuse / reorder

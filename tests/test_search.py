@@ -252,7 +252,7 @@ def test_tune_a_bare_function_summarises_without_baselines(measurer):
     result = ps.tune(func, trials=2, space=small_space(), strategy="replay", cost_model=None, measurer=measurer, seed=0)
     text = result.summary()
     assert "| probsched |" in text and "numpy" not in text
-    assert "def " in str(result.best.trace) or "sch." in str(result.best.trace)
+    assert "def " in str(result.best.instructions) or "sch." in str(result.best.instructions)
 
 
 def test_compare_times_extra_implementations_with_ours(measurer):

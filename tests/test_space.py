@@ -89,7 +89,7 @@ def test_replay_of_stored_traces_gives_equal_programs():
     again = ps.Schedule(w.func)
     replay(ps.space.default(), Trace.from_json(tr.to_json()))(again)
     assert again.mod == sch.mod
-    instr = ps.ScheduleTrace.from_json(sch.trace.to_json()).apply(ps.Schedule(w.func))
+    instr = ps.InstructionLog.from_json(sch.instructions.to_json()).apply(ps.Schedule(w.func))
     assert instr.mod == sch.mod
 
 
@@ -314,6 +314,6 @@ def test_decision_kinds_are_tags_not_names():
     assert [n for n, _ in algorithm_family(tr)] == [n for n in tr if tags[n] == "algorithm"]
     renamed = ps.Schedule(ps.workloads.small("GMM").func)
     renamed.sample_categorical([0, 16], name="how far to unroll", tag="unroll")
-    site = renamed.trace.instructions[-1]
+    site = renamed.instructions[-1]
     assert site.attrs["tag"] == "unroll"
     assert MUTATORS["unroll"][1](trace(lambda s: s.sample_categorical([0, 16], name="x", tag="unroll")).get_trace(ps.Schedule(ps.workloads.small("GMM").func))["x"])

@@ -169,21 +169,21 @@ def test_compiled_program_is_loaded_by_another_process(tmp_path, monkeypatch):
     monkeypatch.setenv("PROBSCHED_CACHE_DIR", str(tmp_path))
     w = ps.workloads.small("DEP")
     sch = _parallel_dep()
-    trace_json = sch.trace.to_json()
+    log_json = sch.instructions.to_json()
     script = (
         "import sys, probsched as ps\n"
         "w = ps.workloads.small('DEP')\n"
-        "sch = ps.ScheduleTrace.from_json(sys.stdin.read()).apply(ps.Schedule(w.func))\n"
+        "sch = ps.InstructionLog.from_json(sys.stdin.read()).apply(ps.Schedule(w.func))\n"
         "k = ps.build(sch)\n"
         "print(k.from_cache, len(k.launches))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], input=trace_json, capture_output=True, text=True, env=dict(os.environ), check=True)
+    out = subprocess.run([sys.executable, "-c", script], input=log_json, capture_output=True, text=True, env=dict(os.environ), check=True)
     assert out.stdout.split() == ["False", "1"], out.stderr  # compiled there, with a parallel loop
     assert len(os.listdir(tmp_path / "programs")) == 1
     from probsched.codegen.build import clear_cache
 
     clear_cache()  # nothing of it compiled in this process either
-    kernel = ps.build(ps.ScheduleTrace.from_json(trace_json).apply(ps.Schedule(w.func)))
+    kernel = ps.build(ps.InstructionLog.from_json(log_json).apply(ps.Schedule(w.func)))
     assert kernel.from_cache and kernel.launches
     inputs = w.random_inputs(np.random.default_rng(1))
     w.check(kernel.run(*inputs), w.reference(*inputs))  # the loaded code calls this process's launcher

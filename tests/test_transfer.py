@@ -14,7 +14,7 @@ from probsched.cost_model import transfer
 from probsched.database import Database, TuningRecord
 from probsched.ir.stmt import PrimFunc
 from probsched.measure import LocalMeasurer, MeasureResult
-from probsched.schedule import Schedule, ScheduleTrace
+from probsched.schedule import InstructionLog, Schedule
 from probsched.search import EvolutionarySearch
 from probsched.task_search import start_model_from_transfer
 from probsched.tuner import _resolve_model
@@ -37,7 +37,7 @@ def test_shipped_records_hold_every_suite_workload_with_todays_features(width):
     assert set(shipped.names.values()) == benchmarked | siblings
     assert len(shipped.samples) == len(shipped.names)
     for s in shipped.samples:
-        sch = ScheduleTrace.from_json(s["instructions"]).apply(Schedule(PrimFunc.from_json(s["func"])))
+        sch = InstructionLog.from_json(s["instructions"]).apply(Schedule(PrimFunc.from_json(s["func"])))
         stored = shipped.features[s["index"]]
         assert shipped.groups[s["index"]] == s["group"]
         # a failure here means the features changed: rebuild the records (module docstring)
@@ -110,7 +110,7 @@ def _record_db(path, workload, splits, failed=0):
 def _assert_samples_replay(records):
     """Each sample of ``records`` replays to the features stored for its record."""
     for sample in records.samples:
-        sch = ScheduleTrace.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
+        sch = InstructionLog.from_json(sample["instructions"]).apply(Schedule(PrimFunc.from_json(sample["func"])))
         np.testing.assert_allclose(cm.extract(sch), records.features[sample["index"]], rtol=1e-6)
 
 
@@ -149,6 +149,27 @@ def test_build_transfer_on_a_base_adds_workloads_and_replaces_the_ones_it_holds(
         transfer.build_transfer([str(tmp_path / "b.db")], str(out), base=str(tmp_path / "none.npz"))
     with pytest.raises(ValueError, match="in both"):
         built.concat(built)
+
+
+def test_build_transfer_command_and_its_old_module_entry_point(tmp_path, capsys):
+    """``probsched build-transfer`` builds what build_transfer builds; ``python -m
+    probsched.cost_model.transfer`` is the same command; a bad base is exit code 2."""
+    import subprocess
+    import sys
+
+    from probsched.cli import main
+
+    g = _record_db(tmp_path / "a.db", ps.workloads.small("GMM"), [2, 4, 8])
+    out = tmp_path / "t.npz"
+    assert main(["build-transfer", str(tmp_path / "a.db"), "--out", str(out), "--per-workload", "2"]) == 0
+    assert f"{out}: 2 records" in capsys.readouterr().out
+    assert transfer.load_transfer(str(out)).groups == [g, g]
+    assert main(["build-transfer", str(tmp_path / "a.db"), "--out", str(out), "--base", str(tmp_path / "none.npz")]) == 2
+    assert "probsched build-transfer: build_transfer: base" in capsys.readouterr().err
+    again = tmp_path / "again.npz"
+    r = subprocess.run([sys.executable, "-m", "probsched.cost_model.transfer", str(tmp_path / "a.db"), "--out", str(again)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"{again}: 3 records" in r.stdout, r.stderr
 
 
 def test_build_transfer_leaves_out_records_that_replay_to_another_program(tmp_path, caplog):

@@ -311,3 +311,49 @@ def test_t2d_zero_skipping_form_computes_the_transposed_convolution(args):
         outputs = w.empty_outputs()
         ps.build(w.func)(*inputs, *outputs)
         w.check(outputs, w.reference(*inputs))
+
+
+def test_as_workload_keeps_a_workload_and_wraps_a_bare_function():
+    w = wl.small("GMM")
+    assert ps.as_workload(w) is w and w.has_reference
+    bare = ps.as_workload(w.func)
+    assert (bare.name, bare.func, bare.flops, bare.params, bare.has_reference) == ("GMM", w.func, 0, (), False)
+    assert bare == ps.as_workload(w.func)  # structural, like every Workload
+    with pytest.raises(ValueError, match="no numpy reference"):
+        bare.reference(*w.random_inputs(0))
+
+
+@pytest.mark.parametrize("bad", ["GMM:2", 3, None])
+def test_entry_points_refuse_what_is_not_a_workload_with_one_message(bad):
+    from probsched.database import Database
+    from probsched.database.record import workload_key
+    from probsched.search import SearchContext
+
+    name = type(bad).__name__
+    with pytest.raises(TypeError, match=f"expected a Workload or a PrimFunc, got {name}"):
+        ps.as_workload(bad)
+    if bad is None:
+        return
+    with pytest.raises(TypeError, match=f"got {name}"):
+        ps.Schedule(bad)
+    with pytest.raises(TypeError, match=f"got {name}"):
+        SearchContext(bad, ps.space.default())
+    with Database(":memory:") as db:
+        with pytest.raises(TypeError, match=f"got {name}"):
+            db.commit_workload(bad)
+    if not isinstance(bad, str):  # a str is a structural hash to the database
+        with pytest.raises(TypeError, match=f"got {name}"):
+            workload_key(bad)
+
+
+def test_entry_points_treat_a_workload_and_its_bare_function_alike_where_they_should():
+    from probsched.database import Database
+    from probsched.database.record import workload_key
+    from probsched.search import SearchContext
+
+    w = wl.small("GMM")
+    assert workload_key(w) == workload_key(w.func) == w.func.structural_hash()
+    assert SearchContext(w.func, ps.space.default()).func is w.func
+    assert ps.Schedule(w).func is ps.Schedule(w.func).func is w.func
+    with Database(":memory:") as db:
+        assert db.commit_workload(w.func) == db.commit_workload(w)

@@ -2,7 +2,11 @@
 
 :func:`emit_module` turns a :class:`~probsched.ir.stmt.PrimFunc` into a
 :class:`ModuleSource`: the text, the functions to compile (callees first) with their
-argument types, and the plan the kernel wrapper follows. The generated code:
+argument types, and the plan the kernel wrapper follows. What it promises: the source
+computes what the IR computes (the same stores, in an order the IR allows), and the
+schedule's decisions (loop kinds, unrolling, scratch buffers, parallel loops) reach numba
+and LLVM in a form they keep instead of being left to the compiler to rediscover. The
+generated code, and why each choice:
 
 - takes every buffer as a flat 1-D C-contiguous array and indexes it with a flat int64
   index cast once to ``np.uint64`` (``A[_u64(i * 512 + k)]``): numba guards signed indices
@@ -33,21 +37,22 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
 - ``"threads"``: each top-level parallel loop is a *segment* of the one compiled (nogil)
   function ``main(_ps_seg, _ps_lo, _ps_hi, arrays...)``; the kernel wrapper runs a parallel
   segment as contiguous chunks of the loop on a thread pool. One function to compile, no
-  ``parallel=True`` launcher; each call of a parallel segment wakes a sleeping Python
-  thread (50-250 us on the AVX2 VM of 2026-11-30). Needs every outermost parallel loop to
-  be a top-level statement of the function.
+  ``parallel=True`` launcher, but each call of a parallel segment wakes a sleeping Python
+  thread, a handoff that small kernels feel. Needs every outermost parallel loop to be a
+  top-level statement of the function.
 - ``"prange"``: each outermost parallel loop becomes a separately compiled nogil body
   function running a chunk ``range(lo, hi)`` of the loop, with the enclosing integer
   variables and the arrays as arguments, and a call to the launcher shared by every loop
   of that argument signature (:mod:`.launch`), which runs one chunk per thread (on the
   spinning workers of :mod:`.spin_pool`, else numba's pool), calling the body by address.
   Works at any depth. The name stayed from when every launcher was a ``prange`` loop.
-- ``"auto"``: prange whenever there is a parallel loop. Each suite workload's best kernel
-  ran faster in it (``benchmarks/bench_parallel_form.py``: 0.38-0.76x of the threads
-  form's time on six workloads, 0.93-0.98x on GMM:2, GMM:3 and C2D:2, whose work per call
-  hides most of a thread handoff), and since :mod:`.launch` it compiles only 0.1-0.2 s
-  more per kernel (benchmarks/HISTORY.md, "Parallel form"). Parallel loops nested in a
-  parallel loop run serially in both forms.
+- ``"auto"``: prange whenever there is a parallel loop: measured, it ran every suite
+  workload's best kernel at least as fast as the threads form (much faster for small
+  kernels, where the thread handoff is a large share of a call), and since the shared
+  launcher of :mod:`.launch` its extra compile time is small. The measurements, with their
+  dates, are in ``benchmarks/README.md`` ("Parallel form").
+
+Parallel loops nested in a parallel loop run serially in every form.
 
 >>> import probsched as ps
 >>> A = ps.placeholder((4, 8), name="A")

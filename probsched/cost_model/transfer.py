@@ -18,9 +18,9 @@ workloads and other shapes of the depthwise convolution, which has no relative a
 :func:`transfer_path` picks the file of the host's width (or ``$PROBSCHED_TRANSFER``, a user's
 own). :func:`load_transfer` leaves out the groups being tuned (a workload's own records come
 from its database, never from here) and returns None, with a warning, when the file is
-missing or was made with other feature columns. Build a file with ``python -m
-probsched.cost_model.transfer DB... [--out FILE]`` (by default the shipped file of this
-machine's width), or add a workload's records to one with ``--base`` (:func:`build_transfer`).
+missing or was made with other feature columns. Build a file with ``probsched
+build-transfer DB... [--out FILE]`` (by default the shipped file of this machine's width), or
+add a workload's records to one with ``--base`` (:func:`build_transfer`).
 
 >>> records = load_transfer()
 >>> records is not None and len(records) > 500 and records.features[0].shape[1] == N_FEATURES
@@ -31,7 +31,6 @@ True
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -87,7 +86,7 @@ class TransferRecords:
     """Measured programs of other workloads: one feature matrix, run time and group each.
 
     ``names`` maps a group (workload hash) to the workload's name; ``samples`` holds, per
-    workload, one record's instruction trace and function (JSON) with its stored features,
+    workload, one record's instruction log and function (JSON) with its stored features,
     so that a test can tell whether today's features of that program still match.
     """
 
@@ -146,7 +145,7 @@ def load_transfer(path: Optional[str] = None, exclude: Iterable[str] = ()) -> Op
         if str(z["schema"]) != feature_schema() or int(z["n_features"]) != N_FEATURES:
             log.warning(
                 "cost-model transfer records %s were made with other features (schema %s, today %s): not used; "
-                "rebuild them with python -m probsched.cost_model.transfer",
+                "rebuild them with probsched build-transfer",
                 path, str(z["schema"]), feature_schema(),
             )
             return None
@@ -165,7 +164,7 @@ def build_transfer(
     """Write transfer records from the successful records of ``databases``: per workload, its
     ``per_workload`` first records in measurement order (a tuning run's spread, from its
     prior draws to its best; a workload in several databases takes them in the order given),
-    features extracted by replaying each record's trace today (a record whose trace no longer
+    features extracted by replaying each record's instruction log today (a record whose log no longer
     gives the program that was timed is left out).
 
     With ``base`` (a transfer file, e.g. one of :data:`TRANSFER_PATHS`), the result holds base's
@@ -200,7 +199,7 @@ def _from_databases(databases: Sequence[str], per_workload: int) -> TransferReco
                         log.warning("%s: record %s skipped (%s)", wl.name, rec.candidate_hash[:12], e)
                         continue
                     if structural_hash(sch.mod) != rec.candidate_hash:
-                        # today's primitives turn the trace into another program than the one
+                        # today's primitives turn the log into another program than the one
                         # timed (e.g. a compute_at region computed tighter): its time is not this one's
                         log.warning("%s: record %s skipped (replays to another program)", wl.name,
                                     rec.candidate_hash[:12])
@@ -236,25 +235,13 @@ def save_transfer(records: TransferRecords, out: str) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m probsched.cost_model.transfer", description=build_transfer.__doc__)
-    p.add_argument("databases", nargs="+", help="tuning databases (SQLite)")
-    p.add_argument("--out", default=None, help="output .npz (default: the shipped file of this machine's vector width, "
-                                               "see transfer_path)")
-    p.add_argument("--per-workload", type=int, default=128)
-    p.add_argument("--base", help="keep this transfer file's records of the workloads the databases do not hold "
-                                   "(e.g. the shipped file, to add a workload to it)")
-    args = p.parse_args(argv)
-    if args.out is None:
-        from ..target import Target
+    """``python -m probsched.cost_model.transfer DB...``: the command ``probsched build-transfer
+    DB...`` (:mod:`probsched.cli.build_transfer`), kept under its old name."""
+    import sys
 
-        args.out = TRANSFER_PATHS.get(Target.host().vector_bytes, TRANSFER_PATHS[32])
-    try:
-        records = build_transfer(args.databases, args.out, args.per_workload, base=args.base)
-    except ValueError as e:
-        p.error(str(e))
-    counts = {n: records.groups.count(g) for g, n in records.names.items()}
-    print(f"{args.out}: {len(records)} records, {os.path.getsize(args.out) / 1e3:.0f} KB; per workload {counts}")
-    return 0
+    from ..cli import main as cli_main
+
+    return cli_main(["build-transfer", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from typing import Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, U
 from ..ir.stmt import PrimFunc
 from ..measure.result import MeasureResult
 from ..target import Target
+from ..workloads.workload import as_workload
 from .errors import DatabaseError
 from .record import TuningRecord, WorkloadRef, target_json, workload_key
 from .schema import connect, retry
@@ -164,11 +165,9 @@ class Database:
     # ------------------------------------------------------------------ writing
     def commit_workload(self, workload: WorkloadRef) -> str:
         """Store a Workload's (or a PrimFunc's) function and name; returns its structural hash."""
-        func = workload if isinstance(workload, PrimFunc) else getattr(workload, "func", None)
-        if not isinstance(func, PrimFunc):
-            raise TypeError(f"commit_workload: expected a Workload or a PrimFunc, got {type(workload).__name__}")
+        w = as_workload(workload)
+        func, name = w.func, w.name
         key = func.structural_hash()
-        name = getattr(workload, "name", func.name)
         sql = "INSERT OR IGNORE INTO workloads (hash, name, func_json, created) VALUES (?, ?, ?, ?)"
         self._write([(sql, (key, name, func.to_json(), time.time()))])
         return key

@@ -2,7 +2,7 @@
 
 A record names its workload and candidate by structural hash (of the unscheduled and of
 the scheduled function), keeps the decisions (a handlers ``Trace`` as JSON, when the
-strategy has one) and the instruction trace (``ScheduleTrace`` JSON, enough to rebuild the
+strategy has one) and the instruction log (``InstructionLog`` JSON, enough to rebuild the
 schedule without the program that sampled it), the measurement, and where it was measured
 (the :class:`~probsched.target.Target` as JSON), with which space and strategy, and when.
 
@@ -25,14 +25,16 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from ..ir.serialize import structural_hash
 from ..ir.stmt import PrimFunc
 from ..measure.result import ERROR_KINDS, MeasureResult
-from ..schedule import Schedule, ScheduleTrace
+from ..schedule import InstructionLog, Schedule
 from ..target import Target
+from ..workloads.workload import as_workload
 
 if TYPE_CHECKING:
     from handlers.trace_struct import Trace
@@ -47,10 +49,7 @@ def workload_key(workload: WorkloadRef) -> str:
     """The structural hash of a Workload's or PrimFunc's function (a str passes through)."""
     if isinstance(workload, str):
         return workload
-    func = workload if isinstance(workload, PrimFunc) else getattr(workload, "func", None)
-    if not isinstance(func, PrimFunc):
-        raise TypeError(f"expected a Workload, a PrimFunc or a structural hash, got {type(workload).__name__}")
-    return structural_hash(func)
+    return structural_hash(as_workload(workload).func)
 
 
 def target_json(target: Union[None, str, Target]) -> str:
@@ -111,7 +110,7 @@ class TuningRecord:
         if not isinstance(schedule, Schedule):
             raise TypeError(
                 f"TuningRecord.from_result: expected a Schedule, got {type(schedule).__name__} "
-                "(replay a ScheduleTrace onto ps.Schedule(func) first: the record needs the scheduled function)"
+                "(replay an InstructionLog onto ps.Schedule(func) first: the record needs the scheduled function)"
             )
         if decisions is not None and not isinstance(decisions, str):
             decisions = decisions.to_json()
@@ -119,7 +118,7 @@ class TuningRecord:
             workload_key(workload_hash),
             structural_hash(schedule.mod),
             decisions,
-            schedule.trace.to_json(),
+            schedule.instructions.to_json(),
             result.run_seconds,
             result.compile_seconds,
             result.error_kind,
@@ -145,13 +144,18 @@ class TuningRecord:
         """The measurement as a :class:`~probsched.measure.MeasureResult`."""
         return MeasureResult(self.run_seconds, self.compile_seconds, self.error_kind, self.error_message, stopped_early=self.stopped_early)
 
-    def trace(self) -> ScheduleTrace:
-        """The instruction trace."""
-        return ScheduleTrace.from_json(self.instructions)
+    def instruction_log(self) -> InstructionLog:
+        """The instruction log, parsed from the stored JSON (the ``instructions`` field)."""
+        return InstructionLog.from_json(self.instructions)
+
+    def trace(self) -> InstructionLog:
+        """Deprecated name of :meth:`instruction_log` (``decisions`` holds the handlers ``Trace``)."""
+        warnings.warn("TuningRecord.trace() is deprecated; use TuningRecord.instruction_log()", DeprecationWarning, stacklevel=2)
+        return self.instruction_log()
 
     def schedule(self, func: PrimFunc) -> Schedule:
-        """The candidate rebuilt: the instruction trace replayed onto ``Schedule(func)``."""
-        return self.trace().apply(Schedule(func))
+        """The candidate rebuilt: the instruction log replayed onto ``Schedule(func)``."""
+        return self.instruction_log().apply(Schedule(func))
 
     def to_dict(self) -> dict:
         """JSON-ready data (``run_seconds`` as a list)."""

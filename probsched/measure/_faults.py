@@ -4,7 +4,7 @@ A kernel that segfaults, hangs or raises cannot come from a correct schedule (ev
 primitive preserves what the program computes), so tests ask the worker to plant one:
 ``LocalMeasurer.measure(..., _faults={index: kind})`` makes the worker add a
 :class:`Fault` statement to candidate ``index``'s scheduled function after replaying its
-trace. The statement has a registered code emitter, so the fault is real kernel code
+instruction log. The statement has a registered code emitter, so the fault is real kernel code
 compiled by numba (a wild store, an endless loop, a ``raise``) or a real failure of code
 generation, and the measurer sees exactly what a faulty candidate would produce.
 

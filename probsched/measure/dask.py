@@ -59,9 +59,9 @@ import uuid
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..ir.stmt import PrimFunc
-from ..schedule import Schedule, ScheduleTrace
+from ..schedule import InstructionLog, Schedule
 from ..target import Target
-from ..workloads import Workload
+from ..workloads import Workload, as_workload
 from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, LocalMeasurer, MeasureError
 from .reference import from_workload
 from .remote import host_description, measure_task
@@ -250,18 +250,13 @@ class DaskMeasurer:
 
     # ------------------------------------------------------------------ inputs
     def _job(self, workload: Union[Workload, PrimFunc]) -> dict:
-        if isinstance(workload, Workload):
-            func, name = workload.func, workload.name
-        elif isinstance(workload, PrimFunc):
-            func, name = workload, workload.name
-        else:
-            raise TypeError(f"measure: expected a Workload or a PrimFunc, got {type(workload).__name__}")
-        return {"workload": workload, "func": func, "name": name, "func_key": func.structural_hash(), "func_json": func.to_json()}
+        w = as_workload(workload)
+        return {"workload": w, "func": w.func, "name": w.name, "func_key": w.func.structural_hash(), "func_json": w.func.to_json()}
 
-    def _reference(self, workload) -> tuple:
+    def _reference(self, workload: Workload) -> tuple:
         """(key, future) of the workload's reference on the cluster, scattered when needed;
         (None, None) for a bare function (the workers make its reference) and in simulation."""
-        if not isinstance(workload, Workload) or self.simulate is not None:
+        if not workload.has_reference or self.simulate is not None:
             return None, None
         with self._lock:
             entry = self._refs.get(id(workload))
@@ -272,14 +267,14 @@ class DaskMeasurer:
                 entry = self._refs[id(workload)] = (workload, entry[1] if entry else uuid.uuid4().hex, future)
             return entry[1], entry[2]
 
-    def _traces(self, schedules, func: PrimFunc) -> List[str]:
-        return [LocalMeasurer._trace_json(s, func, i) for i, s in enumerate(schedules)]
+    def _logs(self, schedules, func: PrimFunc) -> List[str]:
+        return [LocalMeasurer._log_json(s, func, i) for i, s in enumerate(schedules)]
 
     # ------------------------------------------------------------------ measuring
     def submit(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         *,
         rounds: Optional[int] = None,
         _faults: Optional[Mapping[int, str]] = None,
@@ -289,18 +284,18 @@ class DaskMeasurer:
         if self._closed:
             raise MeasureError("measure: this DaskMeasurer is closed")
         job = self._job(workload)
-        traces = self._traces(schedules, job["func"])
+        logs = self._logs(schedules, job["func"])
         faults = dict(_faults or {})
         if rounds is None:
-            units = [{"traces": [t], "faults": {0: faults[i]} if i in faults else None} for i, t in enumerate(traces)]
+            units = [{"logs": [t], "faults": {0: faults[i]} if i in faults else None} for i, t in enumerate(logs)]
         else:
-            units = [{"traces": traces, "faults": faults or None, "rounds": int(rounds)}] if traces else []
+            units = [{"logs": logs, "faults": faults or None, "rounds": int(rounds)}] if logs else []
         return DaskBatch(self, job, units, group=rounds is not None)
 
     def measure(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         on_result: Optional[Callable[[int, MeasureResult], None]] = None,
         *,
         _faults: Optional[Mapping[int, str]] = None,
@@ -313,7 +308,7 @@ class DaskMeasurer:
     def measure_together(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         rounds: int = 15,
         *,
         _faults: Optional[Mapping[int, str]] = None,
@@ -479,7 +474,7 @@ class DaskBatch:
         return result
 
     def _lost(self, i: int, message: str) -> object:
-        n = len(self._units[i]["traces"])
+        n = len(self._units[i]["logs"])
         failed = MeasureResult.failure(LOST, message)
         return self._finish(i, [failed] * n if self._group else failed)
 

@@ -1,7 +1,7 @@
 """``LocalMeasurer``: compile, check and time candidates in local worker processes.
 
-Nothing is compiled or run in the caller's process: each candidate's trace (JSON) and its
-workload's function (JSON) go to a worker process (:mod:`.worker`) that replays the trace,
+Nothing is compiled or run in the caller's process: each candidate's instruction log (JSON)
+and its workload's function (JSON) go to a worker process (:mod:`.worker`) that replays the log,
 builds the kernel with numba, checks it against the reference and times it with the
 protocol of :mod:`.timer`. A worker that crashes (segfault, out of memory), hangs past a
 timeout or raises yields a failed :class:`~.result.MeasureResult` with the error text; it
@@ -89,8 +89,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..errors import ProbschedError
 from ..ir.stmt import PrimFunc
-from ..schedule import Schedule, ScheduleTrace
-from ..workloads import Workload
+from ..schedule import InstructionLog, Schedule
+from ..workloads import Workload, as_workload
 from ..target import Target
 from .hostlock import HostLock
 from .process import WorkerProcess
@@ -347,25 +347,22 @@ class LocalMeasurer:
 
     # ------------------------------------------------------------------ inputs
     def _job(self, workload: Union[Workload, PrimFunc], reference: Optional[str] = None) -> dict:
-        if reference is not None and isinstance(workload, (Workload, PrimFunc)):
+        w = as_workload(workload)
+        func = w.func
+        if reference is not None:
             if not os.path.isfile(reference):
                 raise ValueError(f"measure: reference {reference!r} is not a file (Reference.save writes one)")
-            func = workload if isinstance(workload, PrimFunc) else workload.func
-            ref_path, ref_mode, name = reference, "file", getattr(workload, "name", None) or func.name
-        elif isinstance(workload, Workload):
-            func = workload.func
-            entry = self._refs.get(id(workload))
+            ref_path, ref_mode, name = reference, "file", w.name or func.name
+        elif w.has_reference:
+            entry = self._refs.get(id(w))
             if entry is None:  # keyed by identity: two workloads may share a function, not a reference
                 path = os.path.join(self._tmpdir, f"ref-{len(self._refs)}.npz")
-                from_workload(workload).save(path)
-                entry = self._refs[id(workload)] = (workload, path)
-            ref_path, ref_mode, name = entry[1], "file", workload.name
-        elif isinstance(workload, PrimFunc):
-            func = workload
+                from_workload(w).save(path)
+                entry = self._refs[id(w)] = (w, path)
+            ref_path, ref_mode, name = entry[1], "file", w.name
+        else:  # a bare function: a worker makes the expected outputs from the unscheduled program
             ref_path = os.path.join(self._tmpdir, f"func-{func.structural_hash()}.npz")
             ref_mode, name = "func", func.name
-        else:
-            raise TypeError(f"measure: expected a Workload or a PrimFunc, got {type(workload).__name__}")
         return {
             "func": func,
             "name": name,
@@ -381,22 +378,22 @@ class LocalMeasurer:
         }
 
     @staticmethod
-    def _trace_json(candidate, func: PrimFunc, index: int) -> str:
+    def _log_json(candidate, func: PrimFunc, index: int) -> str:
         if isinstance(candidate, Schedule):
             if candidate.func is not func and candidate.func != func:
                 raise ValueError(f"measure: schedule {index} schedules another function than the workload's")
-            return candidate.trace.to_json()
-        if isinstance(candidate, ScheduleTrace):
+            return candidate.instructions.to_json()
+        if isinstance(candidate, InstructionLog):
             return candidate.to_json()
         if isinstance(candidate, str):
             return candidate
-        raise TypeError(f"measure: candidate {index} is a {type(candidate).__name__}, expected a Schedule or ScheduleTrace")
+        raise TypeError(f"measure: candidate {index} is a {type(candidate).__name__}, expected a Schedule or InstructionLog")
 
     # ------------------------------------------------------------------ measuring
     def measure(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         on_result: Optional[Callable[[int, MeasureResult], None]] = None,
         *,
         reference: Optional[str] = None,
@@ -410,14 +407,14 @@ class LocalMeasurer:
         against instead of the workload's own (how a Dask worker, which receives the function
         and the reference as data, measures). ``_faults`` is the test hook of :mod:`._faults`.
         """
-        job, traces, faults = self._inputs(workload, schedules, _faults, reference)
-        units = [{"trace_json": t, "fault": faults.get(i)} for i, t in enumerate(traces)]
+        job, logs, faults = self._inputs(workload, schedules, _faults, reference)
+        units = [{"log_json": t, "fault": faults.get(i)} for i, t in enumerate(logs)]
         return self._measure_units(job, units, on_result)  # type: ignore[return-value]
 
     def measure_together(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         rounds: int = 15,
         *,
         reference: Optional[str] = None,
@@ -434,30 +431,30 @@ class LocalMeasurer:
         """
         if rounds < 1:
             raise ValueError(f"measure_together: rounds must be >= 1, got {rounds}")
-        job, traces, faults = self._inputs(workload, schedules, _faults, reference)
-        if not traces:
+        job, logs, faults = self._inputs(workload, schedules, _faults, reference)
+        if not logs:
             return []
         unit = {
-            "trace_jsons": traces,
-            "faults": [faults.get(i) for i in range(len(traces))],
+            "log_jsons": logs,
+            "faults": [faults.get(i) for i in range(len(logs))],
             "rounds": int(rounds),
             "warm_up": self.together_warm_up,
         }
         (out,) = self._measure_units(job, [unit], None)
-        return list(out) if isinstance(out, list) else [out] * len(traces)
+        return list(out) if isinstance(out, list) else [out] * len(logs)
 
     def _inputs(self, workload, schedules, faults, reference=None) -> tuple:
-        """(job, trace JSON per candidate, faults by index) of a measuring call."""
+        """(job, instruction-log JSON per candidate, faults by index) of a measuring call."""
         if self.closed:
             raise MeasureError("measure: this LocalMeasurer is closed")
         job = self._job(workload, reference)
-        return job, [self._trace_json(s, job["func"], i) for i, s in enumerate(schedules)], dict(faults or {})
+        return job, [self._log_json(s, job["func"], i) for i, s in enumerate(schedules)], dict(faults or {})
 
     def _budget(self, unit: dict) -> tuple:
         """(compile, run) timeouts of a task: a group's members each get the single budgets,
         and the run budget also covers the interleaved rounds (an untimed and a timed
         repeat of every member per round, with room to spare)."""
-        members = unit.get("trace_jsons")
+        members = unit.get("log_jsons")
         if members is None:
             return self.compile_timeout, self.run_timeout
         per_round = 4 * self.min_repeat_ms / 1000.0
@@ -529,12 +526,12 @@ class LocalMeasurer:
                 task = {k: v for k, v in job.items() if k not in ("func", "name")}
                 task.update(units[index])
                 best = self._best.get(job["func_key"])
-                if self.early_stop is not None and best is not None and "trace_jsons" not in task:
+                if self.early_stop is not None and best is not None and "log_jsons" not in task:
                     task["stop_above"] = self.early_stop * best  # a group is always timed in full
                 w.func_key = job["func_key"]
                 if w.send(("task", task)):
                     w.state, w.index, w.phase_start, w.paused = COMPILING, index, time.monotonic(), 0.0
-                    w.members = len(units[index].get("trace_jsons", [None]))
+                    w.members = len(units[index].get("log_jsons", [None]))
                     w.compile_budget, w.run_budget = self._budget(units[index])
                     w.deadline = w.phase_start + w.compile_budget
                 else:

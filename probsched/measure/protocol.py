@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional, Protocol, Sequence, Union, runtime_checkable
 
 from ..ir.stmt import PrimFunc
-from ..schedule import Schedule, ScheduleTrace
+from ..schedule import InstructionLog, Schedule
 from ..workloads import Workload
 from .result import MeasureResult
 
@@ -26,13 +26,13 @@ class Measurer(Protocol):
     def measure(
         self,
         workload: Union[Workload, PrimFunc],
-        schedules: Sequence[Union[Schedule, ScheduleTrace]],
+        schedules: Sequence[Union[Schedule, InstructionLog]],
         on_result: Optional[Callable[[int, MeasureResult], None]] = None,
     ) -> List[MeasureResult]:
         """Measure each candidate; ``on_result(index, result)`` in the caller's thread as each ends."""
 
     def measure_together(
-        self, workload: Union[Workload, PrimFunc], schedules: Sequence[Union[Schedule, ScheduleTrace]], rounds: int = 15
+        self, workload: Union[Workload, PrimFunc], schedules: Sequence[Union[Schedule, InstructionLog]], rounds: int = 15
     ) -> List[MeasureResult]:
         """Measure the candidates together, interleaved, so that their times compare."""
 

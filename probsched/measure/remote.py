@@ -94,7 +94,7 @@ def measure_task(task: dict, reference: Optional[dict]) -> dict:
     """Measure one task of a :class:`~probsched.measure.DaskMeasurer` here (see the module doc).
 
     ``task``: ``target``, ``options`` (LocalMeasurer keywords), ``func_key``, ``func_json``,
-    ``ref_key``, ``traces`` (instruction-log JSON), optional ``rounds`` (measure them
+    ``ref_key``, ``logs`` (instruction-log JSON), optional ``rounds`` (measure them
     together), ``faults`` (test hook). ``reference``: :meth:`Reference.to_data` of the
     workload, or None for a bare function (its unscheduled program is the reference, made here).
     Returns :func:`host_description` with ``results`` (``MeasureResult`` JSON each),
@@ -111,9 +111,9 @@ def measure_task(task: dict, reference: Optional[dict]) -> dict:
         ref = None if reference is None else _reference_file(task["ref_key"], reference)
         faults = task.get("faults") or None
         if task.get("rounds"):
-            results = m.measure_together(func, task["traces"], rounds=task["rounds"], reference=ref, _faults=faults)
+            results = m.measure_together(func, task["logs"], rounds=task["rounds"], reference=ref, _faults=faults)
         else:
-            results = m.measure(func, task["traces"], reference=ref, _faults=faults)
+            results = m.measure(func, task["logs"], reference=ref, _faults=faults)
     except Exception:
         return {**here, "error": traceback.format_exc(limit=-6)}
     return {**here, "results": [r.to_json() for r in results], "start": start, "end": time.time()}

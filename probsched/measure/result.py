@@ -4,7 +4,7 @@ A result keeps every repeat's mean (seconds per call); the median ranks candidat
 failed result has no times, a median of ``inf`` and an ``error_kind`` among
 :data:`ERROR_KINDS`:
 
-- ``"compile"``: code generation, replaying the trace or numba's compilation raised;
+- ``"compile"``: code generation, replaying the instruction log or numba's compilation raised;
 - ``"runtime"``: the kernel raised while running;
 - ``"timeout"``: compiling or running took longer than its timeout (the worker was killed);
 - ``"wrong_result"``: the outputs differ from the reference (a compiler bug: logged loudly);

@@ -13,7 +13,7 @@ The default durations are what a GMM:2 candidate costs on one 2-core machine of 
 (``benchmarks/bench_measure.py``: compile 0.81 s, check and timing 0.49 s per trial).
 
 >>> sim = Simulation(compile_seconds=0.01, run_seconds=0.01, spread=0.0)
->>> d = simulated_task({"traces": ["[]"], "options": {}, "simulate": sim.to_data()}, None)
+>>> d = simulated_task({"logs": ["[]"], "options": {}, "simulate": sim.to_data()}, None)
 >>> len(d["results"]), d["end"] - d["start"] >= 0.02
 (1, True)
 """
@@ -48,9 +48,9 @@ class Simulation:
         return asdict(self)
 
 
-def _made_up_seconds(trace_json: str) -> float:
+def _made_up_seconds(log_json: str) -> float:
     """A stable pseudo run time per candidate, 1-10 ms (no measurement behind it)."""
-    digest = int(hashlib.sha256(trace_json.encode()).hexdigest()[:8], 16)
+    digest = int(hashlib.sha256(log_json.encode()).hexdigest()[:8], 16)
     return 1e-3 * (1 + 9 * digest / 0xFFFFFFFF)
 
 
@@ -61,11 +61,11 @@ def simulated_task(task: dict, reference: Optional[dict]) -> dict:
     rng = random.Random()
     start = time.time()
     results = []
-    for trace_json in task["traces"]:
+    for log_json in task["logs"]:
         compile_s = sim.compile_seconds * (1 + sim.spread * rng.uniform(-1, 1))
         run_s = sim.run_seconds * (1 + sim.spread * rng.uniform(-1, 1))
         time.sleep(compile_s + run_s)
-        seconds = _made_up_seconds(trace_json)
+        seconds = _made_up_seconds(log_json)
         results.append(MeasureResult((seconds,) * 3, compile_s, None, "simulated").to_json())
     return {**host_description(), "results": results, "start": start, "end": time.time()}
 

@@ -19,7 +19,7 @@ caller -> worker           worker -> caller
 Compiling never waits; running waits for ``("go", pids)`` so that the caller decides which
 worker may use the cores (one at a time).
 
-A task holds one candidate (``trace_json``) or a group (``trace_jsons``, ``rounds``): a
+A task holds one candidate (``log_json``) or a group (``log_jsons``, ``rounds``): a
 group's members are built, checked, then timed *together*, interleaved
 (:func:`~probsched.measure.timer.time_interleaved`), so that their medians come from the
 same stretch of time and can be compared with each other; its result holds one result dict
@@ -113,13 +113,13 @@ def _with_phases(result: dict, check_seconds: float, timing_seconds: float) -> d
     return result
 
 
-def _build(state: _State, task: dict, trace_json: str, fault: Optional[str]):
-    """Replay the trace, build the candidate (and the unscheduled reference if needed)."""
+def _build(state: _State, task: dict, log_json: str, fault: Optional[str]):
+    """Replay the instruction log, build the candidate (and the unscheduled reference if needed)."""
     from .. import build
-    from ..schedule import Schedule, ScheduleTrace
+    from ..schedule import InstructionLog, Schedule
 
     func = state.func(task["func_key"], task["func_json"])
-    sch = ScheduleTrace.from_json(trace_json).apply(Schedule(func))
+    sch = InstructionLog.from_json(log_json).apply(Schedule(func))
     mod = sch.mod
     if fault:
         from . import _faults
@@ -206,11 +206,11 @@ def _build_group(state: _State, task: dict) -> tuple:
     """Build every member of a group task: (func, ref_kernel, [(kernel, seconds) or a failed
     result dict])."""
     func, ref_kernel, members = state.func(task["func_key"], task["func_json"]), None, []
-    faults = task.get("faults") or [None] * len(task["trace_jsons"])
-    for trace_json, fault in zip(task["trace_jsons"], faults):
+    faults = task.get("faults") or [None] * len(task["log_jsons"])
+    for log_json, fault in zip(task["log_jsons"], faults):
         start = time.perf_counter()
         try:
-            _, kernel, built_ref, seconds = _build(state, task, trace_json, fault)
+            _, kernel, built_ref, seconds = _build(state, task, log_json, fault)
             members.append((kernel, seconds))
             ref_kernel = ref_kernel or built_ref
         except Exception:
@@ -294,12 +294,12 @@ def main(conn, log_path: str) -> None:
             return
         task = msg[1]
         start = time.perf_counter()
-        if "trace_jsons" in task:
+        if "log_jsons" in task:
             func, ref_kernel, members = _build_group(state, task)
             seconds = sum(m[1] for m in members if not isinstance(m, dict))
         else:
             try:
-                func, kernel, ref_kernel, seconds = _build(state, task, task["trace_json"], task.get("fault"))
+                func, kernel, ref_kernel, seconds = _build(state, task, task["log_json"], task.get("fault"))
             except Exception:
                 failed = _result(COMPILE, _error_text(4), time.perf_counter() - start, state=state)
                 conn.send(("result", failed))
@@ -311,7 +311,7 @@ def main(conn, log_path: str) -> None:
             return
         if go[0] != "go":
             return
-        if "trace_jsons" in task:
+        if "log_jsons" in task:
             result = _run_group(state, task, func, ref_kernel, members)
         else:
             result = _run(state, task, func, kernel, ref_kernel, seconds)

@@ -26,6 +26,7 @@ parallel: loop k is bound to a reduction iterator of block C; iterations would r
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, List, Optional, Sequence, Union
 
 import handlers
@@ -38,7 +39,7 @@ from . import blockize as blockize_mod
 from . import cache, compute_location, dataflow, loops, reduction
 from . import layout as layout_mod
 from . import tensorize as tensorize_mod
-from .instruction_trace import BlockRV, Instruction, LoopRV, ScheduleTrace
+from .instructions import BlockRV, Instruction, InstructionLog, LoopRV
 from .tree import TreeIndex, children_of, iter_blocks, require
 
 LoopLike = Union[LoopRV, str]
@@ -56,18 +57,17 @@ def _name(x, kind: type, primitive: str) -> str:
 
 
 class Schedule:
-    """A function being scheduled: ``mod`` is the current program, ``trace`` the log."""
+    """A function being scheduled: ``mod`` is the current program, ``instructions`` its log."""
 
     def __init__(self, func: PrimFunc) -> None:
         if not isinstance(func, PrimFunc):
-            inner = getattr(func, "func", None)
-            if isinstance(inner, PrimFunc):  # a Workload
-                func = inner
-            else:
-                raise TypeError(f"Schedule needs a PrimFunc or a Workload, got {type(func).__name__}")
+            # imported here: a schedule is made per candidate, nearly always of a PrimFunc
+            from ..workloads.workload import as_workload
+
+            func = as_workload(func).func
         self._func = func
         self._mod = func
-        self._trace = ScheduleTrace()
+        self._instructions = InstructionLog()
 
     # ------------------------------------------------------------------ state
     @property
@@ -81,30 +81,36 @@ class Schedule:
         return self._mod
 
     @property
-    def trace(self) -> ScheduleTrace:
-        """The instruction log."""
-        return self._trace
+    def instructions(self) -> InstructionLog:
+        """The instruction log: every primitive this schedule received, printable as Python."""
+        return self._instructions
+
+    @property
+    def trace(self) -> InstructionLog:
+        """Deprecated name of :attr:`instructions` (a handlers ``Trace`` is something else)."""
+        warnings.warn("Schedule.trace is deprecated; use Schedule.instructions", DeprecationWarning, stacklevel=2)
+        return self._instructions
 
     def copy(self) -> "Schedule":
         """An independent schedule sharing the (immutable) IR: O(length of the log)."""
         other = Schedule.__new__(Schedule)
         other._func = self._func
         other._mod = self._mod
-        other._trace = self._trace.copy()
+        other._instructions = self._instructions.copy()
         return other
 
     def _idx(self) -> TreeIndex:
         return TreeIndex.of(self._mod)  # shared by the primitives that change it next
 
     def _record(self, kind: str, inputs: Sequence, attrs: dict, outputs: Sequence, decision: Any = None) -> None:
-        self._trace.append(Instruction(kind, inputs, attrs, outputs, decision))
+        self._instructions.append(Instruction(kind, inputs, attrs, outputs, decision))
 
     def _set(self, mod: PrimFunc) -> None:
         tensorize_mod.check_tensorized(self._mod, mod)
         self._mod = mod
 
     def __repr__(self) -> str:
-        return f"Schedule({self._func.name}, {len(self._trace)} instructions)"
+        return f"Schedule({self._func.name}, {len(self._instructions)} instructions)"
 
     def show(self) -> str:
         """The scheduled program's text."""
@@ -442,7 +448,7 @@ class Schedule:
         what kind of decision it is to search strategies (the site's ``infer["tag"]``:
         ``"unroll"``, ``"parallel"``, ``"algorithm"``; see :mod:`probsched.search.mutators`)."""
         if name is None:
-            k = sum(1 for inst in self._trace if inst.kind == "sample_categorical")
+            k = sum(1 for inst in self._instructions if inst.kind == "sample_categorical")
             name = f"categorical_{k}"
         dist = Categorical(list(candidates), probs=None if probs is None else list(probs))
         attrs = {"candidates": list(candidates), "probs": None if probs is None else list(probs)}

@@ -27,8 +27,8 @@ from handlers.trace_struct import Trace
 
 from ..errors import ProbschedError
 from ..ir.serialize import structural_hash
-from ..ir.stmt import PrimFunc
 from ..schedule import Schedule
+from ..workloads.workload import as_workload
 
 
 @dataclass
@@ -61,13 +61,6 @@ class Candidate:
         return self._features
 
 
-def _func_of(workload) -> PrimFunc:
-    func = workload if isinstance(workload, PrimFunc) else getattr(workload, "func", None)
-    if not isinstance(func, PrimFunc):
-        raise TypeError(f"expected a Workload or a PrimFunc, got {type(workload).__name__}")
-    return func
-
-
 class SearchContext:
     """The state shared by a tuning run and its strategy (see the module docstring).
 
@@ -86,7 +79,7 @@ class SearchContext:
         records: Sequence = (),
     ) -> None:
         self.workload = workload
-        self.func = _func_of(workload)
+        self.func = as_workload(workload).func
         self.space = space
         self.model = model
         self.rng = np.random.default_rng(seed)

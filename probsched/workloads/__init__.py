@@ -24,10 +24,11 @@ from .conv import (
 from .matmul import matmul
 from .norm import norm, softmax
 from .suite import SuiteEntry, configs, entry, get, names, small, suite
-from .workload import Workload, signed_uniform, tolerance
+from .workload import Workload, as_workload, signed_uniform, tolerance
 
 __all__ = [
     "Workload",
+    "as_workload",
     "SuiteEntry",
     "get",
     "names",

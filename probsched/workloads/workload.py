@@ -86,14 +86,16 @@ class Workload:
     """A tensor program of the suite (or a factory call) with everything needed to check it.
 
     Equality and hashing are structural over name, params, function, FLOPs and tolerance;
-    the reference and samplers are plain functions and do not take part.
+    the reference and samplers are plain functions and do not take part. A workload made
+    from a bare function by :func:`as_workload` has no numpy reference
+    (``reference_fn=None``, see :attr:`has_reference`) and ``flops == 0`` (unknown).
     """
 
     name: str
     func: PrimFunc
     flops: int
     params: tuple
-    reference_fn: Callable[..., Tuple[np.ndarray, ...]] = field(repr=False)
+    reference_fn: Optional[Callable[..., Tuple[np.ndarray, ...]]] = field(repr=False)
     rtol: float = RTOL
     atol: float = ATOL_PER_SQRT_TERM
     samplers: Mapping[str, Sampler] = field(default_factory=dict, repr=False)
@@ -113,6 +115,13 @@ class Workload:
         return replace(
             self, name=name, func=self.func.replace(name=func_name), params=self.params if params is None else params
         )
+
+    @property
+    def has_reference(self) -> bool:
+        """Whether a numpy reference gives the expected outputs. Without one (a bare
+        function wrapped by :func:`as_workload`) kernels are checked against the
+        unscheduled program, and no numpy or jax.jit baseline is known."""
+        return self.reference_fn is not None
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -151,6 +160,8 @@ class Workload:
 
     def reference(self, *inputs: np.ndarray) -> Tuple[np.ndarray, ...]:
         """The expected outputs (numpy, computed in float64, returned as float32)."""
+        if self.reference_fn is None:
+            raise ValueError(f"{self.name}: no numpy reference (a bare function: check against its unscheduled program)")
         if len(inputs) != len(self.inputs):
             raise ValueError(f"{self.name}: reference takes {len(self.inputs)} inputs, got {len(inputs)}")
         for b, a in zip(self.inputs, inputs):
@@ -190,6 +201,31 @@ def _check_close(what: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol:
         f"worst at index {worst_idx}: got {float(g[worst]):.9g}, expected {float(e[worst]):.9g}; "
         f"max abs err {np.max(err):.3g}, max rel err {np.max(rel):.3g}"
     )
+
+
+def as_workload(workload: Union[Workload, PrimFunc]) -> Workload:
+    """``workload`` as a :class:`Workload`: a Workload as it is, a bare
+    :class:`~probsched.PrimFunc` wrapped as one, under the function's name, with no numpy
+    reference (kernels of it are checked against its unscheduled program) and 0 FLOPs
+    (unknown). What every entry point that takes "a Workload or a PrimFunc" calls first.
+
+    >>> import probsched as ps
+    >>> w = ps.workloads.small("GMM")
+    >>> as_workload(w) is w
+    True
+    >>> bare = as_workload(w.func)
+    >>> bare.name, bare.func is w.func, bare.has_reference, bare.flops
+    ('GMM', True, False, 0)
+    >>> as_workload("GMM:2")
+    Traceback (most recent call last):
+    ...
+    TypeError: as_workload: expected a Workload or a PrimFunc, got str
+    """
+    if isinstance(workload, Workload):
+        return workload
+    if isinstance(workload, PrimFunc):
+        return Workload(workload.name, workload, 0, (), reference_fn=None)
+    raise TypeError(f"as_workload: expected a Workload or a PrimFunc, got {type(workload).__name__}")
 
 
 def make_workload(

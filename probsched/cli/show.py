@@ -2,7 +2,7 @@
 
 For each of the ``K`` fastest distinct candidates measured on this machine (the best first,
 as the last re-timing named it: see :mod:`probsched.selection`): its median time and
-GFLOP/s (re-timed and as the search measured it), which strategy and space found it, the schedule as the Python trace
+GFLOP/s (re-timed and as the search measured it), which strategy and space found it, the schedule as Python (its instruction log)
 that replays it, the scheduled loop nest, and with ``--source`` the Python source numba
 compiles for it.
 """
@@ -14,13 +14,14 @@ import datetime
 import statistics
 
 from ..errors import ProbschedError
-from .common import add_reader_arguments, format_speed, func_of, positive_int, read_records, workload_name
+from ..workloads import as_workload
+from .common import add_reader_arguments, format_speed, positive_int, read_records, workload_name
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "show",
-        help="print the best schedule of a workload: Python trace, loop nest, generated source",
+        help="print the best schedule of a workload: instruction log as Python, loop nest, generated source",
         description=__doc__.split("\n\n")[0].replace("``", ""),
     )
     add_reader_arguments(p)
@@ -32,7 +33,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..codegen import build
     workload, db_path, records, best, retimed = read_records(args, top=args.top)
-    func = func_of(workload)
+    func = as_workload(workload).func
     flops = getattr(workload, "flops", None)
     ok = sum(r.ok for r in records)
     print(f"{workload_name(workload)}: {len(records)} records in {db_path} ({ok} ok); best {len(best)} shown")
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print()
         print("# schedule (Python; replays onto ps.Schedule(func))")
-        print(rec.trace())
+        print(rec.instruction_log())
         try:
             sch = rec.schedule(func)
         except ProbschedError as exc:  # a record of an older space/primitive version

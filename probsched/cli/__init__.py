@@ -1,8 +1,20 @@
-"""The ``probsched`` command line.
+"""The ``probsched`` command line: :func:`main`, and one module per subcommand.
 
-``tune``, ``show``, ``bench``, ``plot`` and ``vary`` live in :mod:`probsched.cli_commands`, one
-module each; the small ``workloads``, ``ir`` and ``cache`` commands are here. Exit codes:
-0 success, 1 a run that found nothing (e.g. every trial failed), 2 a mistake in the
+- :mod:`.tune` — ``probsched tune``: search with a progress bar, then best vs numpy/jax.jit;
+- :mod:`.tune_model` — ``probsched tune-model``: every task of a network under one budget, then vs jax.jit;
+- :mod:`.show` — ``probsched show``: the best schedules as Python (instruction log), loop nest, source;
+- :mod:`.bench` — ``probsched bench``: tune a list of suite workloads, Markdown and JSON;
+- :mod:`.plot` — ``probsched plot``: best-so-far curves per strategy from a database;
+- :mod:`.vary` — ``probsched vary``: the best schedule timed beside variants with decisions changed;
+- :mod:`.model_import` — ``probsched import``: a JAX model's fused tasks as a table;
+- :mod:`.workloads`, :mod:`.ir`, :mod:`.cache` — ``probsched workloads``, ``ir``, ``cache``:
+  the suite, a loop nest, the on-disk caches;
+- :mod:`.build_transfer` — ``probsched build-transfer``: the cost model's transfer records
+  from tuning databases;
+- :mod:`.common` — workload specs, opening databases, :class:`~.common.CLIError` (exit 2).
+
+Each command module has ``add_parser(subparsers)`` and ``run(args) -> exit code``. Exit
+codes: 0 success, 1 a run that found nothing (e.g. every trial failed), 2 a mistake in the
 command (unknown workload, missing file or database, bad option), 130 interrupted (Ctrl-C).
 
 >>> main(["--version"])  # doctest: +ELLIPSIS
@@ -18,37 +30,13 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from . import __version__
-from .cli_commands import COMMANDS
-from .cli_commands.common import WORKLOAD_HELP, CLIError, func_of, resolve_workload
-from .errors import ProbschedError
+from .. import __version__
+from ..errors import ProbschedError
+from . import bench, build_transfer, cache, ir, model_import, plot, show, tune, tune_model, vary, workloads
+from .common import CLIError
 
-
-def _cmd_workloads(args: argparse.Namespace) -> int:
-    from . import workloads
-
-    for name in workloads.names():
-        for index, params in enumerate(workloads.configs(name)):
-            print(f"{name}:{index}  {params}")
-    return 0
-
-
-def _cmd_ir(args: argparse.Namespace) -> int:
-    func = func_of(resolve_workload(args.workload))
-    print(func)
-    print(f"# structural hash: {func.structural_hash()}")
-    return 0
-
-
-def _cmd_cache(args: argparse.Namespace) -> int:
-    from . import cache
-
-    if args.action == "clear":
-        n = cache.clear()
-        print(f"removed {n} cached files (micro-kernels, trained models, compiled programs) from {cache.root()}")
-    else:
-        print(cache.root())
-    return 0
+#: In the order ``probsched --help`` lists them.
+COMMANDS = (tune, tune_model, show, bench, plot, vary, model_import, workloads, ir, cache, build_transfer)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,14 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)
-    p = sub.add_parser("workloads", help="list the operator suite (NAME:INDEX)")
-    p.set_defaults(run=_cmd_workloads)
-    p = sub.add_parser("ir", help="print the loop-nest IR of a workload, e.g. GMM:2")
-    p.add_argument("workload", help=WORKLOAD_HELP)
-    p.set_defaults(run=_cmd_ir)
-    p = sub.add_parser("cache", help="where micro-kernels, trained models and compiled programs are cached; 'clear' empties it")
-    p.add_argument("action", choices=("path", "clear"), nargs="?", default="path")
-    p.set_defaults(run=_cmd_cache)
     return parser
 
 
@@ -99,5 +79,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 130
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+__all__ = ["main", "build_parser", "COMMANDS", "CLIError"]

@@ -18,7 +18,7 @@ and the exit code is then 1.
 >>> parse_assignments('Z/pack')
 Traceback (most recent call last):
 ...
-probsched.cli_commands.common.CLIError: --set 'Z/pack': expected SITE=VALUE (e.g. Z/k/tile=[4,128]), separated by ';'
+probsched.cli.common.CLIError: --set 'Z/pack': expected SITE=VALUE (e.g. Z/k/tile=[4,128]), separated by ';'
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ..errors import ProbschedError
-from .common import CLIError, add_reader_arguments, func_of, positive_int, read_records, resolve_space, workload_name
+from ..workloads import as_workload
+from .common import CLIError, add_reader_arguments, positive_int, read_records, resolve_space, workload_name
 
 
 def add_parser(sub) -> None:
@@ -125,9 +126,9 @@ def _reference(workload):
     """Inputs and expected outputs: the numpy reference of a suite workload, else the
     unscheduled program's outputs."""
     from ..measure.reference import from_func, from_workload
-    from ..workloads import Workload
 
-    return from_workload(workload) if isinstance(workload, Workload) else from_func(workload)
+    w = as_workload(workload)
+    return from_workload(w) if w.has_reference else from_func(w.func)
 
 
 def _list_sites(decisions) -> None:
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     if args.space is None and rec.space not in ("", "default"):
         raise CLIError(f"the best record came from space {rec.space!r}: pass it with --space file.py:name or module:name")
     space = resolve_space(args.space or "default")
-    func = func_of(workload)
+    func = as_workload(workload).func
     base = decisions.choices()
     variants = [Variant("best", {})] + [Variant(f"variant {i}", parse_assignments(t)) for i, t in enumerate(args.variants, 1)]
     ref = _reference(workload)

@@ -15,7 +15,7 @@ one line on stderr with exit code 2 (never a traceback).
 >>> resolve_workload("NOPE:1")
 Traceback (most recent call last):
 ...
-probsched.cli_commands.common.CLIError: unknown workload 'NOPE'; the suite has ...
+probsched.cli.common.CLIError: unknown workload 'NOPE'; the suite has ...
 >>> format_speed(2e-3, 4e6)
 '2000.0 µs, 2.0 GFLOP/s'
 """
@@ -34,7 +34,7 @@ from ..database import Database, TuningRecord
 from ..database.errors import DatabaseError
 from ..ir.stmt import PrimFunc
 from ..selection import best_schedule
-from ..workloads import Workload
+from ..workloads import Workload, as_workload
 from ..workloads import get as suite_get
 from ..workloads import names as suite_names
 from ..workloads import small as suite_small
@@ -103,20 +103,14 @@ def add_reader_arguments(p: argparse.ArgumentParser) -> None:
 
 def is_suite_workload(workload: Union[Workload, PrimFunc]) -> bool:
     """Whether ``workload`` is a suite entry (those have numpy and jax baselines)."""
-    name = getattr(workload, "name", "") if isinstance(workload, Workload) else ""
-    return name.partition(":")[0] in suite_names()
-
-
-def func_of(workload: Union[Workload, PrimFunc]) -> PrimFunc:
-    """The (unscheduled) function of a workload or bare PrimFunc."""
-    return workload if isinstance(workload, PrimFunc) else workload.func
+    w = as_workload(workload)
+    return w.has_reference and w.name.partition(":")[0] in suite_names()  # a bare function is no entry
 
 
 def workload_name(workload: Union[Workload, PrimFunc]) -> str:
     """The name a workload is shown and stored under (a bare PrimFunc: its function name)."""
-    if isinstance(workload, Workload):
-        return workload.name or workload.func.name
-    return workload.name
+    w = as_workload(workload)
+    return w.name or w.func.name
 
 
 def resolve_workload(spec: str) -> Union[Workload, PrimFunc]:
@@ -245,7 +239,7 @@ def stored_workload(db: Database, spec: str) -> Tuple[Union[Workload, PrimFunc],
         if not stored:
             raise
         return stored[-1].func, stored[-1].hash
-    return workload, func_of(workload).structural_hash()
+    return workload, as_workload(workload).func.structural_hash()
 
 
 class StoredRecords(NamedTuple):
