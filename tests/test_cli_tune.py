@@ -198,7 +198,7 @@ def test_shipped_tvm_summary_covers_the_benchmark_workloads():
 
 
 def test_bench_suite_all_is_one_configuration_of_each_operator(capsys):
-    from probsched.cli_commands.bench import SUITES
+    from probsched.cli.bench import SUITES
 
     specs = SUITES["all"].split(",")
     assert sorted(s.split(":")[0] for s in specs) == sorted(ps.workloads.names())
