@@ -14,8 +14,9 @@ For each network, ``ps.tune_model`` with the same budget and seed on four design
 
 then every tuned network is compiled from its database and timed beside ``jax.jit``, all in
 one process, interleaved round by round (medians of ``--rounds``). Databases go to
-``DIR/<model>-<space>-s<seed>.db`` and are resumed when they exist, so a long run can be
-split. Prints a Markdown table with the CPU and date; ``--json`` writes the figures.
+``DIR/<model>-<space>-s<seed>.db`` and are topped up to the budget when they exist, so a
+long run can be split (and ``full`` can be a copy of ``bench_models.py``'s database of the
+same budget and seed). Prints a Markdown table with the CPU and date; ``--json`` writes the figures.
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ CONFIGS = {
 }
 
 
+def _records_in(path: str, graph) -> int:
+    """How many records ``path`` already holds for the tasks of ``graph`` (0 when it does not exist)."""
+    if not os.path.exists(path):
+        return 0
+    db = ps.database.Database(path)
+    try:
+        return sum(len(db.records(task.workload)) for task in graph.tasks())
+    finally:
+        db.close()
+
+
 def run_model(name: str, args: argparse.Namespace) -> dict:
     import jax
 
@@ -51,11 +63,13 @@ def run_model(name: str, args: argparse.Namespace) -> dict:
     for config in args.configs.split(","):
         space = ps.space.default(**CONFIGS[config])
         db = os.path.join(args.db_dir, f"{name}-{config}-s{args.seed}.db")
+        done = _records_in(db, graph)
         t = time.perf_counter()
-        result = ps.tune_model(graph, trials=args.trials, database=db, space=space, seed=args.seed)
+        # a resumed database is topped up to the budget, not given it again
+        result = ps.tune_model(graph, trials=max(0, args.trials - done), database=db, space=space, seed=args.seed)
         row["tune"][config] = {
             "wall_s": time.perf_counter() - t,
-            "trials": len(result.history),
+            "trials": done + len(result.history),
             "estimated_ms": result.estimated_seconds * 1e3,
         }
         print(result.summary(), flush=True)
