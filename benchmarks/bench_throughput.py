@@ -125,6 +125,18 @@ def fresh_program_cache() -> str:
     return root
 
 
+
+def _strategy_as_tune_makes_it(name: str, batch_size: int):
+    """The strategy ``ps.tune(strategy=name)`` would search with (wrapped here to time it):
+    the named evolutionary search sized to the round where this tree has ``for_batch``."""
+    import probsched as ps
+
+    evo = ps.search.EvolutionarySearch
+    if name == "evolutionary" and hasattr(evo, "for_batch"):
+        return evo.for_batch(batch_size)
+    return ps.search.get(name)
+
+
 def one(args) -> dict:
     """Tune one workload here, instrumented; the breakdown as a dict."""
     cache_root = fresh_program_cache()
@@ -189,7 +201,7 @@ def one(args) -> dict:
     m = TimedMeasurer(**measurer_kw)
     db = TimedDatabase(db_path)
     try:
-        strategy = TimedStrategy(ps.search.get(args.strategy))
+        strategy = TimedStrategy(_strategy_as_tune_makes_it(args.strategy, tune_kw.get("batch_size", 32)))
         result = ps.tune(workload, trials=args.trials, strategy=strategy, database=db, measurer=m, seed=args.seed, **tune_kw)
     finally:
         m.close()
