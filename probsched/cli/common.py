@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import importlib.util
 import math
 import os
@@ -214,6 +215,17 @@ def resolve_space(spec: str) -> "Space":
 
 
 # ------------------------------------------------------------------------------ database
+
+
+def write_json(path: str, data: Any, option: str = "--json") -> None:
+    """Write ``data`` as indented JSON to ``path``; a file that cannot be written is a
+    :class:`CLIError` naming ``option``."""
+    try:
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=2)
+            fh.write("\n")
+    except OSError as exc:
+        raise CLIError(f"{option} {path}: {exc.strerror}") from None
 
 
 def open_database(path: str, must_exist: bool = False) -> Database:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shlex
 import sys
@@ -38,6 +37,7 @@ from .common import (
     positive_int,
     resolve_space,
     resolve_workload,
+    write_json,
     share,
     workload_name,
 )
@@ -294,12 +294,7 @@ def _write_json(path: str, result, rows: List[Dict[str, Any]], db_path: str) -> 
             for t in result.history
         ],
     }
-    try:
-        with open(path, "w") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
-    except OSError as exc:
-        raise CLIError(f"--json {path}: {exc.strerror}") from None
+    write_json(path, data)
 
 
 def check_writable(path: str, option: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import sys
 from typing import TYPE_CHECKING, Optional
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Optional
 from ..search import STRATEGIES
 from ..task_scheduler import SCHEDULERS
 from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
-from .common import DB_HELP, CLIError, non_negative_int, open_database, positive_int
+from .common import DB_HELP, CLIError, non_negative_int, open_database, positive_int, write_json
 from .model_import import MODEL_HELP, load_model
 
 if TYPE_CHECKING:
@@ -148,9 +147,4 @@ def _write_json(path: str, result, rows, db_path: str) -> None:
         ],
         "compare_ms": {name: sec * 1e3 for name, sec in rows},
     }
-    try:
-        with open(path, "w") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
-    except OSError as exc:
-        raise CLIError(f"--json {path}: {exc.strerror}") from None
+    write_json(path, data)
