@@ -41,7 +41,7 @@ from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, best_schedule, retime
 from .task_scheduler import MAX_FAILED_ROUNDS, TaskState
 from .task_scheduler import get as get_scheduler
-from .task_search import TaskSearch, Trial, fit_on_past, run_rounds, start_model_from_transfer
+from .task_search import TaskSearch, Trial, TuningResources, fit_on_past, run_rounds, start_model_from_transfer
 from .tuner import DEFAULT_COST_MODEL, _resolve_model
 
 if TYPE_CHECKING:
@@ -215,7 +215,6 @@ def tune_model(
     ``target``: what the default space schedules for (this machine unless given).
     """
     from . import space as space_mod
-    from .measure import LocalMeasurer
 
     if trials < 0:
         raise ValueError(f"tune_model: trials must be >= 0, got {trials}")
@@ -229,10 +228,8 @@ def tune_model(
     shared, use_transfer = _resolve_model(cost_model, seed)
     if trials == 0 or not getattr(probe, "uses_cost_model", True):
         shared, use_transfer = None, False
-    own_db = not isinstance(database, Database)
-    db = Database(":memory:" if database is None else database) if own_db else database
-    own_measurer = measurer is None
-    measurer = measurer or LocalMeasurer()
+    resources = TuningResources(database, measurer)
+    db, measurer = resources.db, resources.measurer
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     result = ModelTuneResult(
@@ -304,15 +301,11 @@ def tune_model(
         result.tasks = [TaskRow(n, w, f, tr, b, (w * b / total) if math.isfinite(b) else 0.0) for n, w, f, tr, b in rows]
         result.wall_seconds = time.perf_counter() - start
         if compile:
-            if not own_measurer and hasattr(measurer, "settle"):
-                measurer.settle()
+            resources.settle_borrowed()
             with _phase(result, "compile"):
                 result.model = compile_model(graph, database=db, space=space, candidates=candidates, seed=seed)
     finally:
-        if own_measurer:
-            measurer.close()
-        if own_db and database is not None:
-            db.close()
+        resources.close()
     return result
 
 

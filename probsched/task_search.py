@@ -164,6 +164,47 @@ class TaskSearch:
 Round = Tuple[TaskSearch, List[Candidate]]
 
 
+class TuningResources:
+    """The database and measurer of one tuning run (``ps.tune``, ``ps.tune_model``): a path
+    opens a database (None: one in memory) and no measurer makes a
+    :class:`~probsched.measure.LocalMeasurer`; :meth:`close` closes what was made here (a
+    database in memory stays open: the run's result still reads it), never what the caller
+    passed.
+
+    >>> class Borrowed:
+    ...     def settle(self): print("settled")
+    >>> res = TuningResources(None, Borrowed())
+    >>> res.owns_database, res.owns_measurer
+    (True, False)
+    >>> res.settle_borrowed()
+    settled
+    >>> res.close()
+    """
+
+    def __init__(self, database: Union[str, Database, None], measurer=None) -> None:
+        self.owns_database = not isinstance(database, Database)
+        self._path = database
+        self.db: Database = Database(":memory:" if database is None else database) if self.owns_database else database
+        self.owns_measurer = measurer is None
+        if measurer is None:
+            from .measure import LocalMeasurer
+
+            measurer = LocalMeasurer()
+        self.measurer = measurer
+
+    def settle_borrowed(self) -> None:
+        """Let a caller's measurer finish starting workers (it may time a kernel next: no
+        worker start-up beside it); one made here is closed instead."""
+        if not self.owns_measurer and hasattr(self.measurer, "settle"):
+            self.measurer.settle()
+
+    def close(self) -> None:
+        if self.owns_measurer:
+            self.measurer.close()
+        if self.owns_database and self._path is not None:
+            self.db.close()
+
+
 def run_rounds(
     measurer,
     next_round: Callable[[], Optional[Round]],
@@ -240,4 +281,4 @@ def fit_on_past(model: Optional["CostModel"], searches: Sequence[TaskSearch]) ->
         model.fit_features(feats, times, groups)
 
 
-__all__ = ["TaskSearch", "Trial", "features_of_records", "run_rounds", "start_model_from_transfer", "fit_on_past"]
+__all__ = ["TaskSearch", "Trial", "TuningResources", "features_of_records", "run_rounds", "start_model_from_transfer", "fit_on_past"]

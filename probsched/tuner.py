@@ -33,7 +33,7 @@ from .search import SearchStrategy
 from .search import EvolutionarySearch
 from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, DEFAULT_RETIME_TOP, BestSchedule, best_schedule, retime
-from .task_search import TaskSearch, Trial, fit_on_past, run_rounds, start_model_from_transfer
+from .task_search import TaskSearch, Trial, TuningResources, fit_on_past, run_rounds, start_model_from_transfer
 from .workloads import Workload, as_workload
 
 if TYPE_CHECKING:  # imported where used: the cost models load JAX, the measurer and kernels numba
@@ -201,7 +201,6 @@ def tune(
     (:mod:`probsched.selection`: the search's own minimum is biased low); 0 skips it.
     """
     from . import space as space_mod
-    from .measure import LocalMeasurer
 
     if trials < 0:
         raise ValueError(f"tune: trials must be >= 0, got {trials}")
@@ -214,10 +213,8 @@ def tune(
     model, use_transfer = _resolve_model(cost_model, seed)
     if trials == 0 or not getattr(strat, "uses_cost_model", True):
         model, use_transfer = None, False  # nothing would ask it: spare the training
-    own_db = not isinstance(database, Database)
-    db = Database(":memory:" if database is None else database) if own_db else database
-    own_measurer = measurer is None
-    measurer = measurer or LocalMeasurer()
+    resources = TuningResources(database, measurer)
+    db, measurer = resources.db, resources.measurer
     try:
         space = space or space_mod.default(target=target)
         search = TaskSearch(workload, db, space=space, strategy=strat, model=model, seed=seed)
@@ -243,14 +240,10 @@ def tune(
         run_rounds(measurer, next_round, record, lambda s, batch, results: s.observe(batch, results))
         if retime_top and result.history:  # nothing new measured: the last naming stands
             retime(workload, db, measurer, top=retime_top, rounds=retime_rounds)
-        if not own_measurer and hasattr(measurer, "settle"):
-            measurer.settle()  # the caller may time result.kernel next: no worker start-up beside it
+        resources.settle_borrowed()  # the caller may time result.kernel next
         result.best = best_schedule(db, workload, flops)
     finally:
-        if own_measurer:
-            measurer.close()
-        if own_db and database is not None:
-            db.close()
+        resources.close()
     return result
 
 
