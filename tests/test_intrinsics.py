@@ -95,6 +95,42 @@ def test_tensorized_partial_tiles_compile_and_match():
     w.check(out, w.reference(*x))
 
 
+@pytest.mark.parametrize("k_tile, rows", [(20, 14), (5, 14), (5, 12)])
+def test_a_tile_that_keeps_its_init_starts_from_zero_where_the_sum_begins(k_tile, rows):
+    # the reduction's init stays in the tile: the call that begins the sum (k panel 0) is the
+    # zero-start kernel, later panels accumulate; no pass zeroes C, and C's old contents
+    # (NaN here) never reach the result
+    w = ps.workloads.matmul(rows, 32, 20, batch=None)
+    sch = ps.Schedule(w.func)
+    c = sch.get_block(w.func.blocks()[0].name)
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 16])
+    k0, k1 = sch.split(k, [None, k_tile])
+    sch.reorder(i0, j0, k0, k1, i1, j1)
+    sch.tensorize(k1, "matmul_4x16")
+    kernel = ps.build(sch)
+    assert "_zero(" in kernel.source and "_init" not in kernel.source
+    assert ("else:" in kernel.source) == (k_tile < 20)  # one panel: always the zero-start call
+    x = w.random_inputs(np.random.default_rng(0))
+    (out,) = w.empty_outputs()
+    out[...] = np.nan
+    kernel(*x, out)
+    w.check([out], w.reference(*x))
+
+
+@pytest.mark.parametrize("m", [4, 3])
+def test_zero_start_kernel_overwrites_its_tile(m):
+    mk = ps.intrinsics.get("matmul_4x16").meta["zero_start_variant"](None if m == 4 else m)()
+    rng = np.random.default_rng(1)
+    A = rng.uniform(-1, 1, m * 5).astype("float32")
+    B = rng.uniform(-1, 1, 5 * 16).astype("float32")
+    C = np.full(m * 16 + 3, np.nan, dtype="float32")
+    mk(C, 0, 16, 1, A, 0, 5, 1, B, 0, 1, 16, 5)
+    np.testing.assert_allclose(C[: m * 16].reshape(m, 16), A.reshape(m, 5) @ B.reshape(5, 16), rtol=1e-5, atol=1e-5)
+    assert np.isnan(C[m * 16 :]).all(), "the kernel wrote outside its tile"
+
+
 def test_tensorize_marks_the_block_and_replays():
     w, sch, k1 = tiled()
     blk = sch.tensorize(k1, "matmul_6x16")
@@ -109,7 +145,7 @@ def test_tensorize_marks_the_block_and_replays():
     "variant, message",
     [
         ("shape", "loop i_1 has extent 4, axis v_i needs 6"),
-        ("init", "has an init; decompose the reduction"),
+        ("init", "has an init that intrinsic test_mm_6x16_accumulate_only cannot perform"),
         ("transposed", "not contiguous along loop"),
         ("reduction", "operator add vs max"),
     ],
@@ -134,9 +170,18 @@ def test_tensorize_refuses_blocks_that_do_not_match(variant, message):
     sch.reorder(i0, j0, k, i1, j1)
     if variant != "init":
         sch.decompose_reduction(c, k)
-    before = sch.mod
-    with pytest.raises(ps.ScheduleError) as info:
-        sch.tensorize(sch.blockize(k), "matmul_6x16")
+    intrin = "matmul_6x16"
+    if variant == "init":  # the shipped kernels start from zero themselves: one that cannot
+        six = ps.intrinsics.get("matmul_6x16")
+        meta = {k: v for k, v in six.meta.items() if k not in ("zero_start_variant", "kind")}
+        intrin = "test_mm_6x16_accumulate_only"
+        ps.intrinsics.register(intrin, six.description, six.implementation, panel_axis="v_k",
+                               unit_stride=six.unit_stride, meta=meta, replace=True)
+    try:
+        with pytest.raises(ps.ScheduleError) as info:
+            sch.tensorize(sch.blockize(k), intrin)
+    finally:  # the design space offers every registered matmul kernel: leave none behind
+        ps.intrinsics.registry._REGISTRY.pop("test_mm_6x16_accumulate_only", None)
     assert message in str(info.value), str(info.value)
     assert "tensorize" not in str(sch.mod)
 

@@ -273,6 +273,10 @@ class Emitter:
         """Source of an IR expression in the current scope (variables substituted)."""
         return self.writer.src(self._sub(as_expr(e)))
 
+    def folded(self, e: Expr) -> Expr:
+        """A boolean IR expression in the current scope, folded (``Const`` when decided here)."""
+        return fold_bool(self._sub(as_expr(e)))
+
     def index(self, buffer: Buffer, indices: Sequence[Expr]) -> str:
         """Source of the flat int64 index of ``buffer[indices]`` (marks it as an array use)."""
         idx = tuple(self._sub(as_expr(i)) for i in indices)

@@ -214,7 +214,7 @@ def store_contexts(func: PrimFunc) -> List[StoreContext]:
                 infos = [LoopInfo(nm, ext, kind, nm in reduce_vars) for nm, ext, kind in loops]
                 if tens is not None:
                     infos = _tile_kinds(tens, infos)
-                if s.init is not None:
+                if s.init is not None and tens is None:  # a tile's init is the zero-start kernel's
                     init_loops = tuple(l for l in infos if not l.reduce)
                     for st in iter_stmts(s.init):
                         if isinstance(st, Store):

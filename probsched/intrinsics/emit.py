@@ -7,10 +7,10 @@ expression trees in step; tensorize already checked that they match.
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import BuildError
-from ..ir.expr import Const, Expr, Load, children, substitute
+from ..ir.expr import Const, Expr, Load, all_of, children, eq, substitute
 from ..ir.stmt import Block, Buffer
 from ..schedule.analysis import affine_in, conjuncts, is_multiple, simplify
 from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, tile_env, tile_nest, tile_ranges
@@ -69,13 +69,40 @@ def emit_tensorized(block: Block, ctx) -> None:
     if intrin.panel_axis is not None:
         args.append(str(extents[loop_of[intrin.panel_axis]]))
     ctx.comment(f"block {block.name}: {intrin.name} micro-kernel")
+    # A tile that kept its reduction's (zero) init: where the reduction begins (every
+    # reduction iterator at its start when the tile loops are), the zero-start variant.
+    starts = _reduction_starts(ctx, inner, zero)
+    full = extents[loop_of[intrin.meta["remainder_axis"]]] if "remainder_axis" in intrin.meta else None
+
+    def call(m: Optional[int]) -> None:
+        """The call for a tile of ``m`` rows (None: no partial tiles)."""
+
+        def kernel(zero_start: bool) -> str:
+            if zero_start:  # meta contract: the loader of the zero-start kernel of m rows (None: full)
+                fn = intrin.meta["zero_start_variant"](None if m == full else m)()
+            elif m is None or m == full:
+                fn = intrin.kernel()
+            else:
+                fn = intrin.meta["variant"](m)()
+            rows = "" if m is None else f"_{m}"
+            return ctx.add_global(f"mk_{intrin.name}{rows}{'_zero' if zero_start else ''}", fn)
+
+        if isinstance(starts, Const):
+            ctx.line(f"{kernel(bool(starts.value))}({', '.join(args)})")
+            return
+        ctx.line(f"if {ctx.writer.src(starts)}:")
+        with ctx.indented():
+            ctx.line(f"{kernel(True)}({', '.join(args)})")
+        ctx.line("else:")
+        with ctx.indented():
+            ctx.line(f"{kernel(False)}({', '.join(args)})")
+
     guards = conjuncts(inner.predicate)
     if not guards:
-        ctx.line(f"{ctx.add_global(f'mk_{intrin.name}', intrin.kernel())}({', '.join(args)})")
+        call(None)
         return
     # A partial tile along the remainder axis: as many rows as are left, by a smaller kernel.
     (guard,) = guards
-    full = extents[loop_of[intrin.meta["remainder_axis"]]]
     start_expr = simplify(substitute(substitute(guard.a, env), zero))
     start = ctx.expr(start_expr)
     rows = ctx.fresh("rows")
@@ -86,8 +113,14 @@ def emit_tensorized(block: Block, ctx) -> None:
     if is_multiple(simplify(substitute(start_expr, outer)), full):
         sizes = [full] + ([guard.b.value % full] if guard.b.value % full else [])
     for m in sizes:
-        kernel = intrin.kernel() if m == full else intrin.meta["variant"](m)()
-        fn = ctx.add_global(f"mk_{intrin.name}_{m}", kernel)
         ctx.line(f"{'if' if m == full else 'elif'} {rows} == {m}:")
         with ctx.indented():
-            ctx.line(f"{fn}({', '.join(args)})")
+            call(m)
+
+
+def _reduction_starts(ctx, inner: Block, zero: Dict[str, Expr]) -> Expr:
+    """Whether this call begins ``inner``'s reduction (``Const(False)`` when it has no init)."""
+    if inner.init is None:
+        return Const(False, "bool")
+    firsts = [eq(simplify(substitute(b, zero)), 0) for it, b in zip(inner.iters, inner.bindings) if it.kind == "R"]
+    return ctx.folded(all_of(*firsts))

@@ -3,6 +3,8 @@
 ``matmul_{M}x{N}`` computes ``C[0:M, 0:N] += A[0:M, k] * B[k, 0:N]`` for ``k`` over a panel
 of any length, keeping the M x N accumulators in registers: ``M * N / lanes`` vector
 registers (lanes = 8 with AVX2, 16 with AVX-512) plus one row of B and a broadcast of A.
+Its *zero-start* variant computes ``C[0:M, 0:N] = A @ B`` instead (the accumulators start at
+zero and C is never read): a tile whose reduction begins in this call needs no init pass.
 Operands are strided (a convolution's input window is an A with row stride
 ``stride * channels``); C and B must be contiguous along N, which is what lets LLVM's SLP
 vectorizer turn each row's N scalar FMAs into vector FMAs.
@@ -20,7 +22,7 @@ vectorizer turn each row's N scalar FMAs into vector FMAs.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Optional
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from .disk_cache import load_module
@@ -33,8 +35,9 @@ SHAPES = ((4, 8), (8, 8), (4, 16), (6, 16), (8, 16), (4, 24), (3, 32), (4, 32), 
 NUMBA_OPTIONS = "nogil=True, cache=True, fastmath={'nsz', 'arcp', 'contract', 'afn'}, error_model='numpy', boundscheck=False"
 
 
-def matmul_source(m: int, n: int) -> str:
-    """Python source of the M x N kernel (scalar accumulators, unrolled, uint64 indices)."""
+def matmul_source(m: int, n: int, zero_start: bool = False) -> str:
+    """Python source of the M x N kernel (scalar accumulators, unrolled, uint64 indices);
+    ``zero_start``: the accumulators start at zero instead of C's values."""
     lines = [
         "import numba",
         "import numpy as np",
@@ -51,7 +54,8 @@ def matmul_source(m: int, n: int) -> str:
     for r in range(m):
         lines.append(f"    crow{r} = c_off + {r} * c_si")
         for c in range(n):
-            lines.append(f"    c{r}_{c} = C[np.uint64(crow{r} + {c})]")
+            start = "np.float32(0.0)" if zero_start else f"C[np.uint64(crow{r} + {c})]"
+            lines.append(f"    c{r}_{c} = {start}")
     lines.append("    for k in range(K):")
     lines.append("        brow = b_off + k * b_sk")
     for c in range(n):
@@ -75,26 +79,32 @@ def matmul_description(m: int, n: int, k: int = 4):
     return create_func([A, B, C], name=f"matmul_{m}x{n}")
 
 
-def _implementation(m: int, n: int) -> Callable[[], Callable]:
+def _implementation(m: int, n: int, zero_start: bool) -> Callable[[], Callable]:
     @lru_cache(maxsize=None)
     def load() -> Callable:
         from ..codegen.compile import configure_numba
 
         configure_numba()  # SLP on before the first compile
-        module = load_module(f"matmul_{m}x{n}", matmul_source(m, n))
+        name = f"matmul_{m}x{n}" + ("_zero" if zero_start else "")
+        module = load_module(name, matmul_source(m, n, zero_start))
         return module.kernel
 
     return load
 
 
 @lru_cache(maxsize=None)
-def _loader(m: int, n: int) -> Callable[[], Callable]:
-    return _implementation(m, n)
+def _loader(m: int, n: int, zero_start: bool = False) -> Callable[[], Callable]:
+    return _implementation(m, n, zero_start)
 
 
 def _variant(n: int) -> Callable[[int], Callable[[], Callable]]:
     """Loaders of the ``m x n`` kernels (``m`` rows of a partial tile)."""
     return lambda m: _loader(m, n)
+
+
+def _zero_start_variant(m: int, n: int) -> Callable[[Optional[int]], Callable[[], Callable]]:
+    """Loaders of the zero-start kernels: ``rows`` of a partial tile, None for all ``m``."""
+    return lambda rows: _loader(m if rows is None else rows, n, True)
 
 
 def register_all() -> None:
@@ -111,5 +121,8 @@ def register_all() -> None:
             _loader(m, n),
             panel_axis="v_k",
             unit_stride={"C": ("v_j",), "B": ("v_j",)},
-            meta={"kind": "matmul", "M": m, "N": n, "remainder_axis": "v_i", "variant": _variant(n)},
+            meta={
+                "kind": "matmul", "M": m, "N": n, "remainder_axis": "v_i",
+                "variant": _variant(n), "zero_start_variant": _zero_start_variant(m, n),
+            },
         )

@@ -10,7 +10,10 @@ Matching is structural: a bijection between the description's iterators and the 
 loops with equal kinds and extents (the description's *panel* axis, the K of a
 register-blocked matmul, takes any extent), the same expression tree, the same buffer
 dtypes, each operand depending on exactly the mapped loops, affinely, and contiguous
-(stride 1: the last dimension, coefficient 1) where the intrinsic requires it.
+(stride 1: the last dimension, coefficient 1) where the intrinsic requires it. A tile may keep
+its reduction's zero init when the intrinsic has a zero-start variant (``meta
+["zero_start_variant"]``): the call where the reduction begins uses that variant, so no pass
+zeroes the output beforehand.
 
 >>> import probsched as ps
 >>> tensorize(ps.workloads.small("GMM").func, "Z", ps.intrinsics.get("matmul_4x8"))
@@ -161,6 +164,33 @@ def _check_guard(inner: Block, sigma: Dict[str, str], intrin) -> None:
             )
 
 
+def has_zero_init(inner: Block) -> bool:
+    """Whether ``inner``'s init stores zero to exactly the element its update accumulates
+    into: the init a zero-start micro-kernel performs itself."""
+    init, body = inner.init, inner.body
+    return (
+        isinstance(init, Store)
+        and isinstance(body, Store)
+        and isinstance(init.value, Const)
+        and init.value.value == 0
+        and init.buffer == body.buffer
+        and tuple(init.indices) == tuple(body.indices)
+    )
+
+
+def _check_init(inner: Block, intrin) -> None:
+    """A tile may keep its reduction's init only when the intrinsic starts from zero itself:
+    code generation then calls that variant where the reduction begins."""
+    if inner.init is None:
+        return
+    require(
+        "zero_start_variant" in intrin.meta and has_zero_init(inner),
+        "tensorize",
+        f"block {inner.name} has an init that intrinsic {intrin.name} cannot perform (it needs a zero "
+        "init and a zero-start variant); decompose the reduction (sch.decompose_reduction) before tensorizing",
+    )
+
+
 #: (block, intrinsic name, id) -> (intrinsic, (axes, bufmap) or None, error message or None).
 #: The search replays the same tiles thousands of times per round (every mutation re-runs
 #: the space and re-checks each rebuilt tensorized block); IR nodes are immutable and hash
@@ -200,11 +230,7 @@ def _outer_loops(idx: TreeIndex, block: str) -> Tuple[Tuple[str, int], ...]:
 def _match_intrinsic(blk: Block, intrin, outer: Tuple[Tuple[str, int], ...] = ()) -> Tuple[List[str], Dict[str, str]]:
     prim = "tensorize"
     loops, inner = tile_nest(blk, prim)
-    require(
-        inner.init is None,
-        prim,
-        f"block {inner.name} has an init; decompose the reduction (sch.decompose_reduction) before tensorizing",
-    )
+    _check_init(inner, intrin)
     desc = intrin.description
     (dblk,) = desc.blocks()
     require(

@@ -250,7 +250,11 @@ class MultiLevelTilingWithIntrin:
         sch.annotate(block, "meta_schedule.tiling_structure", "SSRS+intrin")
         before_r = (s0 + s1_b)[-1] if s0 + s1_b else None
         self._fuse_consumer(sch, name, before_r)
-        sch.decompose_reduction(block, reductions[0])
+        # The tile keeps its init when the kernel can start from zero itself (the call that
+        # begins the sum uses that variant): no pass zeroes the output tile beforehand, and
+        # C is not read by that call, as TVM's register-level init does.
+        if "zero_start_variant" not in intrinsics.get(intrin).meta:
+            sch.decompose_reduction(block, reductions[0])
         if not (self.rewrite_layout and self._lay_out_weight(sch, block, roles.b)):
             if sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):
                 pack = sch.cache_read(block, roles.b_read_index, "local")

@@ -9,7 +9,7 @@ from ..errors import ScheduleError
 from ..ir.stmt import Loop
 from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.distributions import PARALLEL, UNROLL
-from ..schedule.tree import iter_outer_blocks
+from ..schedule.tree import iter_blocks, iter_outer_blocks
 from . import analysis as an
 
 if TYPE_CHECKING:
@@ -19,12 +19,19 @@ from .rules import _target
 
 class RewriteReductionBlock:
     """Move each reduction's init out of its loops (before its outermost reduction loop), so
-    no ``if k == 0`` runs in the inner loop."""
+    no ``if k == 0`` runs in the inner loop. A tensorized tile keeps its init: the
+    micro-kernel's zero-start variant performs it (see :mod:`probsched.schedule.tensorize`)."""
 
     def __call__(self, sch: Schedule) -> None:
+        in_tiles = {
+            b.name
+            for name in sch.blocks()
+            if an.block(sch, name).annotation("tensorize") is not None
+            for b in iter_blocks(an.block(sch, name).body)
+        }
         for name in sch.blocks():
             blk = an.block(sch, name)
-            if blk.init is None or not blk.is_reduction or isinstance(blk.body, tuple):
+            if blk.init is None or not blk.is_reduction or isinstance(blk.body, tuple) or name in in_tiles:
                 continue
             loops = sch.get_loops(BlockRV(name))
             kinds = an.loop_kinds(sch, name)
