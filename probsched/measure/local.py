@@ -51,7 +51,7 @@ Design choices (2 cores, shared):
   it in full (:mod:`probsched.selection`), and its record says it
   (``TuningRecord.stopped_early``). Measured on the records of four 64-trial tunes, 5 to
   49 of 64 candidates would stop, none of whose full medians was within the factor, none
-  in the run's top 8 (``benchmarks/THROUGHPUT.md``). The calibration's last pass counts as
+  in the run's top 8 (``benchmarks/README.md``, tuning throughput). The calibration's last pass counts as
   the first repeat (``reuse_calibration``, :mod:`.timer`).
 - **Candidates to compare with each other** go to one worker together
   (:meth:`LocalMeasurer.measure_together`): it builds them all, then times them interleaved

@@ -113,7 +113,7 @@ def time_interleaved(
     started cold after a pause ran ~2x slower too (threads asleep); without both, the
     interleaved median of our kernel was 3.5-4.6 ms against 1.9-2.4 ms alone. Kernels of
     ours alone, without pauses (the tuner's re-timing), only need their data back in cache
-    and their threads awake: a tenth of a repeat does that (``benchmarks/THROUGHPUT.md``).
+    and their threads awake: a tenth of a repeat does that (``benchmarks/README.md``, tuning throughput).
 
     >>> t = time_interleaved({"sum": lambda: np.ones(1000).sum(), "max": lambda: np.ones(1000).max()},
     ...                      rounds=3, min_repeat_ms=1)

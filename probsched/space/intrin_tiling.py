@@ -6,8 +6,11 @@ output's last index is a spatial iterator ``n`` that B also ends with and A does
 (the kernel's N, contiguous in C and B), some reduction iterator ``k`` indexes both A and
 B (the kernel's K panel; the one A is contiguous along when there is a choice) and some
 spatial iterator ``m`` indexes A and C but not B (the kernel's M rows). GMM, BMM and the
-NHWC/HWIO convolutions (1-D, 2-D, 3-D, dilated, capsule, with bias/relu consumers) are;
-depthwise and grouped convolutions are not (their A depends on ``n``).
+NHWC/HWIO convolutions (1-D, 2-D, 3-D, dilated, capsule, with bias/relu consumers) are.
+So are grouped convolutions, whose A reads channel ``n // G * CI_G + k``: A depends on ``n``
+only through its group, so the rule first splits ``n`` into groups of ``G`` (the kernel's N
+divides ``G``) and each group is a matmul. Depthwise convolutions are not (no reduction
+over channels).
 
 The rule samples (sites named after the block ``C``):
 
@@ -43,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from ..errors import ScheduleError
-from ..ir.expr import BinOp, Const, Load, Var, free_vars, walk
+from ..ir.expr import BinOp, Const, Load, Var, free_vars, substitute, walk
 from ..schedule import BlockRV, LoopRV, Schedule
 
 if TYPE_CHECKING:
@@ -64,6 +67,25 @@ class MatmulRoles:
     a: str  # buffer names
     b: str
     b_read_index: int  # of B among the block's inputs (for cache_read)
+    group: Optional[int] = None  # A reads n // group (a grouped convolution), else None
+
+
+def _group_of(ld: Load, n: str) -> Optional[int]:
+    """``G`` when every use of ``n`` in ``ld``'s indices is ``n // G`` (one constant G), else None."""
+    divisors = set()
+
+    def strip(e):
+        if isinstance(e, BinOp) and e.op == "floordiv" and isinstance(e.a, Var) and e.a.name == n and isinstance(e.b, Const):
+            divisors.add(int(e.b.value))
+            return Const(0, "int64")
+        if isinstance(e, BinOp):
+            return BinOp(e.op, strip(e.a), strip(e.b), e.dtype)
+        return e
+
+    rest = [strip(ix) for ix in ld.indices]
+    if len(divisors) != 1 or any(n in free_vars(ix) for ix in rest):
+        return None
+    return divisors.pop()
 
 
 def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
@@ -104,15 +126,20 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
             out |= free_vars(ix)
         return out
 
-    if isinstance(rhs.indices[-1], Var) and rhs.indices[-1].name == n and n not in uses(lhs):
+    def ends_with_n(ld: Load) -> bool:
+        return isinstance(ld.indices[-1], Var) and ld.indices[-1].name == n
+
+    # A must not depend on n, except through n's group (a grouped convolution)
+    if ends_with_n(rhs) and (n not in uses(lhs) or _group_of(lhs, n)):
         a, b = lhs, rhs
-    elif isinstance(lhs.indices[-1], Var) and lhs.indices[-1].name == n and n not in uses(rhs):
+    elif ends_with_n(lhs) and (n not in uses(rhs) or _group_of(rhs, n)):
         a, b = rhs, lhs
     else:
         return None
+    group = _group_of(a, n) if n in uses(a) else None
     if sum(1 for ix in b.indices if n in free_vars(ix)) != 1:
         return None
-    ua, ub = uses(a), uses(b)
+    ua, ub = uses(a) - {n}, uses(b)
     out_uses = set()
     for ix in st.indices:
         out_uses |= free_vars(ix)
@@ -127,12 +154,16 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     # the longest M axis (ties: the innermost in C's layout) gives the fewest partial tiles
     order = {v: i for i, ix in enumerate(st.indices) for v in free_vars(ix)}
     m = max(ms, key=lambda v: (extent[v] > 1, extent[v], order.get(v, -1)))
-    if any(affine_in(ix, (m, n, k)) is None for ld in (a, b) for ix in ld.indices):
+    if extent[n] % (group or 1) or group == extent[n]:
+        return None
+    # within one group A's index does not move with n: n // group is a constant there
+    a_indices = [substitute(ix, {n: Const(0, "int64")}) for ix in a.indices] if group else list(a.indices)
+    if any(affine_in(ix, (m, n, k)) is None for ix in a_indices + list(b.indices)):
         return None  # e.g. a reshape's k // 16, k % 16: the micro-kernel cannot step through it
     inputs = [x for x in an.reads_of(sch, name)]
     if b.buffer.name not in inputs or a.buffer.name == b.buffer.name:
         return None
-    return MatmulRoles(m, n, k, a.buffer.name, b.buffer.name, inputs.index(b.buffer.name))
+    return MatmulRoles(m, n, k, a.buffer.name, b.buffer.name, inputs.index(b.buffer.name), group)
 
 
 def _always(predicate) -> bool:
@@ -204,7 +235,7 @@ class MultiLevelTilingWithIntrin:
 
         tgt = self.target or Target.host()
         extent = {it.var.name: it.extent for it in an.block(sch, name).iters}
-        candidates = kernel_candidates(extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt))
+        candidates = kernel_candidates(roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt))
         # an M axis of one row (the batch of a one-stage T2D) is a matrix-vector product: the kernel's row
         # blocking buys nothing and each call would do one row of padded work
         if not candidates or extent[roles.m] < 2:
@@ -223,7 +254,11 @@ class MultiLevelTilingWithIntrin:
 
         # the kernel's own loops first: M rows (the last tile may be partial), N columns, kc
         m_out, m_in = sch.split(loop_of[roles.m], [None, M])
-        n_out, n_in = sch.split(loop_of[roles.n], [None, N])
+        group_loop = None
+        n_loop = loop_of[roles.n]
+        if roles.group:  # one matmul per group: the group loop joins the outer spatial loops
+            group_loop, n_loop = sch.split(n_loop, [None, roles.group])
+        n_out, n_in = sch.split(n_loop, [None, N])
         k_out, k_in = sch.split(loop_of[roles.k], sch.sample_perfect_tile(loop_of[roles.k], n=2, max_innermost_factor=self.max_panel))
         outer_of = {roles.m: m_out, roles.n: n_out}
         s0: List[LoopRV] = []
@@ -237,6 +272,8 @@ class MultiLevelTilingWithIntrin:
             if it.kind == "R":
                 reductions.append(loop_of[v])
                 continue
+            if v == roles.n and group_loop is not None:
+                s0.append(group_loop)
             loop = outer_of.get(v, loop_of[v])
             if sch.get(loop).extent > 1:
                 lo, hi = sch.split(loop, sch.sample_perfect_tile(loop, n=2))
