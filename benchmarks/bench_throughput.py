@@ -125,7 +125,6 @@ def fresh_program_cache() -> str:
     return root
 
 
-
 def _strategy_as_tune_makes_it(name: str, batch_size: int):
     """The strategy ``ps.tune(strategy=name)`` would search with (wrapped here to time it):
     the named evolutionary search sized to the round where this tree has ``for_batch``."""

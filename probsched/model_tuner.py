@@ -36,7 +36,7 @@ from .database import Database
 from .graph import Graph
 from .graph.compiler import DEFAULT_CANDIDATES, CompiledModel, _as_graph
 from .graph.compiler import compile as compile_model
-from .search import EvolutionarySearch, SearchStrategy
+from .search import SearchStrategy
 from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, best_schedule, retime
 from .task_scheduler import MAX_FAILED_ROUNDS, TaskState
@@ -55,19 +55,6 @@ log = logging.getLogger("probsched.tune")
 #: :data:`RETIME_MIN_SHARE` of the estimated latency.
 DEFAULT_MODEL_RETIME_TOP = 3
 RETIME_MIN_SHARE = 0.01
-
-
-def strategy_for_round(strategy: Union[str, SearchStrategy], batch: int) -> Union[str, SearchStrategy]:
-    """The strategy of each task: ``"evolutionary"`` with its population sized to the round
-    (:meth:`~probsched.search.EvolutionarySearch.for_batch`: 8 evolved per one measured, as
-    MetaSchedule's 512 for 64, within 64 to 512); any other name or strategy object as given.
-
-    >>> strategy_for_round("evolutionary", 16).population, strategy_for_round("replay", 8)
-    (128, 'replay')
-    """
-    if strategy == "evolutionary":
-        return EvolutionarySearch.for_batch(batch)
-    return strategy
 
 
 def default_batch_size(trials: int, tasks: int) -> int:
@@ -238,7 +225,7 @@ def tune_model(
     try:
         searches = []
         for i, task in enumerate(tasks):
-            strat = copy.deepcopy(strategy) if isinstance(strategy, SearchStrategy) else strategy_for_round(strategy, batch)
+            strat = copy.deepcopy(strategy) if isinstance(strategy, SearchStrategy) else get_strategy(strategy, batch=batch)
             searches.append(
                 TaskSearch(task.workload, db, space=space, strategy=strat, model=shared, seed=seed + i, start=start)
             )

@@ -30,7 +30,6 @@ from .database import Database
 from .ir.stmt import PrimFunc
 from .schedule import Schedule
 from .search import SearchStrategy
-from .search import EvolutionarySearch
 from .search import get as get_strategy
 from .selection import DEFAULT_RETIME_ROUNDS, DEFAULT_RETIME_TOP, BestSchedule, best_schedule, retime
 from .task_search import TaskSearch, Trial, TuningResources, fit_on_past, run_rounds, start_model_from_transfer
@@ -208,8 +207,7 @@ def tune(
         raise ValueError(f"tune: retime_top must be >= 0 and retime_rounds >= 1, got {retime_top} and {retime_rounds}")
     workload = _resolve_workload(workload)
     flops = getattr(workload, "flops", None)
-    # the named evolutionary search sizes its population to the round (EvolutionarySearch.for_batch)
-    strat = EvolutionarySearch.for_batch(batch_size) if strategy == "evolutionary" else get_strategy(strategy)
+    strat = get_strategy(strategy, batch=batch_size)  # a named search sized to the round
     model, use_transfer = _resolve_model(cost_model, seed)
     if trials == 0 or not getattr(strat, "uses_cost_model", True):
         model, use_transfer = None, False  # nothing would ask it: spare the training

@@ -385,10 +385,13 @@ def test_max_family_share_reaches_the_evolutionary_search(tmp_path, monkeypatch,
     assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "0.25"]) == 130
     assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "1"]) == 130
     assert main(["tune", "GMM:small", "--db", db, "--quiet"]) == 130
-    capped, plain, default = seen
+    assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "1", "--batch-size", "16"]) == 130
+    capped, plain, default, small_rounds = seen
     assert isinstance(capped, EvolutionarySearch) and capped.max_family_share == 0.25
     assert plain.max_family_share == 1.0  # MetaSchedule's top-k
     assert default == "evolutionary" and EvolutionarySearch().max_family_share == 0.5
+    # the population is sized to the rounds, as ps.tune sizes the named search
+    assert (plain.population, small_rounds.population) == (256, 128)
 
 
 def test_tvm_summary_without_times_exits_2(tmp_path, capsys):

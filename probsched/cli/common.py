@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import importlib.util
+import json
 import math
 import os
 import sys

@@ -154,8 +154,8 @@ def strategy_from_args(args: argparse.Namespace) -> Union[str, SearchStrategy]:
         return args.strategy
     if args.strategy != "evolutionary":
         raise CLIError(f"--max-family-share applies to --strategy evolutionary, not {args.strategy}")
-    # sized as ps.tune sizes the named search, for its default rounds of 32
-    return EvolutionarySearch.for_batch(32, max_family_share=args.max_family_share)
+    # sized to the rounds as ps.tune sizes the named search
+    return EvolutionarySearch.for_batch(args.batch_size, max_family_share=args.max_family_share)
 
 
 def family_share(args: argparse.Namespace) -> Optional[float]:

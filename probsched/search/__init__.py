@@ -11,7 +11,7 @@
 ['evolutionary', 'mcmc', 'replay']
 """
 
-from typing import Union
+from typing import Optional, Union
 
 from .candidate import Candidate, SearchContext  # noqa: F401
 from .evolutionary import EvolutionarySearch  # noqa: F401
@@ -24,9 +24,18 @@ from .strategy import SearchStrategy, best_then_prior, new_candidates, prior_can
 STRATEGIES = {"replay": ReplayTrace, "evolutionary": EvolutionarySearch, "mcmc": AnnealedMCMC}
 
 
-def get(strategy: Union[str, SearchStrategy]) -> SearchStrategy:
-    """A strategy object from a name of :data:`STRATEGIES` (an object passes through)."""
+def get(strategy: Union[str, SearchStrategy], batch: Optional[int] = None) -> SearchStrategy:
+    """A strategy object from a name of :data:`STRATEGIES` (an object passes through).
+    ``batch``: the candidates measured per round, to which the named evolutionary search
+    sizes its population (:meth:`EvolutionarySearch.for_batch`, as ``ps.tune`` and
+    ``ps.tune_model`` use it).
+
+    >>> get("evolutionary", batch=16).population, get("evolutionary").population
+    (128, 512)
+    """
     if isinstance(strategy, str):
+        if strategy == "evolutionary" and batch is not None:
+            return EvolutionarySearch.for_batch(batch)
         try:
             return STRATEGIES[strategy]()
         except KeyError:

@@ -129,14 +129,13 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     def ends_with_n(ld: Load) -> bool:
         return isinstance(ld.indices[-1], Var) and ld.indices[-1].name == n
 
-    # A must not depend on n, except through n's group (a grouped convolution)
-    if ends_with_n(rhs) and (n not in uses(lhs) or _group_of(lhs, n)):
-        a, b = lhs, rhs
-    elif ends_with_n(lhs) and (n not in uses(rhs) or _group_of(rhs, n)):
-        a, b = rhs, lhs
+    # B ends with n; A must not depend on n, except through n's group (a grouped convolution)
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        group = _group_of(a, n) if n in uses(a) else None
+        if ends_with_n(b) and (group or n not in uses(a)):
+            break
     else:
         return None
-    group = _group_of(a, n) if n in uses(a) else None
     if sum(1 for ix in b.indices if n in free_vars(ix)) != 1:
         return None
     ua, ub = uses(a) - {n}, uses(b)
@@ -290,7 +289,7 @@ class MultiLevelTilingWithIntrin:
         # The tile keeps its init when the kernel can start from zero itself (the call that
         # begins the sum uses that variant): no pass zeroes the output tile beforehand, and
         # C is not read by that call, as TVM's register-level init does.
-        if "zero_start_variant" not in intrinsics.get(intrin).meta:
+        if "zero_start_variant" not in meta:
             sch.decompose_reduction(block, reductions[0])
         if not (self.rewrite_layout and self._lay_out_weight(sch, block, roles.b)):
             if sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):

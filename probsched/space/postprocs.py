@@ -23,12 +23,8 @@ class RewriteReductionBlock:
     micro-kernel's zero-start variant performs it (see :mod:`probsched.schedule.tensorize`)."""
 
     def __call__(self, sch: Schedule) -> None:
-        in_tiles = {
-            b.name
-            for name in sch.blocks()
-            if an.block(sch, name).annotation("tensorize") is not None
-            for b in iter_blocks(an.block(sch, name).body)
-        }
+        tiles = (an.block(sch, name) for name in sch.blocks())
+        in_tiles = {b.name for t in tiles if t.annotation("tensorize") is not None for b in iter_blocks(t.body)}
         for name in sch.blocks():
             blk = an.block(sch, name)
             if blk.init is None or not blk.is_reduction or isinstance(blk.body, tuple) or name in in_tiles:
