@@ -42,10 +42,13 @@ def measurer():
     # these tests count and interrupt compiles: builds loaded from the program cache would not be ones
     saved = os.environ.get("PROBSCHED_PROGRAM_CACHE")
     os.environ["PROBSCHED_PROGRAM_CACHE"] = "0"
-    # short timeouts keep the fault tests quick; small GMM compiles in ~0.2 s
+    # short timeouts keep the fault tests quick; small GMM compiles in ~0.2 s. Timing early stop
+    # off: these tests count repeats, and 1 ms repeats on a loaded machine can differ by 2x
+    # (early stop has its own tests in test_throughput.py)
     try:
         with LocalMeasurer(
-            workers=2, compile_timeout=5.0, run_timeout=3.0, repeat=3, min_repeat_ms=1.0, max_compiles_per_worker=6
+            workers=2, compile_timeout=5.0, run_timeout=3.0, repeat=3, min_repeat_ms=1.0, max_compiles_per_worker=6,
+            early_stop=None,
         ) as m:
             yield m
     finally:
