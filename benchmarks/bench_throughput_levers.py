@@ -14,6 +14,10 @@ They take the databases a ``bench_throughput.py run`` wrote (its JSON lists them
     order per record, in this process; prints the mean build seconds per level and each
     level's kernel run time over OPT 3's (one interleaved timing per record).
 
+``front-end --db DB --workload W [-k 8]``
+    The same builds with numba's default pipeline and with the shorter front end of
+    generated functions (:func:`probsched.codegen.compile.generated_options`).
+
 ``build-times --arm NAME=TREE --arm NAME=TREE --db DB --workload W [-k 8] [--rounds 2]``
     Build seconds of the same k records by two source trees (one process per tree and
     round, alternating; the program cache off), and the per-record ratio of the second
@@ -94,9 +98,12 @@ def early_stop(paths) -> str:
 # ----------------------------------------------------------------------------- numba OPT
 
 
-def opt_level(args) -> str:
+def _compare_builds(args, variants: dict, title: str) -> str:
+    """Build k records of ``args.db`` (half the best, half drawn) under each of ``variants``
+    (name -> a function that sets the variant up and returns the one that undoes it),
+    rotating their order per record, in this process; mean build seconds per variant and
+    each variant's kernel run time over the first's (one interleaved timing per record)."""
     import numpy as np
-    from numba.core import config
 
     import probsched as ps
     from probsched.codegen.compile import warm_up
@@ -105,7 +112,7 @@ def opt_level(args) -> str:
     from probsched.measure.timer import time_interleaved
 
     os.environ["PROBSCHED_PROGRAM_CACHE"] = "0"
-    levels = [3, 2, 1]
+    names = list(variants)
     warm_up()
     warm_up(True)
     w = ps.workloads.get(args.workload)
@@ -116,34 +123,58 @@ def opt_level(args) -> str:
     picked = records[:half] + [records[i] for i in rng.choice(np.arange(half, len(records)), size=args.k - half, replace=False)]
     ps.build(picked[0].schedule(w.func), cache=False)  # first-kernel costs (launcher, micro-kernels) out of the figures
     ref = from_workload(w)
-    seconds = {lv: [] for lv in levels}
-    ratios = {lv: [] for lv in levels}
+    seconds = {n: [] for n in names}
+    ratios = {n: [] for n in names}
     for j, rec in enumerate(picked):
         sch = rec.schedule(w.func)
         calls = {}
-        for lv in levels[j % 3:] + levels[: j % 3]:
-            saved = config.OPT
-            config.OPT = config._OptLevel(lv)
+        for n in names[j % len(names):] + names[: j % len(names)]:
+            undo = variants[n]()
             try:
                 t = time.perf_counter()
                 kernel = ps.build(sch, cache=False)
-                seconds[lv].append(time.perf_counter() - t)
+                seconds[n].append(time.perf_counter() - t)
             finally:
-                config.OPT = saved
+                undo()
             outs = ref.empty_outputs(kernel)
             arrays = ref.arguments(kernel, outs)
             kernel(*arrays)
             ref.check(w.func, outs)
-            calls[lv] = kernel.bind(*arrays)
+            calls[n] = kernel.bind(*arrays)
         timed = time_interleaved(calls, rounds=9, min_repeat_ms=30, settle_s=0.0)
-        for lv in levels:
-            ratios[lv].append(timed[lv].median / timed[3].median)
+        for n in names:
+            ratios[n].append(timed[n].median / timed[names[0]].median)
     lines = [f"{args.workload}, {len(picked)} records ({half} best), {time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.1f}", "",
-             "| numba OPT | build s (mean) | run time / OPT 3 (median) | of the best half | max |", "|---:|---:|---:|---:|---:|"]
-    for lv in levels:
-        r = ratios[lv]
-        lines.append(f"| {lv} | {statistics.mean(seconds[lv]):.2f} | {statistics.median(r):.3f} | {statistics.median(r[:half]):.3f} | {max(r):.3f} |")
+             f"| {title} | build s (mean) | run time / {names[0]}'s (median) | of the best half | max |", "|---|---:|---:|---:|---:|"]
+    for n in names:
+        r = ratios[n]
+        lines.append(f"| {n} | {statistics.mean(seconds[n]):.2f} | {statistics.median(r):.3f} | {statistics.median(r[:half]):.3f} | {max(r):.3f} |")
     return "\n".join(lines)
+
+
+def opt_level(args) -> str:
+    from numba.core import config
+
+    def at(level):
+        def setup():
+            saved = config.OPT
+            config.OPT = config._OptLevel(level)
+            return lambda: setattr(config, "OPT", saved)
+        return setup
+
+    return _compare_builds(args, {str(lv): at(lv) for lv in (3, 2, 1)}, "numba OPT")
+
+
+def front_end(args) -> str:
+    """numba's default pipeline for generated functions against :func:`generated_options`."""
+    import probsched.codegen.compile as compile_mod
+
+    def default():
+        saved = compile_mod.generated_options
+        compile_mod.generated_options = lambda by_address=False: compile_mod.compile_options()
+        return lambda: setattr(compile_mod, "generated_options", saved)
+
+    return _compare_builds(args, {"default pipeline": default, "generated_options": lambda: (lambda: None)}, "numba front end")
 
 
 # ----------------------------------------------------------------------------- two trees
@@ -190,7 +221,10 @@ def build_times(args) -> str:
 # ----------------------------------------------------------------------------- re-timing
 
 
-def retime_warmup(args) -> str:
+def _retime_variants(args, variants: dict, title: str) -> str:
+    """The 8 best records of ``args.db`` timed together as the re-timing does (15
+    interleaved rounds of 50 ms), under each of ``variants`` (name -> ``time_interleaved``
+    keywords), alternating their order, ``args.times`` times: seconds, winner, medians."""
     import numpy as np
 
     import probsched as ps
@@ -207,16 +241,22 @@ def retime_warmup(args) -> str:
         kernel = ps.build(rec.schedule(w.func))
         calls[i] = kernel.bind(*inputs, *[aligned_empty(b.shape, b.dtype) for b in kernel.outputs])
     lines = [f"{args.workload}: the 8 best of {args.db}, {time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.1f}", "",
-             "| warm-up (of a repeat) | seconds | winner (search rank) | medians µs, search rank 0-7 |", "|---:|---:|---:|---|"]
+             f"| {title} | seconds | winner (search rank) | medians µs, search rank 0-7 |", "|---|---:|---:|---|"]
+    names = list(variants)
     for t in range(args.times):
-        for warm in ((1.0, 0.1) if t % 2 == 0 else (0.1, 1.0)):
+        for name in names if t % 2 == 0 else names[::-1]:
             start = time.perf_counter()
-            timed = time_interleaved(dict(calls), rounds=15, min_repeat_ms=50, settle_s=0.0, warm_up=warm)
+            timed = time_interleaved(dict(calls), rounds=15, min_repeat_ms=50, settle_s=0.0, **variants[name])
             took = time.perf_counter() - start
             med = {i: x.median for i, x in timed.items()}
             winner = min(med, key=med.get)
-            lines.append(f"| {warm} | {took:.1f} | #{winner} | " + " ".join(f"{med[i] * 1e6:.0f}" for i in range(len(med))) + " |")
+            cells = " ".join(f"{med[i] * 1e6:.0f}" for i in range(len(med)))
+            lines.append(f"| {name} | {took:.1f} | #{winner} | {cells} |")
     return "\n".join(lines)
+
+
+def retime_warmup(args) -> str:
+    return _retime_variants(args, {"1.0": dict(warm_up=1.0), "0.1": dict(warm_up=0.1)}, "warm-up (of a repeat)")
 
 
 # ----------------------------------------------------------------------------- quality
@@ -263,6 +303,7 @@ def main(argv=None) -> None:
     x = sub.add_parser("export", help="the repeat means of databases' records, in order, as JSON (for early-stop)")
     x.add_argument("db", nargs="+")
     o = sub.add_parser("opt-level")
+    f = sub.add_parser("front-end")
     b = sub.add_parser("build-times")
     b.add_argument("--arm", action="append", required=True)
     b.add_argument("--rounds", type=int, default=2)
@@ -273,10 +314,10 @@ def main(argv=None) -> None:
     qa.add_argument("--times", type=int, default=2)
     r = sub.add_parser("retime-warmup")
     r.add_argument("--times", type=int, default=3)
-    for q in (o, b, r):
+    for q in (o, f, b, r):
         q.add_argument("--db", required=True)
         q.add_argument("--workload", required=True)
-    for q in (o, b):
+    for q in (o, f, b):
         q.add_argument("-k", type=int, default=8)
     args = p.parse_args(argv)
     if args.cmd == "early-stop":
@@ -290,6 +331,8 @@ def main(argv=None) -> None:
         print(quality(args))
     elif args.cmd == "opt-level":
         print(opt_level(args))
+    elif args.cmd == "front-end":
+        print(front_end(args))
     elif args.cmd == "build-times":
         print(build_times(args))
     else:

@@ -21,7 +21,7 @@ from ..ir.stmt import PrimFunc
 from ..lowering import lower
 from ..target import Target
 from . import program_cache
-from .compile import compile_module, compile_options, slp_enabled
+from .compile import compile_module, generated_options, slp_enabled
 from .emit import choose_form, emit_module
 from .kernel import Kernel
 from .registry import generation
@@ -119,7 +119,7 @@ def _disk_key(key: tuple, module) -> Optional[str]:
     structural_hash, name, form, slp, spin_pool = key[:5]
     # not the emitter registry's generation (it counts registrations, which differ with what a
     # process imported): the entry's source is compared with the source generated now instead
-    options = repr(sorted((k, sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in compile_options().items()))
+    options = repr(sorted((k, sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in generated_options().items()))
     return program_cache.key(structural_hash, name, form, f"{options} slp={slp} spin_pool={spin_pool}")
 
 

@@ -158,6 +158,10 @@ class ModuleSource:
     #: Global name the code calls a function by address through (``call_by_address``), if any.
     call_global: Optional[str] = None
 
+    def by_address(self) -> set:
+        """Names of the functions only called through their address (by the launcher)."""
+        return {key for kind, key in self.address_args if kind == "body"}
+
     def function_source(self, name: str) -> str:
         """The text of one generated function."""
         for f in self.functions:

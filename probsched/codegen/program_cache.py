@@ -189,15 +189,16 @@ def _unpickle(data: bytes) -> dict:
 def _rebuild(module: "ModuleSource", entry: dict) -> "CompiledModule":
     from numba.core.compiler import CompileResult
 
-    from .compile import CompiledModule, compile_options, configure_numba
+    from .compile import CompiledModule, configure_numba, generated_options
     from .launch import call_by_address, function_address, launcher
 
     numba = configure_numba()
     ns: dict = {"__name__": "probsched_cached_program"}
     exec(compile(module.source, "<probsched-cached>", "exec"), ns)  # the Python functions the dispatchers wrap
     dispatchers: Dict[str, object] = {}
+    by_address = module.by_address()
     for spec in module.functions:
-        disp = numba.njit(**compile_options())(ns[spec.name])
+        disp = numba.njit(**generated_options(spec.name in by_address))(ns[spec.name])
         # what numba does before it compiles or loads from its own cache: among others it
         # starts its runtime (NRT), whose functions the loaded code may call
         disp.targetctx.refresh()
