@@ -86,6 +86,43 @@ def test_copy_is_independent():
     assert len(other.instructions) == 0
 
 
+def test_replaying_primitives_meets_the_programs_it_made_before():
+    # the search replays the same primitives on the same programs thousands of times: the
+    # second schedule gets the first's very objects (and so compares by identity next)
+    from probsched.schedule import schedule as schedule_mod
+
+    func = matmul_relu()
+
+    def steps(sch):
+        c = sch.get_block("C")
+        i, j, k = sch.get_loops(c)
+        i0, i1 = sch.split(i, [None, 5])
+        sch.reorder(i0, j, k, i1)
+        sch.annotate(i0, "pragma_auto_unroll_max_step", 16)
+        sch.annotate(j, "note", [1, 2])  # an unhashable value: applied, not memoized
+        d = sch.get_block("D")
+        sch.reverse_compute_at(d, sch.get_loops(c)[0])
+        return sch.sample_compute_location(c, decision="root")
+
+    first, second = ps.Schedule(func), ps.Schedule(func)
+    steps(first)
+    steps(second)
+    # the unhashable annotation made a new program, equal to the first's: the primitive
+    # after it is found by structure and returns the first schedule's object again
+    assert second.mod is first.mod
+    assert second.get(second.get_loop("j")).annotation("note") in ([1, 2], (1, 2))
+    schedule_mod._TRANSITIONS.clear()
+    third = ps.Schedule(func)
+    steps(third)
+    assert third.mod == first.mod and third.mod is not first.mod
+    assert str(third.instructions) == str(first.instructions)
+    assert_same(third)
+    # a failing primitive is not memoized: it fails again, and leaves the schedule as it was
+    k = third.get_loops(third.get_block("C"))[2]
+    for _ in range(2):
+        refuses(third, lambda: third.parallel(k), "parallel", "reduction")
+
+
 # ----------------------------------------------------------------------------- split / fuse / reorder
 
 

@@ -64,6 +64,9 @@ class Intrinsic:
 
 
 _REGISTRY: Dict[str, Intrinsic] = {}
+#: Bumped by every :func:`register`: what memos of checks against registered intrinsics
+#: (:mod:`probsched.schedule.schedule`'s transitions) key on, so a replaced one is re-checked.
+generation = 0
 
 
 def register(
@@ -93,7 +96,9 @@ def register(
         {k: tuple(v) for k, v in (unit_stride or {}).items()},
         dict(meta or {}),
     )
+    global generation
     _REGISTRY[name] = intrin
+    generation += 1
     return intrin
 
 

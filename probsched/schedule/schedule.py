@@ -40,10 +40,33 @@ from . import cache, compute_location, dataflow, loops, reduction
 from . import layout as layout_mod
 from . import tensorize as tensorize_mod
 from .instructions import BlockRV, Instruction, InstructionLog, LoopRV
-from .tree import TreeIndex, children_of, iter_blocks, require
+from .tree import TreeIndex, children_of, iter_blocks, make_room, require
 
 LoopLike = Union[LoopRV, str]
 BlockLike = Union[BlockRV, str]
+
+#: (primitive, program, arguments, intrinsics generation) -> its result, for the pure
+#: primitives (and the compute-location query) a schedule applies. The search replays the
+#: space program thousands of times per round, and a mutant differs from its parent in one
+#: decision: every primitive before that decision meets the same program with the same
+#: arguments, and a hit returns the very object the first replay made, so the next lookup
+#: compares by identity. Measured with ``benchmarks/bench_search.py``: see
+#: ``benchmarks/README.md``. Failures are not kept (they are rare and their messages name
+#: the schedule).
+_TRANSITIONS: dict = {}
+_TRANSITIONS_MAX = 16384
+
+
+def _tensorize_named(mod: PrimFunc, block: str, intrin: str) -> PrimFunc:
+    from .. import intrinsics
+
+    return tensorize_mod.tensorize(mod, block, intrinsics.get(intrin))
+
+
+def _memo_key(fn, mod: PrimFunc, args: tuple) -> tuple:
+    from ..intrinsics import registry
+
+    return (fn, mod, args, registry.generation)
 
 
 def _name(x, kind: type, primitive: str) -> str:
@@ -105,9 +128,27 @@ class Schedule:
     def _record(self, kind: str, inputs: Sequence, attrs: dict, outputs: Sequence, decision: Any = None) -> None:
         self._instructions.append(Instruction(kind, inputs, attrs, outputs, decision))
 
-    def _set(self, mod: PrimFunc) -> None:
-        tensorize_mod.check_tensorized(self._mod, mod)
-        self._mod = mod
+    def _apply(self, fn, *args):
+        """``fn(mod, *args)`` (a pure primitive returning the new program, or it and more),
+        checked against tensorized blocks and made the current program; memoized in
+        :data:`_TRANSITIONS`."""
+        key = _memo_key(fn, self._mod, args)
+        try:
+            hit = _TRANSITIONS.get(key)
+        except TypeError:  # an unhashable argument (an annotation's list value): not memoized
+            key, hit = None, None
+        if hit is None:
+            out = fn(self._mod, *args)
+            if isinstance(out, tuple):
+                out = tuple(tuple(x) if isinstance(x, list) else x for x in out)
+            tensorize_mod.check_tensorized(self._mod, out[0] if isinstance(out, tuple) else out)
+            hit = (out,)
+            if key is not None:
+                make_room(_TRANSITIONS, _TRANSITIONS_MAX)
+                _TRANSITIONS[key] = hit
+        out = hit[0]
+        self._mod = out[0] if isinstance(out, tuple) else out
+        return out
 
     def __repr__(self) -> str:
         return f"Schedule({self._func.name}, {len(self._instructions)} instructions)"
@@ -224,8 +265,7 @@ class Schedule:
         """Split ``loop`` into nested loops of the given extents (outer to inner); one may be None."""
         n = _name(loop, LoopRV, "split")
         factors = [None if f is None else _as_int(f) for f in factors]
-        mod, names = loops.split(self._mod, n, factors)
-        self._set(mod)
+        _, names = self._apply(loops.split, n, tuple(factors))
         out = [LoopRV(x) for x in names]
         self._record("split", [LoopRV(n)], {"factors": factors}, out)
         return out
@@ -233,8 +273,7 @@ class Schedule:
     def fuse(self, *loop_rvs: LoopLike) -> LoopRV:
         """Fuse directly nested loops, outermost first, into one."""
         names = [_name(l, LoopRV, "fuse") for l in loop_rvs]
-        mod, name = loops.fuse(self._mod, names)
-        self._set(mod)
+        _, name = self._apply(loops.fuse, tuple(names))
         out = LoopRV(name)
         self._record("fuse", [LoopRV(x) for x in names], {}, [out])
         return out
@@ -242,7 +281,7 @@ class Schedule:
     def reorder(self, *loop_rvs: LoopLike) -> None:
         """Put loops of one perfect nest in the given order."""
         names = [_name(l, LoopRV, "reorder") for l in loop_rvs]
-        self._set(loops.reorder(self._mod, names))
+        self._apply(loops.reorder, tuple(names))
         self._record("reorder", [LoopRV(x) for x in names], {}, [])
 
     def parallel(self, loop: LoopLike) -> None:
@@ -259,62 +298,61 @@ class Schedule:
 
     def _kind(self, prim: str, loop: LoopLike, kind: str) -> None:
         n = _name(loop, LoopRV, prim)
-        self._set(loops.set_kind(self._mod, n, kind))
+        self._apply(loops.set_kind, n, kind)
         self._record(prim, [LoopRV(n)], {}, [])
 
     def annotate(self, target: Union[BlockLike, LoopLike], key: str, value: Any) -> None:
         """Attach ``key=value`` to a block or loop (e.g. ``pragma_auto_unroll_max_step``)."""
         if isinstance(target, BlockRV) or (isinstance(target, str) and target in self._idx().blocks):
             n = _name(target, BlockRV, "annotate")
-            self._set(loops.annotate_block(self._mod, n, key, value))
+            self._apply(loops.annotate_block, n, key, value)
             self._record("annotate", [BlockRV(n)], {"key": key, "value": value}, [])
         else:
             n = _name(target, LoopRV, "annotate")
-            self._set(loops.annotate_loop(self._mod, n, key, value))
+            self._apply(loops.annotate_loop, n, key, value)
             self._record("annotate", [LoopRV(n)], {"key": key, "value": value}, [])
 
     def unannotate(self, target: Union[BlockLike, LoopLike], key: str) -> None:
         """Remove annotation ``key`` from a block or loop."""
         if isinstance(target, BlockRV) or (isinstance(target, str) and target in self._idx().blocks):
             n = _name(target, BlockRV, "unannotate")
-            self._set(loops.unannotate_block(self._mod, n, key))
+            self._apply(loops.unannotate_block, n, key)
             self._record("unannotate", [BlockRV(n)], {"key": key}, [])
         else:
             n = _name(target, LoopRV, "unannotate")
-            self._set(loops.unannotate_loop(self._mod, n, key))
+            self._apply(loops.unannotate_loop, n, key)
             self._record("unannotate", [LoopRV(n)], {"key": key}, [])
 
     # ------------------------------------------------------------------ compute location
     def compute_at(self, block: BlockLike, loop: LoopLike) -> None:
         """Move a producer under a loop of its consumers, computing only what they read there."""
         b, l = _name(block, BlockRV, "compute_at"), _name(loop, LoopRV, "compute_at")
-        self._set(compute_location.compute_at(self._mod, b, l))
+        self._apply(compute_location.compute_at, b, l)
         self._record("compute_at", [BlockRV(b), LoopRV(l)], {}, [])
 
     def reverse_compute_at(self, block: BlockLike, loop: LoopLike) -> None:
         """Move a consumer under a loop of its producers, over what they write there."""
         b, l = _name(block, BlockRV, "reverse_compute_at"), _name(loop, LoopRV, "reverse_compute_at")
-        self._set(compute_location.reverse_compute_at(self._mod, b, l))
+        self._apply(compute_location.reverse_compute_at, b, l)
         self._record("reverse_compute_at", [BlockRV(b), LoopRV(l)], {}, [])
 
     def compute_inline(self, block: BlockLike) -> None:
         """Inline an elementwise producer into its consumers."""
         b = _name(block, BlockRV, "compute_inline")
-        self._set(compute_location.compute_inline(self._mod, b))
+        self._apply(compute_location.compute_inline, b)
         self._record("compute_inline", [BlockRV(b)], {}, [])
 
     def reverse_compute_inline(self, block: BlockLike) -> None:
         """Inline an elementwise consumer into its elementwise producer."""
         b = _name(block, BlockRV, "reverse_compute_inline")
-        self._set(compute_location.reverse_compute_inline(self._mod, b))
+        self._apply(compute_location.reverse_compute_inline, b)
         self._record("reverse_compute_inline", [BlockRV(b)], {}, [])
 
     # ------------------------------------------------------------------ caching
     def cache_read(self, block: BlockLike, read_index: int, scope: str = "local") -> BlockRV:
         """Read the ``read_index``-th input of ``block`` through a copy in ``scope``."""
         b = _name(block, BlockRV, "cache_read")
-        mod, name = cache.cache_read(self._mod, b, read_index, scope)
-        self._set(mod)
+        _, name = self._apply(cache.cache_read, b, read_index, scope)
         out = BlockRV(name)
         self._record("cache_read", [BlockRV(b)], {"read_index": read_index, "scope": scope}, [out])
         return out
@@ -322,8 +360,7 @@ class Schedule:
     def cache_write(self, block: BlockLike, write_index: int = 0, scope: str = "local") -> BlockRV:
         """Compute ``block`` into a copy in ``scope``, written back by the returned block."""
         b = _name(block, BlockRV, "cache_write")
-        mod, name = cache.cache_write(self._mod, b, write_index, scope)
-        self._set(mod)
+        _, name = self._apply(cache.cache_write, b, write_index, scope)
         out = BlockRV(name)
         self._record("cache_write", [BlockRV(b)], {"write_index": write_index, "scope": scope}, [out])
         return out
@@ -332,8 +369,7 @@ class Schedule:
     def rfactor(self, loop: LoopLike, factor_axis: int = 0) -> BlockRV:
         """Factor a reduction over ``loop`` into partial results; returns the rf block."""
         n = _name(loop, LoopRV, "rfactor")
-        mod, name = reduction.rfactor(self._mod, n, factor_axis)
-        self._set(mod)
+        _, name = self._apply(reduction.rfactor, n, factor_axis)
         out = BlockRV(name)
         self._record("rfactor", [LoopRV(n)], {"factor_axis": factor_axis}, [out])
         return out
@@ -341,8 +377,7 @@ class Schedule:
     def decompose_reduction(self, block: BlockLike, loop: LoopLike) -> BlockRV:
         """Move a reduction's init before ``loop`` as its own block; returns that block."""
         b, l = _name(block, BlockRV, "decompose_reduction"), _name(loop, LoopRV, "decompose_reduction")
-        mod, name = reduction.decompose_reduction(self._mod, b, l)
-        self._set(mod)
+        _, name = self._apply(reduction.decompose_reduction, b, l)
         out = BlockRV(name)
         self._record("decompose_reduction", [BlockRV(b), LoopRV(l)], {}, [out])
         return out
@@ -362,7 +397,7 @@ class Schedule:
             lay = layout_mod.Layout(params[buffer].shape, tuple(tuple(f) for f in splits), tuple(order))
         except ValueError as exc:
             raise ScheduleError(f"transform_layout: {buffer}: {exc}") from None
-        self._set(layout_mod.transform_layout(self._mod, buffer, lay))
+        self._apply(layout_mod.transform_layout, buffer, lay)
         self._record(
             "transform_layout", [], {"buffer": buffer, "splits": [list(f) for f in lay.splits], "order": list(lay.order)}, []
         )
@@ -378,8 +413,7 @@ class Schedule:
     def blockize(self, loop: LoopLike) -> BlockRV:
         """Wrap the loop nest under ``loop`` into one block; returns it."""
         n = _name(loop, LoopRV, "blockize")
-        mod, name = blockize_mod.blockize(self._mod, n)
-        self._set(mod)
+        _, name = self._apply(blockize_mod.blockize, n)
         out = BlockRV(name)
         self._record("blockize", [LoopRV(n)], {}, [out])
         return out
@@ -395,7 +429,7 @@ class Schedule:
             block = self.blockize(block_or_loop)
         else:
             block = BlockRV(_name(block_or_loop, BlockRV, "tensorize"))
-        self._set(tensorize_mod.tensorize(self._mod, block.name, intrinsic))
+        self._apply(_tensorize_named, block.name, intrinsic.name)
         self._record("tensorize", [block], {"intrin": intrin}, [block])
         return block
 
@@ -462,6 +496,15 @@ class Schedule:
         inlined as an expression, and offering it anyway made "inline" a second "root"."""
         b = _name(block, BlockRV, "sample_compute_location")
         loops.lookup_block(self._idx(), b, "sample_compute_location")
+        key = _memo_key("compute_locations", self._mod, (b,))
+        hit = _TRANSITIONS.get(key)
+        if hit is None:
+            hit = tuple(self._compute_locations(b))
+            make_room(_TRANSITIONS, _TRANSITIONS_MAX)
+            _TRANSITIONS[key] = hit
+        return list(hit)
+
+    def _compute_locations(self, b: str) -> List[str]:
         out = ["root"]
         try:
             compute_location.compute_inline(self._mod, b, check_only=True)
