@@ -107,9 +107,18 @@ def test_replaying_primitives_meets_the_programs_it_made_before():
     first, second = ps.Schedule(func), ps.Schedule(func)
     steps(first)
     steps(second)
-    # the unhashable annotation made a new program, equal to the first's: the primitive
-    # after it is found by structure and returns the first schedule's object again
-    assert second.mod is first.mod
+    # the unhashable annotation made a new program (equal to the first's, not the same
+    # object: the memo goes by identity), so the primitive after it ran again
+    assert second.mod == first.mod and second.mod is not first.mod
+    fourth = ps.Schedule(func)
+    c = fourth.get_block("C")
+    i0, _ = fourth.split(fourth.get_loops(c)[0], [None, 5])
+    fourth.annotate(i0, "pragma_auto_unroll_max_step", 16)
+    again = ps.Schedule(func)
+    c = again.get_block("C")
+    i0, _ = again.split(again.get_loops(c)[0], [None, 5])
+    again.annotate(i0, "pragma_auto_unroll_max_step", 16)
+    assert again.mod is fourth.mod  # every step hashable: the very same objects
     assert second.get(second.get_loop("j")).annotation("note") in ([1, 2], (1, 2))
     schedule_mod._TRANSITIONS.clear()
     third = ps.Schedule(func)

@@ -45,14 +45,15 @@ from .tree import TreeIndex, children_of, iter_blocks, make_room, require
 LoopLike = Union[LoopRV, str]
 BlockLike = Union[BlockRV, str]
 
-#: (primitive, program, arguments, intrinsics generation) -> its result, for the pure
-#: primitives (and the compute-location query) a schedule applies. The search replays the
-#: space program thousands of times per round, and a mutant differs from its parent in one
-#: decision: every primitive before that decision meets the same program with the same
-#: arguments, and a hit returns the very object the first replay made, so the next lookup
-#: compares by identity. Measured with ``benchmarks/bench_search.py``: see
-#: ``benchmarks/README.md``. Failures are not kept (they are rare and their messages name
-#: the schedule).
+#: (primitive, id of the program, arguments, intrinsics generation) -> (the program, the
+#: result) for the pure primitives (and the compute-location query) a schedule applies.
+#: The search replays the space program thousands of times per round, and a mutant differs
+#: from its parent in one decision: every primitive before that decision meets the very
+#: program object an earlier replay made (a hit returns the object the first replay made,
+#: and the chain starts from the workload's one function), with the same arguments. Keyed
+#: by identity, not structure: hashing each new program structurally cost DEP:0's search
+#: more than the hits saved. The entry holds the program, so its id stays unique while
+#: cached. Failures are not kept (they are rare and their messages name the schedule).
 _TRANSITIONS: dict = {}
 _TRANSITIONS_MAX = 16384
 
@@ -66,7 +67,25 @@ def _tensorize_named(mod: PrimFunc, block: str, intrin: str) -> PrimFunc:
 def _memo_key(fn, mod: PrimFunc, args: tuple) -> tuple:
     from ..intrinsics import registry
 
-    return (fn, mod, args, registry.generation)
+    return (fn, id(mod), args, registry.generation)
+
+
+def _memo_get(key: tuple, mod: PrimFunc):
+    """The cached result of ``key`` made from this very ``mod``, or None."""
+    try:
+        hit = _TRANSITIONS.get(key)
+    except TypeError:  # an unhashable argument (an annotation's list value): not memoized
+        return None
+    return hit[1] if hit is not None and hit[0] is mod else None
+
+
+def _memo_put(key: tuple, mod: PrimFunc, out) -> None:
+    try:
+        hash(key)
+    except TypeError:
+        return
+    make_room(_TRANSITIONS, _TRANSITIONS_MAX)
+    _TRANSITIONS[key] = (mod, out)
 
 
 def _name(x, kind: type, primitive: str) -> str:
@@ -133,20 +152,13 @@ class Schedule:
         checked against tensorized blocks and made the current program; memoized in
         :data:`_TRANSITIONS`."""
         key = _memo_key(fn, self._mod, args)
-        try:
-            hit = _TRANSITIONS.get(key)
-        except TypeError:  # an unhashable argument (an annotation's list value): not memoized
-            key, hit = None, None
-        if hit is None:
+        out = _memo_get(key, self._mod)
+        if out is None:
             out = fn(self._mod, *args)
             if isinstance(out, tuple):
                 out = tuple(tuple(x) if isinstance(x, list) else x for x in out)
             tensorize_mod.check_tensorized(self._mod, out[0] if isinstance(out, tuple) else out)
-            hit = (out,)
-            if key is not None:
-                make_room(_TRANSITIONS, _TRANSITIONS_MAX)
-                _TRANSITIONS[key] = hit
-        out = hit[0]
+            _memo_put(key, self._mod, out)
         self._mod = out[0] if isinstance(out, tuple) else out
         return out
 
@@ -497,11 +509,10 @@ class Schedule:
         b = _name(block, BlockRV, "sample_compute_location")
         loops.lookup_block(self._idx(), b, "sample_compute_location")
         key = _memo_key("compute_locations", self._mod, (b,))
-        hit = _TRANSITIONS.get(key)
+        hit = _memo_get(key, self._mod)
         if hit is None:
             hit = tuple(self._compute_locations(b))
-            make_room(_TRANSITIONS, _TRANSITIONS_MAX)
-            _TRANSITIONS[key] = hit
+            _memo_put(key, self._mod, hit)
         return list(hit)
 
     def _compute_locations(self, b: str) -> List[str]:
