@@ -18,6 +18,12 @@ They take the databases a ``bench_throughput.py run`` wrote (its JSON lists them
     The same builds with numba's default pipeline and with the shorter front end of
     generated functions (:func:`probsched.codegen.compile.generated_options`).
 
+``protocol --db DB --workload W [-k 24] [--times 4]``
+    How the timing protocols (repeats x minimum repeat ms: 5 x 50, the default until
+    2026-12-05, 3 x 50, 5 x 25, the default since, 3 x 25) rank k records against all of
+    them timed together: seconds per candidate, error, rank correlation, top-8 overlap, and
+    the reference time of each protocol's pick over the best's.
+
 ``build-times --arm NAME=TREE --arm NAME=TREE --db DB --workload W [-k 8] [--rounds 2]``
     Build seconds of the same k records by two source trees (one process per tree and
     round, alternating; the program cache off), and the per-record ratio of the second
@@ -177,6 +183,71 @@ def front_end(args) -> str:
     return _compare_builds(args, {"default pipeline": default, "generated_options": lambda: (lambda: None)}, "numba front end")
 
 
+# ----------------------------------------------------------------------------- timing protocol
+
+
+PROTOCOLS = {"5 x 50 ms": (5, 50.0), "3 x 50 ms": (3, 50.0), "5 x 25 ms": (5, 25.0), "3 x 25 ms": (3, 25.0)}
+
+
+def protocol(args) -> str:
+    """How well each timing protocol ranks k records (half the best, half drawn) against a
+    reference: all k timed together, interleaved (9 rounds of 50 ms). Each protocol times
+    every candidate alone, as a worker does (``time_callable``, calibration reused), in a
+    shuffled order, ``--times`` passes, the protocols alternating."""
+    import numpy as np
+
+    import probsched as ps
+    from probsched.codegen.aligned import aligned_copy, aligned_empty
+    from probsched.database import Database
+    from probsched.measure.timer import time_callable, time_interleaved
+
+    w = ps.workloads.get(args.workload)
+    with Database(args.db) as db:
+        records = db.best(w, k=10**6)
+    half = args.k // 2
+    rng = np.random.default_rng(0)
+    picked = records[:half] + [records[i] for i in rng.choice(np.arange(half, len(records)), size=args.k - half, replace=False)]
+    inputs = [aligned_copy(a) for a in w.random_inputs(np.random.default_rng(0))]
+    calls = {}
+    for i, rec in enumerate(picked):
+        kernel = ps.build(rec.schedule(w.func))
+        calls[i] = kernel.bind(*inputs, *[aligned_empty(b.shape, b.dtype) for b in kernel.outputs])
+    ref = {i: t.median for i, t in time_interleaved(dict(calls), rounds=9, min_repeat_ms=50, settle_s=0.0, warm_up=0.1).items()}
+    ref_rank = sorted(ref, key=ref.get)
+    best_ref = ref[ref_rank[0]]
+    rows = {name: {"seconds": [], "err": [], "rho": [], "top8": [], "regret": []} for name in PROTOCOLS}
+    names = list(PROTOCOLS)
+    for t in range(args.times):
+        for name in names if t % 2 == 0 else names[::-1]:
+            repeat, ms = PROTOCOLS[name]
+            order = list(calls)
+            rng.shuffle(order)
+            med = {}
+            start = time.perf_counter()
+            for i in order:
+                med[i] = time_callable(calls[i], repeat=repeat, min_repeat_ms=ms, reuse_calibration=True).median
+            rows[name]["seconds"].append((time.perf_counter() - start) / len(order))
+            rank = sorted(med, key=med.get)
+            pos = {i: r for r, i in enumerate(rank)}
+            ref_pos = {i: r for r, i in enumerate(ref_rank)}
+            n = len(rank)
+            d2 = sum((pos[i] - ref_pos[i]) ** 2 for i in calls)
+            rows[name]["rho"].append(1 - 6 * d2 / (n * (n * n - 1)))
+            rows[name]["err"].append(statistics.median(abs(np.log(med[i] / ref[i])) for i in calls) * 100)
+            rows[name]["top8"].append(len(set(rank[:8]) & set(ref_rank[:8])) / 8)
+            rows[name]["regret"].append(ref[rank[0]] / best_ref)
+    lines = [f"{args.workload}: {len(picked)} records of {args.db} ({half} best), {time.strftime('%Y-%m-%d %H:%M')}, "
+             f"load {os.getloadavg()[0]:.1f}; reference: all timed together, 9 interleaved rounds of 50 ms; "
+             f"{args.times} passes per protocol", "",
+             "| protocol (repeats x min ms) | s per candidate | median error vs reference % | Spearman rank | top-8 overlap | reference time of its pick / best |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name in names:
+        r = rows[name]
+        lines.append(f"| {name} | {statistics.mean(r['seconds']):.3f} | {statistics.mean(r['err']):.1f} | "
+                     f"{statistics.mean(r['rho']):.3f} | {statistics.mean(r['top8']):.2f} | {max(r['regret']):.3f} |")
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- two trees
 
 _BUILD_SCRIPT = r"""
@@ -304,6 +375,8 @@ def main(argv=None) -> None:
     x.add_argument("db", nargs="+")
     o = sub.add_parser("opt-level")
     f = sub.add_parser("front-end")
+    pr = sub.add_parser("protocol")
+    pr.add_argument("--times", type=int, default=4)
     b = sub.add_parser("build-times")
     b.add_argument("--arm", action="append", required=True)
     b.add_argument("--rounds", type=int, default=2)
@@ -314,11 +387,12 @@ def main(argv=None) -> None:
     qa.add_argument("--times", type=int, default=2)
     r = sub.add_parser("retime-warmup")
     r.add_argument("--times", type=int, default=3)
-    for q in (o, f, b, r):
+    for q in (o, f, pr, b, r):
         q.add_argument("--db", required=True)
         q.add_argument("--workload", required=True)
     for q in (o, f, b):
         q.add_argument("-k", type=int, default=8)
+    pr.add_argument("-k", type=int, default=24)
     args = p.parse_args(argv)
     if args.cmd == "early-stop":
         print(early_stop(args.db))
@@ -331,6 +405,8 @@ def main(argv=None) -> None:
         print(quality(args))
     elif args.cmd == "opt-level":
         print(opt_level(args))
+    elif args.cmd == "protocol":
+        print(protocol(args))
     elif args.cmd == "front-end":
         print(front_end(args))
     elif args.cmd == "build-times":

@@ -64,10 +64,10 @@ log = logging.getLogger("probsched.tune")
 #: C1D:0 and CBR:1 the eight were within the noise of each other. Eight cost ~25 s of
 #: compiles for small kernels and ~65 s for CBR:1's (one worker builds them all).
 DEFAULT_RETIME_TOP = 8
-#: Interleaved rounds of a re-timing: each candidate's median is over this many repeats.
-#: 15 rounds of 50 ms take about as long as the 5 rounds with 0.2 s pauses that compare
-#: runs use (15-20 s for 8 kernels) and picked among the same few fastest
-#: (``benchmarks/bench_retime.py protocols``).
+#: Interleaved rounds of a re-timing: each candidate's median is over this many repeats
+#: (of the measurer's ``min_repeat_ms``: 25 ms since 2026-12-05). 15 rounds of 50 ms took
+#: about as long as the 5 rounds with 0.2 s pauses that compare runs use (15-20 s for 8
+#: kernels) and picked among the same few fastest (``benchmarks/bench_retime.py protocols``).
 DEFAULT_RETIME_ROUNDS = 15
 
 

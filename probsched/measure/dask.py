@@ -62,7 +62,7 @@ from ..ir.stmt import PrimFunc
 from ..schedule import InstructionLog, Schedule
 from ..target import Target
 from ..workloads import Workload, as_workload
-from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, LocalMeasurer, MeasureError
+from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, DEFAULT_MIN_REPEAT_MS, LocalMeasurer, MeasureError
 from .reference import from_workload
 from .remote import host_description, measure_task
 from .result import LOST, WRONG_RESULT, MeasureResult
@@ -111,7 +111,7 @@ class DaskMeasurer:
         compile_timeout: float = 30.0,
         run_timeout: float = 10.0,
         repeat: int = 5,
-        min_repeat_ms: float = 50.0,
+        min_repeat_ms: float = DEFAULT_MIN_REPEAT_MS,
         flush_cache: bool = False,
         max_compiles_per_worker: int = DEFAULT_MAX_COMPILES,
         check: bool = True,

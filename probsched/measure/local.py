@@ -111,6 +111,15 @@ log = logging.getLogger("probsched.measure")
 DEFAULT_MAX_COMPILES = 48
 #: Resident MiB after which a worker is replaced even before :data:`DEFAULT_MAX_COMPILES`.
 DEFAULT_MAX_RSS_MB = 768.0
+#: ``min_repeat_ms`` of a :class:`LocalMeasurer` (and :class:`~.dask.DaskMeasurer`): one
+#: repeat of a candidate lasts at least this long. 25 since 2026-12-05 (50 before):
+#: measured with ``benchmarks/bench_throughput_levers.py protocol`` (24 tuned candidates of
+#: DEP:0 and of C2D:2, each protocol four passes, against all 24 timed together), 5 x 25 ms
+#: ranked as 5 x 50 ms did (Spearman 0.935 / 0.727 against 0.935 / 0.755, top-8 overlap 0.84 /
+#: 0.56 against 0.88 / 0.56, median error 5.9 / 2.9% against 5.2 / 2.5%) in half the time
+#: (0.18 / 0.15 s per candidate against 0.34 / 0.30). The final re-timing of the best
+#: candidates (15 interleaved rounds) is what names the best.
+DEFAULT_MIN_REPEAT_MS = 25.0
 #: ``early_stop`` of a :class:`LocalMeasurer`: stop timing a candidate whose first two
 #: repeats were both slower than this many times the best median timed in full so far.
 DEFAULT_EARLY_STOP = 2.0
@@ -246,7 +255,7 @@ class LocalMeasurer:
         compile_timeout: float = 30.0,
         run_timeout: float = 10.0,
         repeat: int = 5,
-        min_repeat_ms: float = 50.0,
+        min_repeat_ms: float = DEFAULT_MIN_REPEAT_MS,
         flush_cache: bool = False,
         max_compiles_per_worker: int = DEFAULT_MAX_COMPILES,
         check: bool = True,
