@@ -24,10 +24,10 @@ getitems, array expressions, dead-branch pruning; generated code indexes with co
 integers and has no array expressions or constant branches), no closure inlining (it
 defines no closures), no C callback wrapper, and no CPython wrapper for the parallel bodies
 only the launcher calls, by address. Measured on 12 tuned DEP:0 candidates (``python
-benchmarks/bench_throughput_levers.py front-end --db DB --workload DEP:0``): build 0.97 ->
-0.83 s, run times equal. numba's SSA reconstruction stays: without it a name assigned twice
-would take one unified type (float32 and float64 unify to float64) instead of one per
-assignment.
+benchmarks/bench_throughput_levers.py front-end --db DB --workload DEP:0``): build 0.98 ->
+0.83 s (C2D:2 0.58 -> 0.49), run times equal. numba's SSA reconstruction stays: without it
+a name assigned twice would take one unified type (float32 and float64 unify to float64)
+instead of one per assignment.
 
 Every function is compiled eagerly with its explicit signature (1-D C-contiguous arrays,
 int64 scalars), so compile time is paid in :func:`compile_module` and never at a call,

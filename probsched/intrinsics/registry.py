@@ -80,6 +80,7 @@ def register(
     replace: bool = False,
 ) -> Intrinsic:
     """Register an intrinsic under ``name`` (``replace=True`` to overwrite one)."""
+    global generation
     if name in _REGISTRY and not replace:
         raise ProbschedError(f"intrinsic {name!r} is already registered (pass replace=True)")
     blocks = description.blocks()
@@ -96,7 +97,6 @@ def register(
         {k: tuple(v) for k, v in (unit_stride or {}).items()},
         dict(meta or {}),
     )
-    global generation
     _REGISTRY[name] = intrin
     generation += 1
     return intrin
