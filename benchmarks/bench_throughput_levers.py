@@ -104,16 +104,45 @@ def early_stop(paths) -> str:
 # ----------------------------------------------------------------------------- numba OPT
 
 
+def _picked_records(args):
+    """(workload, k records of ``args.db``: the ``k // 2`` best, then ones drawn from the rest
+    with a fixed seed, and that count of best)."""
+    import numpy as np
+
+    import probsched as ps
+    from probsched.database import Database
+
+    w = ps.workloads.get(args.workload)
+    with Database(args.db) as db:
+        records = db.best(w, k=10**6)
+    half = args.k // 2
+    rng = np.random.default_rng(0)
+    picked = records[:half] + [records[i] for i in rng.choice(np.arange(half, len(records)), size=args.k - half, replace=False)]
+    return w, picked, half
+
+
+def _bound_calls(w, records) -> dict:
+    """index -> a compiled kernel of each record bound to one set of aligned inputs."""
+    import numpy as np
+
+    import probsched as ps
+    from probsched.codegen.aligned import aligned_copy, aligned_empty
+
+    inputs = [aligned_copy(a) for a in w.random_inputs(np.random.default_rng(0))]
+    calls = {}
+    for i, rec in enumerate(records):
+        kernel = ps.build(rec.schedule(w.func))
+        calls[i] = kernel.bind(*inputs, *[aligned_empty(b.shape, b.dtype) for b in kernel.outputs])
+    return calls
+
+
 def _compare_builds(args, variants: dict, title: str) -> str:
     """Build k records of ``args.db`` (half the best, half drawn) under each of ``variants``
     (name -> a function that sets the variant up and returns the one that undoes it),
     rotating their order per record, in this process; mean build seconds per variant and
     each variant's kernel run time over the first's (one interleaved timing per record)."""
-    import numpy as np
-
     import probsched as ps
     from probsched.codegen.compile import warm_up
-    from probsched.database import Database
     from probsched.measure.reference import from_workload
     from probsched.measure.timer import time_interleaved
 
@@ -121,12 +150,7 @@ def _compare_builds(args, variants: dict, title: str) -> str:
     names = list(variants)
     warm_up()
     warm_up(True)
-    w = ps.workloads.get(args.workload)
-    with Database(args.db) as db:
-        records = db.best(w, k=10**6)
-    half = args.k // 2
-    rng = np.random.default_rng(0)
-    picked = records[:half] + [records[i] for i in rng.choice(np.arange(half, len(records)), size=args.k - half, replace=False)]
+    w, picked, half = _picked_records(args)
     ps.build(picked[0].schedule(w.func), cache=False)  # first-kernel costs (launcher, micro-kernels) out of the figures
     ref = from_workload(w)
     seconds = {n: [] for n in names}
@@ -196,22 +220,11 @@ def protocol(args) -> str:
     shuffled order, ``--times`` passes, the protocols alternating."""
     import numpy as np
 
-    import probsched as ps
-    from probsched.codegen.aligned import aligned_copy, aligned_empty
-    from probsched.database import Database
     from probsched.measure.timer import time_callable, time_interleaved
 
-    w = ps.workloads.get(args.workload)
-    with Database(args.db) as db:
-        records = db.best(w, k=10**6)
-    half = args.k // 2
-    rng = np.random.default_rng(0)
-    picked = records[:half] + [records[i] for i in rng.choice(np.arange(half, len(records)), size=args.k - half, replace=False)]
-    inputs = [aligned_copy(a) for a in w.random_inputs(np.random.default_rng(0))]
-    calls = {}
-    for i, rec in enumerate(picked):
-        kernel = ps.build(rec.schedule(w.func))
-        calls[i] = kernel.bind(*inputs, *[aligned_empty(b.shape, b.dtype) for b in kernel.outputs])
+    w, picked, half = _picked_records(args)
+    rng = np.random.default_rng(1)  # the protocols' candidate orders
+    calls = _bound_calls(w, picked)
     ref = {i: t.median for i, t in time_interleaved(dict(calls), rounds=9, min_repeat_ms=50, settle_s=0.0, warm_up=0.1).items()}
     ref_rank = sorted(ref, key=ref.get)
     best_ref = ref[ref_rank[0]]
@@ -296,21 +309,14 @@ def _retime_variants(args, variants: dict, title: str) -> str:
     """The 8 best records of ``args.db`` timed together as the re-timing does (15
     interleaved rounds of 50 ms), under each of ``variants`` (name -> ``time_interleaved``
     keywords), alternating their order, ``args.times`` times: seconds, winner, medians."""
-    import numpy as np
-
     import probsched as ps
-    from probsched.codegen.aligned import aligned_copy, aligned_empty
     from probsched.database import Database
     from probsched.measure.timer import time_interleaved
 
     w = ps.workloads.get(args.workload)
     with Database(args.db) as db:
         top = db.best(w, k=8)
-    inputs = [aligned_copy(a) for a in w.random_inputs(np.random.default_rng(0))]
-    calls = {}
-    for i, rec in enumerate(top):
-        kernel = ps.build(rec.schedule(w.func))
-        calls[i] = kernel.bind(*inputs, *[aligned_empty(b.shape, b.dtype) for b in kernel.outputs])
+    calls = _bound_calls(w, top)
     lines = [f"{args.workload}: the 8 best of {args.db}, {time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.1f}", "",
              f"| {title} | seconds | winner (search rank) | medians µs, search rank 0-7 |", "|---|---:|---:|---|"]
     names = list(variants)
