@@ -80,12 +80,11 @@ def _memo_get(key: tuple, mod: PrimFunc):
 
 
 def _memo_put(key: tuple, mod: PrimFunc, out) -> None:
-    try:
-        hash(key)
-    except TypeError:
-        return
     make_room(_TRANSITIONS, _TRANSITIONS_MAX)
-    _TRANSITIONS[key] = (mod, out)
+    try:
+        _TRANSITIONS[key] = (mod, out)
+    except TypeError:  # unhashable arguments (see _memo_get)
+        pass
 
 
 def _name(x, kind: type, primitive: str) -> str:
