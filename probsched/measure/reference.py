@@ -134,12 +134,19 @@ class Reference:
             return False
         entry = self._screens.get(name)
         if entry is None:
-            entry = self._screens[name] = (screen_tolerance(exp, self.rtol, self.atol), np.empty(exp.shape, np.float32), np.empty(exp.shape, bool))
-        tol, diff, ok = entry
+            special = np.flatnonzero(~np.isfinite(exp))  # expected infinities and NaNs: matched by equality
+            entry = self._screens[name] = (
+                screen_tolerance(exp, self.rtol, self.atol), np.empty(exp.shape, np.float32), np.empty(exp.shape, bool),
+                special, exp.ravel()[special],
+            )
+        tol, diff, ok, special, exp_special = entry
         with np.errstate(over="ignore", invalid="ignore"):
             np.subtract(got, exp, out=diff)
         np.abs(diff, out=diff)
         np.less_equal(diff, tol, out=ok)  # NaN compares False: a NaN output takes the exact path
+        if special.size:
+            g = got.ravel()[special]
+            ok.ravel()[special] = (g == exp_special) | (np.isnan(g) & np.isnan(exp_special))
         return bool(ok.all())
 
 
@@ -155,11 +162,14 @@ def screen_tolerance(expected: np.ndarray, rtol: float, atol: float) -> np.ndarr
     >>> t = screen_tolerance(e, 1e-4, 1e-4)
     >>> bool(np.all(t.astype(np.float64) < 1e-4 + 1e-4 * np.abs(e.astype(np.float64))))
     True
+    >>> screen_tolerance(np.array([np.inf, np.nan], np.float32), 1e-4, 1e-4)
+    array([nan, nan], dtype=float32)
     """
     tol64 = (atol + rtol * np.abs(expected.astype(np.float64))) * (1.0 - 2.0**-20)
     tol32 = tol64.astype(np.float32)
     too_big = tol32.astype(np.float64) > tol64  # rounded up: take the float32 below
     tol32[too_big] = np.nextafter(tol32[too_big], np.float32(0.0))
+    tol32[~np.isfinite(expected)] = np.nan  # an infinity's tolerance is no tolerance: nothing passes by it
     return tol32
 
 

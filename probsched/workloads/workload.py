@@ -179,22 +179,41 @@ class Workload:
                 f"and {len(expected)} expected arrays"
             )
         for b, got, exp in zip(self.outputs, outputs, expected):
-            _check_close(f"{self.name}: output {b.name}", np.asarray(got), np.asarray(exp), self.rtol, self.atol)
+            check_close(f"{self.name}: output {b.name}", np.asarray(got), np.asarray(exp), self.rtol, self.atol)
 
 
-def _check_close(what: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> None:
+def check_close(what: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> None:
+    """Raise AssertionError (how many differ, the worst index, max abs/rel error) unless
+    ``|got - expected| <= atol + rtol * |expected|`` everywhere, in float64; equal
+    infinities and NaNs in the same places match (``-inf - -inf`` is NaN, which no
+    tolerance admits: a causal mask's ``-inf`` would fail every kernel). The one check of
+    kernels: the measurer's and ``ps.compile``'s both end here.
+
+    >>> inf = float("inf")
+    >>> check_close("y", np.array([-inf, 1.0, np.nan]), np.array([-inf, 1.0, np.nan]), 1e-4, 1e-4)
+    >>> check_close("y", np.array([inf, 1.0]), np.array([-inf, 1.0]), 1e-4, 1e-4)
+    Traceback (most recent call last):
+    ...
+    AssertionError: y: 1 of 2 elements differ (rtol=0.0001, atol=0.0001); worst at index (0,): got inf, expected -inf; ...
+    """
     if got.shape != exp.shape:
         raise AssertionError(f"{what}: shape {got.shape}, expected {exp.shape}")
     g, e = got.astype(np.float64), exp.astype(np.float64)
-    err = np.abs(g - e)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(g - e)
+    same = (g == e) | (np.isnan(g) & np.isnan(e))
+    err[same] = 0.0
     tol = atol + rtol * np.abs(e)
-    bad = ~(err <= tol)  # NaN compares false, so NaN counts as a mismatch
+    # an infinity's tolerance is infinite too: unequal values pass the rule only when both are finite
+    bad = ~same & ~((err <= tol) & np.isfinite(g) & np.isfinite(e))
     if not bad.any():
         return
-    ratio = np.where(np.isnan(err), np.inf, err / tol)
+    err[bad & np.isnan(err)] = np.inf
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(bad, err / tol, 0.0)
+        rel = np.where(bad, err / np.abs(e), 0.0)
+    rel[np.isnan(rel)] = np.inf  # a number where an infinity was expected
     worst = np.unravel_index(int(np.argmax(ratio)), err.shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = err / np.abs(e)
     worst_idx = tuple(int(i) for i in worst)
     raise AssertionError(
         f"{what}: {int(bad.sum())} of {err.size} elements differ (rtol={rtol:g}, atol={atol:g}); "
