@@ -74,12 +74,26 @@ def share(text: str) -> float:
     >>> share("0.5")
     0.5
     """
+    return _float_in(text, 1.0, "in (0, 1]")
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0.
+
+    >>> positive_float("2.5")
+    2.5
+    """
+    return _float_in(text, math.inf, "a finite number > 0")
+
+
+def _float_in(text: str, high: float, what: str) -> float:
+    """``text`` as a number in (0, high] (below it, for an infinite ``high``)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{value} is not in (0, 1]")
+    if not (0 < value <= high and value < math.inf):
+        raise argparse.ArgumentTypeError(f"{value} is not {what}")
     return value
 
 

@@ -33,6 +33,7 @@ from .common import (
     is_suite_workload,
     non_negative_int,
     num,
+    positive_float,
     open_database,
     positive_int,
     resolve_space,
@@ -53,6 +54,8 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="ADDRESS", default=None,
                    help="measure on a Dask cluster instead: its scheduler's address, e.g. tcp://HOST:8786 (needs "
                         "`pip install 'probsched[dask]'` here and on the workers; README: 'Tuning on a cluster')")
+    p.add_argument("--cluster-timeout", metavar="SECONDS", type=positive_float, default=None,
+                   help="with --cluster: seconds to reach its scheduler (default 30)")
 
 
 def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
@@ -127,8 +130,16 @@ class Progress:
 
 def measure_label(args: argparse.Namespace) -> str:
     """Where candidates are measured, as a run's header says it; a CLIError for options that
-    contradict each other (checked before anything is opened)."""
+    contradict each other or a malformed cluster address (checked before anything is opened)."""
+    if args.cluster_timeout is not None and not args.cluster:
+        raise CLIError("--cluster-timeout applies with --cluster")
     if args.cluster:
+        from ..measure.address import cluster_address
+
+        try:
+            args.cluster = cluster_address(args.cluster)
+        except ValueError as exc:
+            raise CLIError(f"--cluster: {exc}") from None
         if args.workers is not None:
             raise CLIError("--workers counts measuring processes on this machine; with --cluster the cluster's Dask "
                            "workers measure (`dask worker ... --nthreads N` sets theirs)")
@@ -142,7 +153,7 @@ def make_measurer(args: argparse.Namespace) -> "Measurer":
     if args.cluster:
         from ..measure import DaskMeasurer
 
-        return DaskMeasurer(args.cluster)
+        return DaskMeasurer(args.cluster, timeout=args.cluster_timeout or 30.0)
     from ..measure import LocalMeasurer
 
     return LocalMeasurer(workers=args.workers or 2)

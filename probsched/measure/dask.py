@@ -50,6 +50,7 @@ measured, and queue it before this one ends.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import queue
@@ -62,6 +63,7 @@ from ..ir.stmt import PrimFunc
 from ..schedule import InstructionLog, Schedule
 from ..target import Target
 from ..workloads import Workload, as_workload
+from .address import cluster_address, nothing_listens
 from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, DEFAULT_MIN_REPEAT_MS, LocalMeasurer, MeasureError
 from .reference import from_workload
 from .remote import host_description, measure_task
@@ -84,6 +86,43 @@ def _distributed():
     return distributed
 
 
+def _not_a_scheduler(distributed, address: str, timeout: float) -> Optional[str]:
+    """Why ``address`` does not answer as a Dask scheduler within ``timeout`` seconds, or
+    None when it does. ``distributed.Client`` waits for ever on a peer that accepts the
+    connection and never speaks (a port of some other server); this asks for its identity
+    under a deadline first, in a thread of its own (the caller may run an event loop)."""
+    if not address.startswith("tcp://"):  # other transports need the Client's security settings
+        return None
+
+    async def identity():
+        comm = await distributed.comm.connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    answer: list = []
+
+    def ask() -> None:
+        try:
+            answer.append(asyncio.run(asyncio.wait_for(identity(), timeout)))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            answer.append(exc)
+
+    thread = threading.Thread(target=ask, name="probsched-dask-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 5.0)
+    if not answer or isinstance(answer[0], (TimeoutError, asyncio.TimeoutError)):
+        return f"no Dask scheduler answered within {timeout:g} s"
+    if isinstance(answer[0], BaseException):
+        return f"{type(answer[0]).__name__}: {answer[0]}"
+    kind = answer[0].get("type") if isinstance(answer[0], dict) else None
+    if kind != "Scheduler":
+        return f"it answers as a {kind or 'something else'}, not a Dask scheduler (give the scheduler's address)"
+    return None
+
+
 def _describe(target_json: str) -> str:
     try:
         return str(Target.from_json(target_json))
@@ -99,7 +138,9 @@ class DaskMeasurer:
     ``LocalCluster``. The measuring options are :class:`~probsched.measure.LocalMeasurer`'s,
     applied on every worker. ``no_worker_timeout``: seconds without a usable worker after
     which the candidates still waiting fail as ``"lost"`` (and the wait for a first worker
-    when the measurer starts). ``simulate``: a :class:`~probsched.measure.simulate.Simulation`
+    when the measurer starts). ``timeout``: seconds to reach the scheduler (an address
+    is checked first, :func:`~probsched.measure.address.cluster_address`, and a refused
+    connection fails at once). ``simulate``: a :class:`~probsched.measure.simulate.Simulation`
     makes the workers sleep instead of measuring (scale experiments only: SIMULATED results).
     ``stats`` counts candidates and compile seconds; ``busy`` lists ``(worker, start, end)``
     of every task (the worker's clock), from which :meth:`busy_fraction` is computed.
@@ -119,12 +160,15 @@ class DaskMeasurer:
         overlap_builds: bool = False,
         max_worker_rss_mb: float = DEFAULT_MAX_RSS_MB,
         no_worker_timeout: float = 120.0,
+        timeout: float = 30.0,
         simulate: Optional[Simulation] = None,
     ) -> None:
         if repeat < 1 or max_compiles_per_worker < 1:
             raise ValueError("DaskMeasurer: repeat and max_compiles_per_worker must be >= 1")
         if no_worker_timeout <= 0:
             raise ValueError(f"DaskMeasurer: no_worker_timeout must be > 0, got {no_worker_timeout}")
+        if not timeout > 0:
+            raise ValueError(f"DaskMeasurer: timeout must be > 0, got {timeout}")
         distributed = _distributed()
         self.options = {
             "compile_timeout": float(compile_timeout), "run_timeout": float(run_timeout), "repeat": int(repeat),
@@ -144,7 +188,7 @@ class DaskMeasurer:
         self._alive: set = set()
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, key, future of its reference)
         self._closed = False
-        self.client, self._own_client = self._connect(distributed, address_or_client, min(30.0, self.no_worker_timeout))
+        self.client, self._own_client = self._connect(distributed, address_or_client, float(timeout))
         try:
             self._wait_for_workers()
         except BaseException:
@@ -156,11 +200,16 @@ class DaskMeasurer:
     def _connect(distributed, where, timeout: float) -> tuple:
         if isinstance(where, distributed.Client):
             return where, False
+        if isinstance(where, str):
+            where = cluster_address(where)
+            why = nothing_listens(where, timeout) or _not_a_scheduler(distributed, where, timeout)
+            if why is not None:
+                raise MeasureError(f"DaskMeasurer: cannot reach the Dask scheduler at {where}: {why}")
         if isinstance(where, str) or hasattr(where, "scheduler_address"):
             try:
                 return distributed.Client(where, timeout=f"{timeout}s"), True
             except (OSError, TimeoutError) as exc:
-                raise MeasureError(f"DaskMeasurer: cannot reach the Dask scheduler at {where}: {exc}") from None
+                raise MeasureError(f"DaskMeasurer: cannot reach the Dask scheduler at {where} within {timeout:g} s: {exc}") from None
         raise TypeError(
             f"DaskMeasurer: expected a scheduler address ('tcp://HOST:8786'), a distributed.Client or a cluster, "
             f"got {type(where).__name__}"
