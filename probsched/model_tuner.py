@@ -119,8 +119,10 @@ class ModelTuneResult:
         """A Markdown table of the tasks: weight, trials, best µs, share of the latency."""
         est = self.estimated_seconds
         head = f"{self.graph.name}: {len(self.history)} trials over {len(self.tasks)} tasks ({self.scheduler})"
-        if self.wall_seconds:
+        if self.wall_seconds and self.history:
             head += f" in {self.wall_seconds / 60:.1f} min ({self.seconds_per_trial:.2f} s per trial)"
+        elif not self.history:
+            head += ": nothing measured, every task's schedule is from the database or predicted"
         lines = [
             head,
             f"estimated latency {est * 1e3:.2f} ms" if math.isfinite(est) else "estimated latency: not every task ran",

@@ -23,6 +23,7 @@ probsched.cli.common.CLIError: unknown workload 'NOPE'; the suite has ...
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.util
 import json
@@ -261,10 +262,18 @@ def stored_workload(db: Database, spec: str) -> Tuple[Union[Workload, PrimFunc],
     try:
         workload = resolve_workload(spec)
     except CLIError:
-        stored = [w for w in db.workloads() if w.name == spec]
-        if not stored:
+        held = db.workloads()
+        stored = [w for w in held if w.name == spec]
+        if stored:
+            return stored[-1].func, stored[-1].hash
+        if ":" in spec:  # meant as a suite entry or a file: its own message says what is wrong
             raise
-        return stored[-1].func, stored[-1].hash
+        names = [w.name for w in held]
+        close = difflib.get_close_matches(spec, names, n=3, cutoff=0.5) or names[:3]
+        also = f"; close names: {', '.join(close)}" if close else " (it holds no workload)"
+        if spec.upper() in suite_names():
+            also += f"; a suite entry is NAME:INDEX, e.g. {spec}:2"
+        raise CLIError(f"no workload named {spec!r} in this database ({db.path}){also}") from None
     return workload, as_workload(workload).func.structural_hash()
 
 

@@ -60,7 +60,7 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
 
 def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
     """The options ``tune`` and ``bench`` share (how to search and measure)."""
-    p.add_argument("--trials", type=non_negative_int, default=trials, help=f"new candidates to measure (default {trials})")
+    p.add_argument("--trials", type=non_negative_int, default=trials, help=f"new candidates to measure (default {trials}; 0: report the database's best)")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="evolutionary", help="search strategy (default evolutionary)")
     p.add_argument("--cost-model", choices=COST_MODELS, default=DEFAULT_COST_MODEL,
                    help=f"model ranking candidates (default {DEFAULT_COST_MODEL}: it also trains on the shipped "
@@ -247,6 +247,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"tuning {name}: {args.trials} trials, {search_label(args)} search, {args.cost_model} cost model, {where}, "
               f"db {db_path}", file=sys.stderr)
+    if args.trials == 0 and not db.best(workload, k=1):  # nothing to report, and nothing to measure
+        db.close()
+        print(f"probsched tune: --trials 0 measures nothing new, and {db_path} holds no successful record of {name}",
+              file=sys.stderr)
+        return 1
     measurer = None
     try:
         measurer = make_measurer(args)

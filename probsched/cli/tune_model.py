@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
         description=__doc__.split("\n\n")[0].replace("``", ""),
     )
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument("--trials", type=non_negative_int, default=1500, help="trials for the whole network (default 1500)")
+    p.add_argument("--trials", type=non_negative_int, default=1500, help="trials for the whole network (default 1500; 0: compile it from the database, measuring nothing)")
     p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="gradient", help="task scheduler (default gradient)")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="evolutionary", help="search strategy per task")
@@ -136,7 +136,7 @@ def _write_json(path: str, result, rows, db_path: str) -> None:
         "trials": len(result.history),
         "scheduler": result.scheduler,
         "wall_seconds": result.wall_seconds,
-        "seconds_per_trial": result.seconds_per_trial,
+        "seconds_per_trial": result.seconds_per_trial if result.history else None,
         "phase_seconds": result.phase_seconds,
         "estimated_ms": result.estimated_seconds * 1e3 if math.isfinite(result.estimated_seconds) else None,
         "database": db_path,

@@ -21,11 +21,12 @@ True
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import sqlite3
 import time
-from typing import Callable, TypeVar
+from typing import Callable, Dict, Tuple, TypeVar
 
 from .errors import DatabaseError
 
@@ -142,12 +143,49 @@ def _prepare(conn: sqlite3.Connection, path: str) -> None:
                 conn.execute(statement)
         columns = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
         for name, ddl in _COLUMNS_ADDED:
-            if name not in columns:
+            if columns and name not in columns:  # no table at all: _check_columns says so
                 conn.execute(f"ALTER TABLE records ADD COLUMN {name} {ddl}")
+        _check_columns(conn, path)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+@functools.lru_cache(maxsize=1)
+def _expected_columns() -> Dict[str, Tuple[str, ...]]:
+    """Table -> columns of the current schema (read off the DDL, made in memory)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in (_DDL + _DDL_ADDED).split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'") if r[0] != "sqlite_sequence"]
+        expected = {t: tuple(r[1] for r in conn.execute(f"PRAGMA table_info({t})")) for t in tables}
+    finally:
+        conn.close()
+    expected["records"] += tuple(name for name, _ in _COLUMNS_ADDED)
+    return expected
+
+
+def _check_columns(conn: sqlite3.Connection, path: str) -> None:
+    """A file that says version 1 but lacks a table or column of it (written by an early
+    probsched, or edited by hand) is refused here, once, instead of failing query by
+    query with ``no such column``."""
+    missing = []
+    for table, columns in _expected_columns().items():
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if not have:
+            missing.append(f"no table {table}")
+        else:
+            missing += [f"no column {table}.{c}" for c in columns if c not in have]
+    if missing:
+        raise DatabaseError(
+            f"database {path}: schema version {SCHEMA_VERSION} but {', '.join(missing)}; this probsched reads version "
+            f"{SCHEMA_VERSION} with every column (an older probsched wrote it, or it was edited): export its records "
+            "with the probsched that wrote it (Database.export_jsonl) and import them here (Database.import_jsonl), "
+            "or start a new database"
+        )
 
 
 def _check_version(conn: sqlite3.Connection, path: str, tables: set) -> None:

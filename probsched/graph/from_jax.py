@@ -182,6 +182,22 @@ class _Importer:
         return all(t.size <= max(_FOLD_ALWAYS, _FOLD_GROWTH * biggest) for t in out_types)
 
 
+def _refuse_pytree(i: int, a: Any) -> None:
+    """A container of arrays (dict, tuple, list: a JAX pytree) as one argument is refused,
+    naming its leaves: the graph, the compiled model and the tuner take positional arrays."""
+    import jax
+
+    leaves, tree = jax.tree_util.tree_flatten_with_path(a)
+    if jax.tree_util.treedef_is_leaf(tree):
+        return
+    paths = [f"argument {i}{jax.tree_util.keystr(p)}" for p, _ in leaves]
+    shown = ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "")
+    raise FrontEndError(
+        f"from_jax: argument {i} is a {type(a).__name__} of {len(paths)} arrays ({shown}); probsched traces functions "
+        "of positional arrays: pass them as separate arguments (e.g. ps.from_jax(lambda a, b: fn({'a': a, 'b': b}), a, b))"
+    )
+
+
 def _example_type(i: int, a: Any) -> TensorType:
     shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
     if shape is None or dtype is None:
@@ -206,6 +222,8 @@ def from_jax(fn: Callable, *example_args: Any, name: Optional[str] = None) -> Gr
     """
     import jax
 
+    for i, a in enumerate(example_args):
+        _refuse_pytree(i, a)
     types = [_example_type(i, a) for i, a in enumerate(example_args)]
     specs = [jax.ShapeDtypeStruct(t.shape, np.float32) for t in types]
     try:

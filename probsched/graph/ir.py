@@ -149,6 +149,8 @@ class Graph:
         out = []
         for i, (v, a) in enumerate(zip(self.inputs, args)):
             t = self.types[v]
+            if isinstance(a, (dict, list, tuple)):  # np.asarray would stack or box it
+                raise FrontEndError(f"{who}: argument {i} is a {type(a).__name__}; the model takes arrays, one per traced argument")
             arr = np.asarray(a)
             if arr.shape != t.shape or arr.dtype != np.dtype(t.dtype):
                 raise FrontEndError(
