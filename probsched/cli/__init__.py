@@ -15,7 +15,8 @@
 
 Each command module has ``add_parser(subparsers)`` and ``run(args) -> exit code``. Exit
 codes: 0 success, 1 a run that found nothing (e.g. every trial failed), 2 a mistake in the
-command (unknown workload, missing file or database, bad option), 130 interrupted (Ctrl-C).
+command (unknown workload, missing file or database, bad option), 130 interrupted (Ctrl-C), 143
+terminated (SIGTERM: :mod:`.signals`; ends a run as Ctrl-C does).
 
 >>> main(["--version"])  # doctest: +ELLIPSIS
 probsched ...
@@ -34,6 +35,7 @@ from .. import __version__
 from ..errors import ProbschedError
 from . import bench, build_transfer, cache, ir, model_import, plot, show, tune, tune_model, vary, workloads
 from .common import CLIError
+from .signals import sigterm_as_interrupt, stop_words
 
 #: In the order ``probsched --help`` lists them.
 COMMANDS = (tune, tune_model, show, bench, plot, vary, model_import, workloads, ir, cache, build_transfer)
@@ -66,17 +68,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return 0
     try:
-        return args.run(args)
+        with sigterm_as_interrupt():
+            return args.run(args)
     except CLIError as exc:
         print(f"probsched {args.command}: {exc}", file=sys.stderr)
         return 2
     except ProbschedError as exc:  # the run itself failed (e.g. measuring workers cannot start)
         print(f"probsched {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (sigterm_as_interrupt)
         # Tuning commits each record as it is measured: nothing measured is lost here.
-        print(f"\nprobsched {args.command}: interrupted", file=sys.stderr)
-        return 130
+        word, code = stop_words(exc)
+        print(f"\nprobsched {args.command}: {word}", file=sys.stderr)
+        return code
 
 
 __all__ = ["main", "build_parser", "COMMANDS", "CLIError"]

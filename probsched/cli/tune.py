@@ -42,6 +42,7 @@ from .common import (
     share,
     workload_name,
 )
+from .signals import stop_words
 
 if TYPE_CHECKING:  # the measurer is imported where used: it loads numba
     from ..measure import Measurer
@@ -256,12 +257,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         measurer = make_measurer(args)
         result = tune_with_progress(workload, args, db, measurer, space, f"{name}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        word, code = stop_words(exc)
         best = db.best(workload, k=1)
         kept = len(db.records(workload))
         line = f"best so far {format_speed(best[0].median, flops)}" if best else "no successful trial yet"
-        print(f"\ninterrupted: {kept} records of {name} are in {db_path} ({line}); run again to resume", file=sys.stderr)
-        return 130
+        print(f"\n{word}: {kept} records of {name} are in {db_path} ({line}); run again to resume", file=sys.stderr)
+        return code
     finally:
         if measurer is not None:
             measurer.close()

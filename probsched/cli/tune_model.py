@@ -22,6 +22,7 @@ from ..task_scheduler import SCHEDULERS
 from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
 from .common import DB_HELP, CLIError, non_negative_int, open_database, positive_int, write_json
 from .model_import import MODEL_HELP, load_model
+from .signals import stop_words
 
 if TYPE_CHECKING:
     from ..measure import Measurer
@@ -104,9 +105,10 @@ def run(args: argparse.Namespace) -> int:
                 cost_model=args.cost_model, measurer=measurer, seed=args.seed, batch_size=args.batch_size,
                 retime_top=args.retime_top, callbacks=[progress],
             )
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: the records so far are in {db_path}; run again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        word, code = stop_words(exc)
+        print(f"\n{word}: the records so far are in {db_path}; run again to resume", file=sys.stderr)
+        return code
     finally:
         progress.close()
         if measurer is not None:

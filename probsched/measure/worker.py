@@ -271,9 +271,11 @@ def _resume(pids) -> None:
 
 def main(conn, log_path: str) -> None:
     """Serve the caller on ``conn`` until it says exit or goes away; faults go to ``log_path``."""
-    # Ctrl-C in a terminal reaches the whole process group: the caller stops and closes
-    # the workers itself, so a worker ignores it instead of printing a traceback
+    # Ctrl-C in a terminal reaches the whole process group, and systemd's stop sends
+    # SIGTERM to every process of the service: the caller stops and closes the workers
+    # itself, so a worker ignores both (dying first, it would turn its candidate into a crash)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     log = open(log_path, "w", buffering=1)
     faulthandler.enable(file=log)  # a segfault's Python stack ends up in the crash message
     # the parent is the caller: the worker is re-parented when the caller is gone
