@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, Uni
 
 from .database import Database, TuningRecord
 from .ir.stmt import PrimFunc
+from .measure.result import LOST
 from .search import Candidate, SearchContext, SearchStrategy
 from .search import get as get_strategy
 from .workloads import Workload, as_workload
@@ -103,7 +104,9 @@ class TaskSearch:
         self.db = db
         self.key = db.commit_workload(workload)
         self.past = db.records(self.key)
-        self.ctx = SearchContext(workload, self.space, model, seed, measured={r.candidate_hash for r in self.past})
+        # a candidate lost with a cluster's worker was never measured: a resumed run may propose it again
+        measured = {r.candidate_hash for r in self.past if r.error_kind != LOST}
+        self.ctx = SearchContext(workload, self.space, model, seed, measured=measured)
         self.ctx.records = db.best(self.key, k=64)
         self.best_seconds = min((r.median for r in self.past if r.ok), default=math.inf)
         self.history: List[Trial] = []

@@ -14,7 +14,8 @@
 - :mod:`.common` — workload specs, opening databases, :class:`~.common.CLIError` (exit 2).
 
 Each command module has ``add_parser(subparsers)`` and ``run(args) -> exit code``. Exit
-codes: 0 success, 1 a run that found nothing (e.g. every trial failed), 2 a mistake in the
+codes: 0 success, 1 a run that found nothing (e.g. every trial failed) or lost trials (a
+Dask cluster lost them: never measured), 2 a mistake in the
 command (unknown workload, missing file or database, bad option), 130 interrupted (Ctrl-C), 143
 terminated (SIGTERM: :mod:`.signals`; ends a run as Ctrl-C does).
 

@@ -26,6 +26,7 @@ from .common import (
     comparison,
     host_records,
     is_suite_workload,
+    lost_trials,
     num,
     open_database,
     resolve_space,
@@ -232,12 +233,14 @@ def run(args: argparse.Namespace) -> int:
         + (f"TVM: MetaSchedule on this machine ({args.tvm})" if args.tvm else "TVM: issue #9's numbers (a Zen 4 with AVX-512)")
     )
     rows: List[Dict[str, Any]] = []
+    errors: List[Optional[str]] = []  # every trial's error kind: lost ones are said at the end
     measurer = make_measurer(args) if args.trials else None
     try:
         for w in workloads:
             key = w.func.structural_hash()
             if args.trials:
                 result = tune_with_progress(w, args, db, measurer, space, w.name)
+                errors += [t.error for t in result.history]
             else:
                 best = best_schedule(db, w)
                 result = TuneResult(w, best, [], best.record.strategy)
@@ -255,4 +258,5 @@ def run(args: argparse.Namespace) -> int:
         db.close()
     print(markdown(rows, header))
     print(f"\nwrote {args.out_md} and {args.out_json}; records in {args.db}")
-    return 0 if len(rows) == len(workloads) else 1
+    lost = lost_trials("bench", errors)
+    return 0 if len(rows) == len(workloads) and not lost else 1

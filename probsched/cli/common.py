@@ -328,6 +328,23 @@ def host_records(db: Database, workload: Union[Workload, PrimFunc], key: str, ok
     raise CLIError(f"{db.path}: no records of {name} (the database holds: {held})")
 
 
+def lost_trials(command: str, errors: Sequence[Optional[str]]) -> bool:
+    """Say on stderr how many of a run's trials (their error kinds) a cluster lost, if any
+    (the command then exits 1: those candidates were never measured). Whether any was.
+
+    >>> lost_trials("tune", [None, "crash"])
+    False
+    """
+    from ..measure.result import LOST
+
+    lost = sum(e == LOST for e in errors)
+    if lost:
+        print(f"probsched {command}: {lost} of {len(errors)} trials were lost by the cluster, never measured (their "
+              "workers died more often than the cluster retries a task, or no worker came back within "
+              "--no-worker-timeout); run again to measure them", file=sys.stderr)
+    return lost > 0
+
+
 # ------------------------------------------------------------------------------ numbers
 
 

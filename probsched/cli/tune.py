@@ -31,6 +31,7 @@ from .common import (
     format_speed,
     gflops,
     is_suite_workload,
+    lost_trials,
     non_negative_int,
     num,
     positive_float,
@@ -57,6 +58,9 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
                         "`pip install 'probsched[dask]'` here and on the workers; README: 'Tuning on a cluster')")
     p.add_argument("--cluster-timeout", metavar="SECONDS", type=positive_float, default=None,
                    help="with --cluster: seconds to reach its scheduler (default 30)")
+    p.add_argument("--no-worker-timeout", metavar="SECONDS", type=positive_float, default=None,
+                   help="with --cluster: seconds to wait for a worker while none can measure (at the start, and when "
+                        "all were lost) before the waiting candidates fail as lost (default 120)")
 
 
 def add_search_options(p: argparse.ArgumentParser, trials: int) -> None:
@@ -132,8 +136,9 @@ class Progress:
 def measure_label(args: argparse.Namespace) -> str:
     """Where candidates are measured, as a run's header says it; a CLIError for options that
     contradict each other or a malformed cluster address (checked before anything is opened)."""
-    if args.cluster_timeout is not None and not args.cluster:
-        raise CLIError("--cluster-timeout applies with --cluster")
+    for option in ("cluster_timeout", "no_worker_timeout"):
+        if getattr(args, option) is not None and not args.cluster:
+            raise CLIError(f"--{option.replace('_', '-')} applies with --cluster")
     if args.cluster:
         from ..measure.address import cluster_address
 
@@ -154,7 +159,8 @@ def make_measurer(args: argparse.Namespace) -> "Measurer":
     if args.cluster:
         from ..measure import DaskMeasurer
 
-        return DaskMeasurer(args.cluster, timeout=args.cluster_timeout or 30.0)
+        return DaskMeasurer(args.cluster, timeout=args.cluster_timeout or 30.0,
+                            no_worker_timeout=args.no_worker_timeout or 120.0)
     from ..measure import LocalMeasurer
 
     return LocalMeasurer(workers=args.workers or 2)
@@ -268,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
         if measurer is not None:
             measurer.close()
         db.close()
+    lost = lost_trials("tune", [t.error for t in result.history])
     if result.best is None:
         print(result.summary(compare=False))
         return 1
@@ -280,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"show the best: probsched show {shlex.quote(args.workload)} --db {shlex.quote(db_path)}")
     if args.json:
         _write_json(args.json, result, rows, db_path)
-    return 0
+    return 1 if lost else 0
 
 
 def _write_json(path: str, result, rows: List[Dict[str, Any]], db_path: str) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Optional
 from ..search import STRATEGIES
 from ..task_scheduler import SCHEDULERS
 from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
-from .common import DB_HELP, CLIError, non_negative_int, open_database, positive_int, write_json
+from .common import DB_HELP, CLIError, lost_trials, non_negative_int, open_database, positive_int, write_json
 from .model_import import MODEL_HELP, load_model
 from .signals import stop_words
 
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"database: {db_path}  (ps.compile(fn, *args, database={db_path!r}) rebuilds the network)")
     if args.json:
         _write_json(args.json, result, rows, db_path)
-    return 0
+    return 1 if lost_trials("tune-model", [t.trial.error for t in result.history]) else 0
 
 
 def _write_json(path: str, result, rows, db_path: str) -> None:

@@ -9,9 +9,13 @@ What travels and where it runs (:mod:`.remote`):
 
 - a candidate goes to the cluster as data: the workload's function (JSON) and the
   candidate's instruction log (JSON), one Dask task per candidate; the reference (inputs,
-  expected outputs, tolerances) is scattered to the workers once per workload. No closure
-  of the caller's is pickled; the workers run ``probsched.measure.remote.measure_task`` from
-  the probsched installed on them.
+  expected outputs, tolerances) goes once per workload, as a task of its own that returns
+  it (:func:`~probsched.measure.remote.reference_data`) and the candidates' tasks depend
+  on. Not scattered: Dask cannot make scattered data again, so when the workers holding
+  it die, every task that needs it is cancelled, those sent later too; a task's result it
+  computes again from the task, on a worker that is alive. No closure of the caller's is
+  pickled; the workers run ``probsched.measure.remote.measure_task`` from the probsched
+  installed on them.
 - on the worker it is compiled, checked and timed by a local measurer in an isolated
   process, with the same timeouts and error kinds as locally; one kernel is timed at a time
   per machine (:mod:`.hostlock`) however many Dask workers run there, and compiles pause
@@ -28,11 +32,14 @@ on and names the best among the records of its own target. Run the tuner on a ma
 the workers (or start workers only on such machines).
 
 Lost machines: a Dask worker that dies mid-measurement has its candidates run again
-elsewhere (Dask reschedules them; after ``distributed.scheduler.allowed-failures`` deaths,
-3 by default, a candidate fails with kind ``"lost"``); a worker that cannot measure at all
-(its measurer raises, probsched is missing) is refused and its candidates go elsewhere; when
-no usable worker is left for ``no_worker_timeout`` seconds, or the scheduler is gone, the
-remaining candidates fail as ``"lost"``. Nothing waits for ever.
+elsewhere, or on a worker that joins later (Dask reschedules them; after
+``distributed.scheduler.allowed-failures`` deaths, 3 by default, a candidate fails with
+kind ``"lost"``); a candidate whose task the cluster cancelled or lost otherwise is sent
+again, at most :data:`MAX_RESENDS` times; a worker that cannot measure at all (its
+measurer raises, probsched is missing) is refused and its candidates go elsewhere. While no
+usable worker is alive a warning says what waits, for how long; when none came back within
+``no_worker_timeout`` seconds, or the scheduler is gone, the remaining candidates fail as
+``"lost"`` (and a resumed run measures them again). Nothing waits for ever.
 
 Beside the blocking calls, :meth:`DaskMeasurer.submit` returns a :class:`DaskBatch` at once
 (``poll``, ``done``, ``wait``), so a caller can generate the next batch while this one is
@@ -57,6 +64,7 @@ import queue
 import threading
 import time
 import uuid
+import warnings
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..ir.stmt import PrimFunc
@@ -66,15 +74,18 @@ from ..workloads import Workload, as_workload
 from .address import cluster_address, nothing_listens
 from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, DEFAULT_MIN_REPEAT_MS, LocalMeasurer, MeasureError
 from .reference import from_workload
-from .remote import host_description, measure_task
+from .remote import host_description, measure_task, reference_data
 from .result import LOST, WRONG_RESULT, MeasureResult
 from .simulate import Simulation, simulated_task
 from .stats import MeasureStats
 
 log = logging.getLogger("probsched.measure")
 
-#: Times a candidate is sent again after a worker refused it or could not measure it.
+#: Times a candidate is sent again after a worker refused it or could not measure it, and
+#: (counted apart) after the cluster cancelled or lost its task.
 MAX_RESENDS = 3
+_WARN_EVERY = 30.0  # seconds between warnings while no worker can measure
+_GATHER_TIMEOUT = 3.0  # seconds to fetch a finished task's result (a few kB) from its worker (then: sent again)
 _CHECK_EVERY = 1.0  # seconds between looks at the cluster's workers while waiting
 
 
@@ -187,6 +198,7 @@ class DaskMeasurer:
         self._refused: Dict[str, str] = {}  # worker address -> why
         self._alive: set = set()
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, key, future of its reference)
+        self._no_worker_warned = 0.0  # when the last "no worker" warning was given (0: none since one was seen)
         self._closed = False
         self.client, self._own_client = self._connect(distributed, address_or_client, float(timeout))
         try:
@@ -222,8 +234,8 @@ class DaskMeasurer:
         self.close()
 
     def close(self) -> None:
-        """Forget the scattered references; close the client if this measurer opened it
-        (the cluster keeps running)."""
+        """Forget the references sent; close the client if this measurer opened it (the
+        cluster keeps running)."""
         if self._closed:
             return
         self._closed = True
@@ -303,18 +315,42 @@ class DaskMeasurer:
         return {"workload": w, "func": w.func, "name": w.name, "func_key": w.func.structural_hash(), "func_json": w.func.to_json()}
 
     def _reference(self, workload: Workload) -> tuple:
-        """(key, future) of the workload's reference on the cluster, scattered when needed;
-        (None, None) for a bare function (the workers make its reference) and in simulation."""
+        """(key, future) of the workload's reference on the cluster, sent when needed (see
+        the module doc: a task, which Dask can compute again, not scattered data); (None,
+        None) for a bare function (the workers make its reference) and in simulation."""
         if not workload.has_reference or self.simulate is not None:
             return None, None
         with self._lock:
             entry = self._refs.get(id(workload))
-            if entry is None or entry[2].status != "finished":  # never sent, or every copy was lost with its workers
+            if entry is None or entry[2].status in ("error", "cancelled"):  # never sent, or the cluster gave it up
+                key = entry[1] if entry else uuid.uuid4().hex
                 data = from_workload(workload).to_data()
-                # in a list: a dict given alone is scattered value by value
-                (future,) = self.client.scatter([data], broadcast=True, hash=False, timeout=self.no_worker_timeout)
-                entry = self._refs[id(workload)] = (workload, entry[1] if entry else uuid.uuid4().hex, future)
+                with warnings.catch_warnings():  # "large object in the task graph": meant, it is sent once
+                    warnings.simplefilter("ignore", UserWarning)
+                    future = self.client.submit(reference_data, data, key=f"probsched-reference-{key}", pure=False)
+                entry = self._refs[id(workload)] = (workload, key, future)
             return entry[1], entry[2]
+
+    def _warn_no_worker(self, waiting: int, since: float) -> None:
+        """Say that no worker can measure, what waits and until when (every ``_WARN_EVERY`` s)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._no_worker_warned and now - self._no_worker_warned < _WARN_EVERY:
+                return
+            self._no_worker_warned = now
+        refused = f" (refused: {', '.join(self._refused)})" if self._refused else ""
+        log.warning(
+            "DaskMeasurer: no worker of the cluster can measure%s; %s for one to join, %.0f s more (no_worker_timeout "
+            "%g s), then fail as lost", refused, f"{waiting} candidate waits" if waiting == 1 else f"{waiting} candidates wait",
+            max(0.0, self.no_worker_timeout - (now - since)), self.no_worker_timeout,
+        )
+
+    def _worker_back(self) -> None:
+        with self._lock:
+            if not self._no_worker_warned:
+                return
+            self._no_worker_warned = 0.0
+        log.warning("DaskMeasurer: a worker can measure again; the waiting candidates go to it")
 
     def _logs(self, schedules, func: PrimFunc) -> List[str]:
         return [LocalMeasurer._log_json(s, func, i) for i, s in enumerate(schedules)]
@@ -413,7 +449,8 @@ class DaskBatch:
         self.results: List[Optional[object]] = [None] * len(units)
         self._arrived: "queue.Queue" = queue.Queue()
         self._futures: Dict[int, object] = {}
-        self._resends = [0] * len(units)
+        self._resends = [0] * len(units)  # after a refusal or a measurer that failed on its worker
+        self._losses = [0] * len(units)  # after the cluster cancelled or lost the task
         self._allowed: Dict[int, set] = {}  # unit -> the workers its task is restricted to
         self._waiting: List[int] = []  # units with no usable worker to go to yet
         self._no_worker_since: Optional[float] = None
@@ -449,7 +486,7 @@ class DaskBatch:
         try:
             ref_key, ref = m._reference(self._job["workload"])
         except (OSError, TimeoutError) as exc:  # no worker to hold it just now
-            log.warning("DaskMeasurer: scattering the reference of %s failed (%s); waiting for workers", self._job["name"], exc)
+            log.warning("DaskMeasurer: sending the reference of %s failed (%s); waiting for workers", self._job["name"], exc)
             self._waiting.append(i)
             return
         task = self._task(i)
@@ -527,12 +564,18 @@ class DaskBatch:
         failed = MeasureResult.failure(LOST, message)
         return self._finish(i, [failed] * n if self._group else failed)
 
-    def _resend(self, i: int, why: str) -> Optional[object]:
+    def _resend(self, i: int, why: str, counts: Optional[List[int]] = None) -> Optional[object]:
+        """Send unit ``i`` again (None), or fail it as lost after :data:`MAX_RESENDS` resends
+        counted in ``counts`` (refusals by default) or when the client is gone."""
+        counts = self._resends if counts is None else counts
         self._futures.pop(i, None)
         self._allowed.pop(i, None)
-        self._resends[i] += 1
-        if self._resends[i] > MAX_RESENDS:
-            return self._lost(i, f"no worker of the cluster could measure it ({self._resends[i]} tries); the last: {why}")
+        counts[i] += 1
+        if counts[i] > MAX_RESENDS:
+            return self._lost(i, f"no worker of the cluster could measure it ({counts[i]} tries); the last: {why}")
+        if self._m.client.status in ("closed", "closing"):
+            return self._lost(i, f"the client lost its scheduler ({why})")
+        log.info("DaskMeasurer: sending %s candidate %d again: %s", self._job["name"], i, why)
         self._send(i, self._restriction())
         return None
 
@@ -541,7 +584,13 @@ class DaskBatch:
         m = self._m
         status = future.status
         if status == "finished":
-            answer = future.result()
+            try:
+                # a result held by a worker that just died: Dask computes it again when a
+                # worker is back, and result() would wait for that without end
+                answer = future.result(timeout=_GATHER_TIMEOUT)
+            except (TimeoutError, OSError) as exc:
+                future.cancel()
+                return self._resend(i, f"its result was lost with its worker ({type(exc).__name__})", self._losses)
             worker = answer.get("worker", "")
             if "refused" in answer or "error" in answer:
                 why = answer.get("refused") or f"its measurer raised:\n{answer['error']}"
@@ -558,11 +607,10 @@ class DaskBatch:
         exc = future.exception() if status == "error" else None
         if isinstance(exc, _distributed().KilledWorker):
             return self._lost(i, f"the Dask worker measuring it was lost, as often as the cluster retries a task: {exc}")
-        ref = m._refs.get(id(self._job["workload"]))
-        if ref is not None and ref[2].status != "finished":  # its reference went down with a worker
-            return self._resend(i, "its reference data was lost with a worker")
+        # cancelled, lost, or a connection's error: the cluster lost the task, not the
+        # candidate (measure_task returns the candidate's own failures as results)
         what = f"{type(exc).__name__}: {exc}" if exc is not None else f"the task was {status}"
-        return self._lost(i, f"the cluster lost it ({what})")
+        return self._resend(i, f"the cluster lost it ({what})", self._losses)
 
     def _check_cluster(self) -> List[Tuple[int, object]]:
         """Send waiting units to workers that appeared; fail what is left as lost when no
@@ -575,6 +623,7 @@ class DaskBatch:
         usable = m._check_workers()
         if usable:
             self._no_worker_since = None
+            m._worker_back()
             # a task restricted to workers that are all gone would wait for ever: send it again
             stranded = [i for i, allowed in self._allowed.items() if not allowed & m._alive]
             for i in stranded:
@@ -589,6 +638,7 @@ class DaskBatch:
             self._no_worker_since = now
         gone = m.client.status in ("closed", "closing")
         if not gone and now - self._no_worker_since < m.no_worker_timeout:
+            m._warn_no_worker(self._left, self._no_worker_since)
             return []
         why = "the client lost its scheduler" if gone else f"no usable worker for {m.no_worker_timeout:g} s"
         out = []

@@ -2,8 +2,8 @@
 
 A task arrives as data: the workload's function (JSON), the candidates' instruction logs
 (JSON), the measuring options, the run's target, and the reference (inputs, expected
-outputs and tolerances: :meth:`~probsched.measure.reference.Reference.to_data`) scattered
-once per workload. Nothing of the caller's code travels: the functions here are found by
+outputs and tolerances: :meth:`~probsched.measure.reference.Reference.to_data`) sent
+once per workload (:func:`reference_data`). Nothing of the caller's code travels: the functions here are found by
 name in the package installed on the worker.
 
 Each Dask worker thread that runs tasks owns a :class:`~probsched.measure.LocalMeasurer`
@@ -90,6 +90,13 @@ def _reference_file(key: str, data: dict) -> str:
         return _refs[key]
 
 
+def reference_data(data: dict) -> dict:
+    """The reference's data, as the task that holds it on the cluster returns it: Dask
+    computes a lost task's result again from the task (data scattered instead would be
+    lost with the workers holding it)."""
+    return data
+
+
 def measure_task(task: dict, reference: Optional[dict]) -> dict:
     """Measure one task of a :class:`~probsched.measure.DaskMeasurer` here (see the module doc).
 
@@ -119,4 +126,4 @@ def measure_task(task: dict, reference: Optional[dict]) -> dict:
     return {**here, "results": [r.to_json() for r in results], "start": start, "end": time.time()}
 
 
-__all__ = ["measure_task", "host_description"]
+__all__ = ["measure_task", "host_description", "reference_data"]
