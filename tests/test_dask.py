@@ -220,6 +220,19 @@ def test_no_worker_and_bad_addresses_are_clear_errors():
         DaskMeasurer("tcp://127.0.0.1:1", no_worker_timeout=1.0)
 
 
+def test_workers_dask_paused_for_memory_are_waited_for_with_a_limit():
+    # in-process workers given a limit below this process's memory: Dask pauses them at once
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                  memory_limit="64 MiB", silence_logs=logging.CRITICAL) as c, distributed.Client(c) as client:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and {w["status"] for w in client.scheduler_info()["workers"].values()} != {"paused"}:
+            time.sleep(0.1)
+        t = time.monotonic()
+        with pytest.raises(MeasureError, match="paused by Dask"):
+            DaskMeasurer(c, no_worker_timeout=3.0)
+        assert time.monotonic() - t < 30
+
+
 def test_losing_every_worker_fails_the_batch_as_lost_instead_of_hanging():
     # SIMULATED measuring (a 5 s sleep) on one in-process worker, which then goes away
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as c:
@@ -242,8 +255,10 @@ def test_losing_every_worker_fails_the_batch_as_lost_instead_of_hanging():
 
 @pytest.fixture(scope="module")
 def simulated16():
+    # memory_limit=0: threads of this process, whose memory Dask would count sixteen times
+    # against a sixteenth of the machine (and pause them all after a large model's compile)
     with distributed.LocalCluster(n_workers=16, threads_per_worker=1, processes=False, dashboard_address=":0",
-                                  silence_logs=logging.ERROR) as c:
+                                  silence_logs=logging.ERROR, memory_limit=0) as c:
         with DaskMeasurer(c, simulate=Simulation()) as m:
             yield m
 
@@ -274,7 +289,7 @@ def test_simulated_16_workers_stay_busy_when_the_next_batch_is_queued_in_time(si
     assert _busy(simulated16, since) >= 0.85
 
 
-@pytest.mark.slow
+@pytest.mark.slow(rotation=3)  # beside the shortest long test (tests/conftest.py)
 def test_simulated_16_workers_stay_busy_under_ps_tune(simulated16):
     """SIMULATED: the real tuner loop (generate, rank with the cost model, dispatch, record)
     feeding 16 workers, one round ahead (probsched.task_search.run_rounds); the issue's

@@ -197,6 +197,7 @@ class DaskMeasurer:
         self._accepted: Dict[str, dict] = {}  # worker address -> its host description
         self._refused: Dict[str, str] = {}  # worker address -> why
         self._alive: set = set()
+        self._paused: set = set()  # alive workers Dask paused (memory): they run nothing meanwhile
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, key, future of its reference)
         self._no_worker_warned = 0.0  # when the last "no worker" warning was given (0: none since one was seen)
         self._closed = False
@@ -255,13 +256,19 @@ class DaskMeasurer:
 
     # ------------------------------------------------------------------ workers
     def _check_workers(self) -> List[str]:
-        """Probe workers not seen yet; the usable ones (alive, same target), sorted."""
+        """Probe workers not seen yet; the usable ones (alive, running, same target), sorted.
+        A worker Dask paused (its memory is above the pause threshold) runs nothing until it
+        resumes: not usable meanwhile, so that a cluster of paused workers is waited for
+        (with a warning, up to ``no_worker_timeout``) rather than for ever."""
         try:
-            alive = set(self.client.nthreads())
+            info = self.client.scheduler_info(n_workers=-1)["workers"]
         except Exception:  # the scheduler is unreachable just now: no usable worker
-            alive = set()
+            info = {}
+        alive = set(info)
+        paused = {a for a, w in info.items() if str(w.get("status", "running")) != "running"}
         with self._lock:
             self._alive = alive
+            self._paused = paused
             new = sorted(alive - set(self._accepted) - set(self._refused))
             if new:
                 try:
@@ -270,7 +277,7 @@ class DaskMeasurer:
                     answers = {addr: exc for addr in new}
                 for addr in new:
                     self._judge(addr, answers.get(addr))
-            return sorted(a for a in alive if a in self._accepted)
+            return sorted(a for a in alive - paused if a in self._accepted)
 
     def _judge(self, addr: str, answer) -> None:
         if isinstance(answer, BaseException) or not isinstance(answer, dict):
@@ -305,7 +312,10 @@ class DaskMeasurer:
         deadline = time.monotonic() + self.no_worker_timeout
         while not self._check_workers():
             if time.monotonic() > deadline:
-                why = "; ".join(f"{a}: {r}" for a, r in self._refused.items()) or "the cluster has no worker"
+                why = "; ".join(f"{a}: {r}" for a, r in self._refused.items())
+                if self._paused:
+                    why += ("; " if why else "") + f"paused by Dask (memory above its pause threshold): {', '.join(sorted(self._paused))}"
+                why = why or "the cluster has no worker"
                 raise MeasureError(f"DaskMeasurer: no worker can measure for this run after {self.no_worker_timeout:g} s ({why})")
             time.sleep(0.2)
 
@@ -339,6 +349,8 @@ class DaskMeasurer:
                 return
             self._no_worker_warned = now
         refused = f" (refused: {', '.join(self._refused)})" if self._refused else ""
+        if self._paused:
+            refused += f" (paused by Dask, their memory above its pause threshold: {', '.join(sorted(self._paused))})"
         log.warning(
             "DaskMeasurer: no worker of the cluster can measure%s; %s for one to join, %.0f s more (no_worker_timeout "
             "%g s), then fail as lost", refused, f"{waiting} candidate waits" if waiting == 1 else f"{waiting} candidates wait",
