@@ -1,13 +1,24 @@
-"""Suite-wide options: how many of the slow sweeps run.
+"""Suite-wide options: which of the slow sweeps run.
 
-``--slow=sample`` (the default, what CI runs) keeps a deterministic quarter of the tests
-marked ``slow`` (chosen by a stable hash of their id, so each run checks the same ones and
-every one is reachable); ``--slow=all`` runs them all; ``--slow=none`` skips them.
+``--slow=sample`` (the default, what CI runs) runs one *rotation*, a quarter of the tests
+marked ``slow``, and a different one each day: rotation = days since 0001-01-01 (UTC)
+mod 4, so CI runs every slow test over any four consecutive days, and a failure is
+reproduced with ``--slow-rotation N`` (or ``$PROBSCHED_SLOW_ROTATION``). The summary line
+at the end says which rotation ran. ``--slow=all`` runs every slow test; ``--slow=none``
+none.
+
+A slow test belongs to the rotation its ``@pytest.mark.slow(rotation=N)`` names (the long
+ones name theirs, so that no rotation holds two of them and each keeps the suite under 10
+minutes on 2 cores), else to a stable hash of its id mod 4.
 """
 
+import datetime
 import hashlib
+import os
 
 import pytest
+
+ROTATIONS = 4
 
 
 def pytest_addoption(parser):
@@ -15,21 +26,67 @@ def pytest_addoption(parser):
         "--slow",
         choices=("sample", "all", "none"),
         default="sample",
-        help="run a stable quarter (default), all, or none of the tests marked slow",
+        help="run today's rotation, a quarter of the tests marked slow (default), all, or none of them",
     )
+    parser.addoption(
+        "--slow-rotation",
+        type=int,
+        choices=range(ROTATIONS),
+        default=None,
+        metavar="N",
+        help="with --slow=sample: run rotation N (0-3) instead of today's (also $PROBSCHED_SLOW_ROTATION)",
+    )
+
+
+def rotation_of(item) -> int:
+    """The rotation a slow test belongs to (see the module doc)."""
+    marker = item.get_closest_marker("slow")
+    pinned = marker.kwargs.get("rotation") if marker is not None else None
+    if pinned is not None:
+        if pinned not in range(ROTATIONS):
+            raise pytest.UsageError(f"{item.nodeid}: slow(rotation={pinned!r}) is not in 0-{ROTATIONS - 1}")
+        return pinned
+    return int(hashlib.sha256(item.nodeid.encode()).hexdigest(), 16) % ROTATIONS
+
+
+def chosen_rotation(config) -> tuple:
+    """(rotation, why) of this run: the option, the environment, or the day."""
+    option = config.getoption("--slow-rotation")
+    if option is not None:
+        return option, "--slow-rotation"
+    env = os.environ.get("PROBSCHED_SLOW_ROTATION", "").strip()
+    if env:
+        if env not in {str(r) for r in range(ROTATIONS)}:
+            raise pytest.UsageError(f"$PROBSCHED_SLOW_ROTATION={env!r}: expected one of 0-{ROTATIONS - 1}")
+        return int(env), "$PROBSCHED_SLOW_ROTATION"
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    return today.toordinal() % ROTATIONS, f"today's, {today.isoformat()} UTC"
 
 
 def pytest_collection_modifyitems(config, items):
     mode = config.getoption("--slow")
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    for item in slow:
+        rotation_of(item)  # a bad pin fails every run, not only its own rotation's
     if mode == "all":
+        config._slow_summary = f"slow tests: all {len(slow)} ran (--slow=all)"
         return
-    keep, drop = [], []
-    for item in items:
-        if item.get_closest_marker("slow") is None:
-            keep.append(item)
-            continue
-        digest = int(hashlib.sha256(item.nodeid.encode()).hexdigest(), 16)
-        (keep if mode == "sample" and digest % 4 == 0 else drop).append(item)
+    rotation, why = chosen_rotation(config) if mode == "sample" else (None, "")
+    drop = [item for item in slow if mode == "none" or rotation_of(item) != rotation]
+    if mode == "sample":
+        config._slow_summary = (
+            f"slow tests: rotation {rotation} of 0-{ROTATIONS - 1} ({why}): {len(slow) - len(drop)} of {len(slow)} ran; "
+            "--slow-rotation N runs another, --slow=all every one"
+        )
+    else:
+        config._slow_summary = f"slow tests: none of {len(slow)} ran (--slow=none)"
     if drop:
+        dropped = set(map(id, drop))
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+        items[:] = [item for item in items if id(item) not in dropped]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    summary = getattr(config, "_slow_summary", None)
+    if summary:
+        terminalreporter.write_line(summary)

@@ -85,8 +85,12 @@ def test_memory_plan_never_overlaps_live_values(values):
     assert plan.peak_bytes <= plan.total_bytes
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2", "bert_base"])
+# the README's three networks: a rotation each (tests/conftest.py), so CI runs all three
+@pytest.mark.parametrize("name", [
+    pytest.param("resnet50", marks=pytest.mark.slow(rotation=0)),
+    pytest.param("mobilenet_v2", marks=pytest.mark.slow(rotation=1)),
+    pytest.param("bert_base", marks=pytest.mark.slow(rotation=2)),
+])
 def test_full_model_matches_jax_jit(name):
     fn, args = ps.models.get(name)
     model = ps.compile(fn, *args, candidates=16)

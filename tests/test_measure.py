@@ -219,7 +219,7 @@ TUNER = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
+@pytest.mark.slow(rotation=3)  # a rotation of its own: the three networks have the others (tests/conftest.py)
 def test_sigkill_of_a_real_tuner_then_resume(tmp_path):
     script = tmp_path / "tuner.py"
     script.write_text(TUNER)
