@@ -68,6 +68,7 @@ def pytest_collection_modifyitems(config, items):
     slow = [item for item in items if item.get_closest_marker("slow") is not None]
     for item in slow:
         rotation_of(item)  # a bad pin fails every run, not only its own rotation's
+    config._slow_collected = len(slow)
     if mode == "all":
         config._slow_summary = f"slow tests: all {len(slow)} ran (--slow=all)"
         return
@@ -88,5 +89,5 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     summary = getattr(config, "_slow_summary", None)
-    if summary:
+    if summary and getattr(config, "_slow_collected", 0):  # a run without slow tests has nothing to say
         terminalreporter.write_line(summary)
