@@ -48,7 +48,7 @@ def test_bad_addresses_say_what_is_wrong(text, needle):
 
 
 @pytest.mark.parametrize("command", [["tune", "GMM:small"], ["tune-model", "bert_tiny"], ["bench", "--workloads", "GMM:small"]])
-@pytest.mark.parametrize("address", ["not-an-address", "http://head:8786", "tcp://256.1.1.1:99999"])
+@pytest.mark.parametrize("address", ["not-an-address", "http://head:8786", "tcp://256.1.1.1:99999", ""])
 def test_the_cli_refuses_a_bad_address_with_one_line(command, address, capsys, tmp_path):
     t = time.monotonic()
     assert main([*command, "--cluster", address, "--db", str(tmp_path / "x.db")]) == 2

@@ -137,9 +137,9 @@ def measure_label(args: argparse.Namespace) -> str:
     """Where candidates are measured, as a run's header says it; a CLIError for options that
     contradict each other or a malformed cluster address (checked before anything is opened)."""
     for option in ("cluster_timeout", "no_worker_timeout"):
-        if getattr(args, option) is not None and not args.cluster:
+        if getattr(args, option) is not None and args.cluster is None:
             raise CLIError(f"--{option.replace('_', '-')} applies with --cluster")
-    if args.cluster:
+    if args.cluster is not None:  # "" too: an empty address is a mistake, not "no cluster"
         from ..measure.address import cluster_address
 
         try:
@@ -156,7 +156,7 @@ def measure_label(args: argparse.Namespace) -> str:
 
 def make_measurer(args: argparse.Namespace) -> "Measurer":
     """The measurer the options ask for: ``--cluster``'s Dask cluster, else local worker processes."""
-    if args.cluster:
+    if args.cluster is not None:
         from ..measure import DaskMeasurer
 
         return DaskMeasurer(args.cluster, timeout=args.cluster_timeout or 30.0,
