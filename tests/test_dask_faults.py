@@ -32,6 +32,19 @@ def _stop(proc) -> None:
         proc.wait(10)
 
 
+def _wait_for_records(db, n: int, proc=None, seconds: float = 240) -> None:
+    """Until ``db`` holds ``n`` records (or ``proc`` ended, or ``seconds`` passed)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and (proc is None or proc.poll() is None):
+        try:
+            with Database(str(db)) as d:
+                if sum(len(d.records(x.hash)) for x in d.workloads()) >= n:
+                    return
+        except Exception:  # not created yet
+            pass
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def scheduler(tmp_path):
     """A ``dask scheduler`` process: its address, and a function starting ``dask worker``s."""
@@ -50,6 +63,7 @@ def scheduler(tmp_path):
                              "--nanny" if nanny else "--no-nanny", "--death-timeout", "60"], tmp_path / f"worker{n}.log"))
         return procs[-1]
 
+    worker.process = procs[0]  # the scheduler's, to kill it
     try:
         yield address, worker
     finally:
@@ -69,12 +83,7 @@ def test_a_worker_killed_and_restarted_mid_run_loses_no_trial(scheduler, tmp_pat
             DaskMeasurer(address, repeat=2, min_repeat_ms=1.0, no_worker_timeout=120.0) as m:
 
         def kill_then_restart():
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:  # a few trials in: measuring is under way
-                with Database(db) as d:
-                    if sum(len(d.records(x.hash)) for x in d.workloads()) >= 4:
-                        break
-                time.sleep(0.1)
+            _wait_for_records(db, 4)  # a few trials in: measuring is under way
             (pid,) = client.run(os.getpid).values()  # the worker process (the nanny's child, with one)
             os.kill(pid, signal.SIGKILL)
             killed.set()
@@ -131,15 +140,7 @@ def test_a_run_that_loses_trials_says_so_and_exits_1_and_the_next_run_measures_t
             "--retime-top", "0", "--no-compare", "-q", "--db", str(db)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with Database(str(db)) as d:
-                    if sum(len(d.records(x.hash)) for x in d.workloads()) >= 2:
-                        break
-            except Exception:  # not created yet
-                pass
-            time.sleep(0.1)
+        _wait_for_records(db, 2, proc)
         _stop(worker)
         out, err = proc.communicate(timeout=180)
     finally:
@@ -158,3 +159,26 @@ def test_a_run_that_loses_trials_says_so_and_exits_1_and_the_next_run_measures_t
     with Database(str(db)) as d:
         measured = {r.candidate_hash for r in d.records(w) if r.ok}
     assert lost <= measured  # the candidates the cluster lost are measured now
+
+
+def test_the_scheduler_killed_mid_run_ends_it_with_lost_trials_not_a_traceback(scheduler, tmp_path):
+    """SIGKILL to the ``dask scheduler``: the client cannot submit any more (it raised
+    ClosedClientError out of the tuner); the run waits its timeouts, says what it lost, exits 1."""
+    address, start_worker = scheduler
+    start_worker(True)
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "probsched.cli", "tune", "GMM:small", "--cluster", address, "--cluster-timeout", "5",
+         "--no-worker-timeout", "3", "--trials", "8", "--batch-size", "2", "--strategy", "replay", "--cost-model",
+         "random", "--retime-top", "0", "--no-compare", "-q", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_records(db, 2, proc)
+        _stop(start_worker.process)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "trials were lost by the cluster" in err, err
+    assert "scheduler does not answer" in err or "no worker of the cluster can measure" in err, err

@@ -340,8 +340,8 @@ def lost_trials(command: str, errors: Sequence[Optional[str]]) -> bool:
     lost = sum(e == LOST for e in errors)
     if lost:
         print(f"probsched {command}: {lost} of {len(errors)} trials were lost by the cluster, never measured (their "
-              "workers died more often than the cluster retries a task, or no worker came back within "
-              "--no-worker-timeout); run again to measure them", file=sys.stderr)
+              "workers or the scheduler were lost for longer than the run waits: see the warnings above); run again "
+              "to measure them", file=sys.stderr)
     return lost > 0
 
 

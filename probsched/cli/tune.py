@@ -157,8 +157,16 @@ def measure_label(args: argparse.Namespace) -> str:
 def make_measurer(args: argparse.Namespace) -> "Measurer":
     """The measurer the options ask for: ``--cluster``'s Dask cluster, else local worker processes."""
     if args.cluster is not None:
+        import logging
+
         from ..measure import DaskMeasurer
 
+        # distributed logs its connections' ups and downs (with tracebacks, at INFO); the
+        # measurer's warnings say what a run waits for and what it lost. After its import,
+        # which sets its loggers' levels (without it, DaskMeasurer says how to install it)
+        with contextlib.suppress(ImportError):
+            import distributed  # noqa: F401
+        logging.getLogger("distributed").setLevel(logging.ERROR)
         return DaskMeasurer(args.cluster, timeout=args.cluster_timeout or 30.0,
                             no_worker_timeout=args.no_worker_timeout or 120.0)
     from ..measure import LocalMeasurer

@@ -240,11 +240,22 @@ class DaskMeasurer:
         if self._closed:
             return
         self._closed = True
-        for _, _, future in self._refs.values():
-            future.release()
+        running = self.client.status == "running"
+        if running:
+            for _, _, future in self._refs.values():
+                future.release()
         self._refs.clear()
         if self._own_client:
-            self.client.close()
+            # without its scheduler the client is still trying to reconnect; closing cancels
+            # that, which distributed logs as an error with a traceback: the run said it already
+            client_log = logging.getLogger("distributed.client")
+            level = client_log.level
+            if not running:
+                client_log.setLevel(logging.CRITICAL)
+            try:
+                self.client.close()
+            finally:
+                client_log.setLevel(level)
 
     @property
     def closed(self) -> bool:
@@ -261,7 +272,8 @@ class DaskMeasurer:
         resumes: not usable meanwhile, so that a cluster of paused workers is waited for
         (with a warning, up to ``no_worker_timeout``) rather than for ever."""
         try:
-            info = self.client.scheduler_info(n_workers=-1)["workers"]
+            # a client without its scheduler answers from its last look: no worker is usable then
+            info = self.client.scheduler_info(n_workers=-1)["workers"] if self.client.status == "running" else {}
         except Exception:  # the scheduler is unreachable just now: no usable worker
             info = {}
         alive = set(info)
@@ -351,9 +363,12 @@ class DaskMeasurer:
         refused = f" (refused: {', '.join(self._refused)})" if self._refused else ""
         if self._paused:
             refused += f" (paused by Dask, their memory above its pause threshold: {', '.join(sorted(self._paused))})"
+        what = "no worker of the cluster can measure"
+        if self.client.status != "running":
+            what = f"the cluster's scheduler does not answer (the client is {self.client.status})"
         log.warning(
-            "DaskMeasurer: no worker of the cluster can measure%s; %s for one to join, %.0f s more (no_worker_timeout "
-            "%g s), then fail as lost", refused, f"{waiting} candidate waits" if waiting == 1 else f"{waiting} candidates wait",
+            "DaskMeasurer: %s%s; %s, %.0f s more (no_worker_timeout %g s), then fail as lost", what, refused,
+            f"{waiting} candidate waits" if waiting == 1 else f"{waiting} candidates wait",
             max(0.0, self.no_worker_timeout - (now - since)), self.no_worker_timeout,
         )
 
@@ -495,16 +510,18 @@ class DaskBatch:
         if usable == []:
             self._waiting.append(i)
             return
+        task = self._task(i)
+        key = f"probsched-measure-{self._job['name']}-{i}-{uuid.uuid4().hex[:12]}"
         try:
-            ref_key, ref = m._reference(self._job["workload"])
-        except (OSError, TimeoutError) as exc:  # no worker to hold it just now
-            log.warning("DaskMeasurer: sending the reference of %s failed (%s); waiting for workers", self._job["name"], exc)
+            task["ref_key"], ref = m._reference(self._job["workload"])
+            future = m.client.submit(m._task_fn, task, ref, key=key, pure=False, workers=usable, allow_other_workers=False)
+        except (OSError, TimeoutError, _distributed().client.ClosedClientError) as exc:
+            # the scheduler is gone or unreachable just now: it waits, and fails as lost with
+            # the others if the client does not get its scheduler back (_check_cluster)
+            log.warning("DaskMeasurer: sending %s candidate %d failed (%s: %s); waiting", self._job["name"], i,
+                        type(exc).__name__, exc)
             self._waiting.append(i)
             return
-        task = self._task(i)
-        task["ref_key"] = ref_key
-        key = f"probsched-measure-{self._job['name']}-{i}-{uuid.uuid4().hex[:12]}"
-        future = m.client.submit(m._task_fn, task, ref, key=key, pure=False, workers=usable, allow_other_workers=False)
         self._futures[i] = future
         if usable is not None:
             self._allowed[i] = set(usable)
