@@ -58,6 +58,11 @@ def test_a_pytree_input_is_refused_naming_its_leaves_not_its_dtype(arg, path):
     assert "object" not in str(err.value) and "separate arguments" in str(err.value)
 
 
+def test_none_as_an_input_is_named_as_none():
+    with pytest.raises(ps.FrontEndError, match="argument 1 is None"):
+        ps.from_jax(lambda a, b: a, np.ones(3, np.float32), None)
+
+
 def test_a_compiled_model_called_with_a_pytree_says_what_it_takes():
     x = np.ones((2, 3), np.float32)
     model = ps.compile(lambda a: a * 2.0, x, candidates=1)

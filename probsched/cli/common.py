@@ -269,8 +269,13 @@ def stored_workload(db: Database, spec: str) -> Tuple[Union[Workload, PrimFunc],
         if ":" in spec:  # meant as a suite entry or a file: its own message says what is wrong
             raise
         names = [w.name for w in held]
-        close = difflib.get_close_matches(spec, names, n=3, cutoff=0.5) or names[:3]
-        also = f"; close names: {', '.join(close)}" if close else " (it holds no workload)"
+        close = difflib.get_close_matches(spec, names, n=3, cutoff=0.5)
+        if close:
+            also = f"; close names: {', '.join(close)}"
+        elif names:
+            also = f"; it holds {len(names)}: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
+        else:
+            also = " (it holds no workload)"
         if spec.upper() in suite_names():
             also += f"; a suite entry is NAME:INDEX, e.g. {spec}:2"
         raise CLIError(f"no workload named {spec!r} in this database ({db.path}){also}") from None

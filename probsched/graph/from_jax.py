@@ -187,6 +187,8 @@ def _refuse_pytree(i: int, a: Any) -> None:
     naming its leaves: the graph, the compiled model and the tuner take positional arrays."""
     import jax
 
+    if a is None:  # an empty pytree to JAX: no array to trace
+        raise FrontEndError(f"from_jax: argument {i} is None; probsched traces functions of float32 arrays")
     leaves, tree = jax.tree_util.tree_flatten_with_path(a)
     if jax.tree_util.treedef_is_leaf(tree):
         return
