@@ -14,7 +14,7 @@ from probsched.measure import LocalMeasurer
 from probsched.schedule.distributions import PerfectTile
 from probsched.search import AnnealedMCMC, EvolutionarySearch, ReplayTrace, SearchContext, best_then_prior, choose_site, new_candidates
 from probsched.search.mutators import algorithm_family, structural_family
-from probsched.selection import DEFAULT_RETIME_ROUNDS
+from probsched.tuning.selection import DEFAULT_RETIME_ROUNDS
 from probsched.space import AutoInline, MultiLevelTiling, ParallelVectorizeUnroll, RewriteReductionBlock, Space
 from handlers import Categorical
 
