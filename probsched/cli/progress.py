@@ -75,6 +75,20 @@ class NetworkBar(_Bar):
         self.bar.update(1)
 
 
+class CompileBar(_Bar):
+    """A ``ps.compile`` progress callback: one step per task built (its message the postfix)."""
+
+    def __init__(self, total: int, desc: str, quiet: bool) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="task", file=sys.stderr, dynamic_ncols=True,
+                        disable=quiet or not sys.stderr.isatty())
+
+    def __call__(self, message: str) -> None:
+        self.bar.set_postfix_str(message.split("] ", 1)[-1][:60], refresh=False)
+        self.bar.update(1)
+
+
 @contextlib.contextmanager
 def logs_above(bar: _Bar) -> Iterator[None]:
     """Log lines go above ``bar`` while the block runs (as they are when it is off)."""
@@ -103,4 +117,4 @@ def tune_with_progress(
         bar.close()
 
 
-__all__ = ["TrialBar", "NetworkBar", "logs_above", "tune_with_progress"]
+__all__ = ["TrialBar", "NetworkBar", "CompileBar", "logs_above", "tune_with_progress"]

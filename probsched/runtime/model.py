@@ -1,11 +1,14 @@
 """``CompiledModel``: a network's kernels called in order over one planned arena.
 
-The runtime knows nothing of tuning: it is handed the graph's interface (inputs, outputs,
-their types, the constants) and the kernel calls in run order, each a compiled
-:class:`~probsched.codegen.Kernel` with the graph values bound to its parameters
-(:class:`KernelStep`). It plans one arena for every non-constant value by liveness
-(:mod:`.memory`), copies the constants once (cache-line aligned; a kernel that reads a
-weight in another layout lays it out once, when it is bound), and runs the steps.
+The runtime knows nothing of tuning: it is handed the network's interface (inputs,
+outputs, their types, the constants: :class:`~.interface.ModelInterface`) and the kernel
+calls in run order, each a compiled :class:`~probsched.codegen.Kernel` with the graph
+values bound to its parameters (:class:`KernelStep`). It plans one arena for every
+non-constant value by liveness (:mod:`.memory`), copies the constants once (cache-line
+aligned; a kernel that reads a weight in another layout lays it out once, when it is
+bound, unless the step brings it laid out already, as a loaded model's do), and runs the
+steps. :meth:`CompiledModel.save` writes it to one file and :func:`.artifact.load` reads
+it back (:mod:`.artifact`).
 
 **Threads.** Each thread that calls a model gets its own arena and kernel scratch buffers,
 made on its first call (the constants and their laid-out copies are shared, read only), so
@@ -18,13 +21,10 @@ and the kernels' scratch per calling thread, freed with the thread.
 >>> A = ps.placeholder((4,), name="x0")
 >>> B = ps.compute((4,), lambda i: A[i] * 2.0, name="y")
 >>> double = ps.build(ps.create_func([A, B], name="double"))
->>> class Interface:   # what a graph offers the runtime: value 0 in, value 1 out
-...     name, inputs, outputs, constants, out_tree = "twice", (0,), (1,), {}, None
-...     types = {0: TensorSpec((4,), "float32"), 1: TensorSpec((4,), "float32")}
-...     def check_arguments(self, args, who=""):
-...         return [np.asarray(a, np.float32) for a in args]
->>> model = CompiledModel(Interface(), [KernelStep("double", double, (0,), (1,))])
->>> model(np.arange(4)).tolist()
+>>> spec = TensorSpec((4,), "float32")          # value 0 in, value 1 out
+>>> iface = ModelInterface("twice", (0,), (1,), {0: spec, 1: spec}, {})
+>>> model = CompiledModel(iface, [KernelStep("double", double, (0,), (1,))])
+>>> model(np.arange(4, dtype=np.float32)).tolist()
 [0.0, 2.0, 4.0, 6.0]
 """
 
@@ -32,24 +32,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, NamedTuple, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
 from ..aligned import aligned_copy, aligned_empty
+from .interface import ModelInterface, TensorSpec  # noqa: F401 - TensorSpec: the docstring example
 from .memory import MemoryPlan, plan_memory
-
-
-class TensorSpec(NamedTuple):
-    """A value's shape and dtype (what the runtime needs of a graph's ``types``)."""
-
-    shape: Tuple[int, ...]
-    dtype: str
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
 @dataclass(frozen=True)
@@ -63,6 +53,9 @@ class KernelStep:
     inputs: Tuple[int, ...]
     outputs: Tuple[int, ...]
     key: str = ""
+    #: parameter position -> a constant already in the layout the kernel reads (a loaded
+    #: model's); other constants are the interface's, laid out when bound
+    laid_out: Mapping[int, np.ndarray] = field(default_factory=dict, repr=False)
 
 
 class _Context:
@@ -78,39 +71,54 @@ class CompiledModel:
     """A network compiled task by task; call it like the function it was imported from
     (numpy in, numpy out). See the module docstring (threads, memory).
 
-    ``graph``: the network's interface (:class:`probsched.graph.Graph`: ``inputs``,
-    ``outputs``, ``types``, ``constants``, ``check_arguments``, ``out_tree``, ``name``);
+    ``interface``: what the network takes and gives (:class:`~.interface.ModelInterface`);
     ``steps``: the kernel calls in run order; ``choices``: what the compiler chose per task
     (shown by :meth:`summary`; the runtime only reads ``task.name``, ``task.weight``,
-    ``task.flops``, ``source`` and ``seconds`` of each).
+    ``task.flops``, ``source`` and ``seconds`` of each); ``graph``: the front end's graph
+    the model was compiled from (None for a loaded model).
     """
 
-    def __init__(self, graph: Any, steps: Sequence[KernelStep], choices: Sequence[Any] = ()) -> None:
+    def __init__(
+        self, interface: ModelInterface, steps: Sequence[KernelStep], choices: Sequence[Any] = (), graph: Any = None
+    ) -> None:
+        self.interface = interface
         self.graph = graph
         self.steps: Tuple[KernelStep, ...] = tuple(steps)
         self.choices = list(choices)
         self.kernels = {s.key or s.name: s.kernel for s in self.steps}  # one per task
-        self.plan = plan_arena(graph, self.steps)
+        self.plan = plan_arena(interface, self.steps)
         self._constants: Dict[int, np.ndarray] = {
-            v: aligned_copy(c.reshape(c.shape or (1,))) for v, c in graph.constants.items()
+            v: aligned_copy(c.reshape(c.shape or (1,))) for v, c in interface.constants.items()
         }
         self._local = threading.local()
         self._first = self._bind_first()
         self._local.context = self._first
 
     # ------------------------------------------------------------------ binding
+    @property
+    def name(self) -> str:
+        return self.interface.name
+
     def _new_arena(self) -> Tuple[np.ndarray, Dict[int, np.ndarray]]:
         arena = aligned_empty((max(self.plan.peak_bytes, 1),), np.uint8)
         arrays = dict(self._constants)
         for v, off in self.plan.offsets.items():
-            t = self.graph.types[v]
+            t = self.interface.types[v]
             arrays[v] = arena[off : off + t.nbytes].view(t.dtype).reshape(t.shape or (1,))
         return arena, arrays
 
     def _bind_first(self) -> _Context:
         arena, arrays = self._new_arena()
-        runs = [s.kernel.bind(*(arrays[v] for v in s.inputs + s.outputs)) for s in self.steps]
+        runs = []
+        for s in self.steps:
+            args = [s.laid_out[pos] if pos in s.laid_out else arrays[v] for pos, v in enumerate(s.inputs + s.outputs)]
+            runs.append(s.kernel.bind(*args, laid_out=tuple(s.laid_out)))
         return _Context(arena, arrays, runs)
+
+    def _is_fixed(self, step: KernelStep, pos: int, value: int) -> bool:
+        """Whether parameter ``pos`` of ``step`` reads a constant (the same array in every
+        thread's copy) rather than the arena."""
+        return pos in step.laid_out or value in self._constants
 
     def _context(self) -> _Context:
         ctx = getattr(self._local, "context", None)
@@ -121,7 +129,7 @@ class CompiledModel:
             runs = []
             for step, first in zip(self.steps, self._first.runs):
                 values = step.inputs + step.outputs
-                moved = {pos: arrays[v] for pos, v in enumerate(values) if v not in self._constants}
+                moved = {pos: arrays[v] for pos, v in enumerate(values) if not self._is_fixed(step, pos, v)}
                 runs.append(first.rebound(moved, step.kernel.new_scratch()))
             ctx = self._local.context = _Context(arena, arrays, runs)
         return ctx
@@ -134,20 +142,15 @@ class CompiledModel:
         return self.plan.peak_bytes
 
     def __call__(self, *args: Any) -> Any:
-        g = self.graph
-        arrays = g.check_arguments(args, who=f"compiled model {g.name}")
+        iface = self.interface
+        arrays = iface.check_arguments(args, who=f"compiled model {iface.name}")
         ctx = self._context()
-        for v, a in zip(g.inputs, arrays):
+        for v, a in zip(iface.inputs, arrays):
             if v in self.plan.offsets:
                 np.copyto(ctx.arrays[v], a.reshape(ctx.arrays[v].shape))
         for run in ctx.runs:
             run()
-        outs = [ctx.arrays[v].reshape(g.types[v].shape).copy() for v in g.outputs]
-        if g.out_tree is None:
-            return outs[0] if len(outs) == 1 else tuple(outs)
-        import jax
-
-        return jax.tree_util.tree_unflatten(g.out_tree, outs)
+        return iface.pack([ctx.arrays[v].reshape(iface.types[v].shape).copy() for v in iface.outputs])
 
     def profile(self, repeat: int = 5) -> List[tuple]:
         """(task name, calls per inference, median µs per inference) for every task, slowest
@@ -167,10 +170,17 @@ class CompiledModel:
             calls[step.name] = calls.get(step.name, 0) + 1
         return sorted(((n, calls[n], total[n] * 1e6) for n in total), key=lambda r: -r[2])
 
+    def save(self, path: str) -> None:
+        """Write the model to ``path`` as one file that :func:`probsched.load` runs without the
+        tuner (:mod:`.artifact`)."""
+        from .artifact import save
+
+        save(self, path)
+
     def summary(self) -> str:
         """A Markdown table: each task, its weight, FLOPs, schedule source and measured time."""
         lines = [
-            f"{self.graph.name}: {len(self.choices)} tasks, {len(self.steps)} kernel calls, "
+            f"{self.name}: {len(self.choices)} tasks, {len(self.steps)} kernel calls, "
             f"arena {self.peak_bytes / 2**20:.1f} MiB",
             "",
             "| task | weight | MFLOP | schedule | measured µs |",
@@ -182,26 +192,28 @@ class CompiledModel:
         return "\n".join(lines)
 
 
-def plan_arena(graph: Any, steps: Sequence[KernelStep]) -> MemoryPlan:
+def plan_arena(interface: ModelInterface, steps: Sequence[KernelStep]) -> MemoryPlan:
     """Where each non-constant value of one call lives: alive from the step that writes it
-    (the graph's inputs: from the start) to the last step that reads it (its outputs: to
-    the end)."""
-    constants: Mapping[int, Any] = graph.constants
+    (the network's inputs: from the start) to the last step that reads it (its outputs: to
+    the end). Constants (the interface's, and those a step brings laid out) are not in it."""
+    fixed = set(interface.constants)
+    for step in steps:
+        fixed.update((step.inputs + step.outputs)[pos] for pos in step.laid_out)
     end = len(steps)
-    first: Dict[int, int] = {v: 0 for v in graph.inputs if v not in constants}
+    first: Dict[int, int] = {v: 0 for v in interface.inputs if v not in fixed}
     last: Dict[int, int] = {v: 0 for v in first}
     for i, step in enumerate(steps):
         for v in step.inputs:
-            if v not in constants:
+            if v not in fixed:
                 last[v] = max(last.get(v, i), i)
         for v in step.outputs:
             first.setdefault(v, i)
             last[v] = max(last.get(v, i), i)
-    for v in graph.outputs:
+    for v in interface.outputs:
         if v in first:
             last[v] = end
-    sizes = {v: graph.types[v].nbytes for v in first}
+    sizes = {v: interface.types[v].nbytes for v in first}
     return plan_memory(sizes, {v: (first[v], last[v]) for v in first})
 
 
-__all__ = ["CompiledModel", "KernelStep", "TensorSpec", "plan_arena"]
+__all__ = ["CompiledModel", "KernelStep", "plan_arena"]
