@@ -24,6 +24,11 @@ The worker calls a *trampoline* compiled per argument signature (:mod:`.launch`)
 the launcher's argument tuple, which the launcher stashed on its own stack (it stays alive
 until the launcher has collected every chunk), and calls the body by address.
 
+Compiled pool code holds no address of the process: launchers read the slots' address at
+run time from the symbol :data:`BASE_SYMBOL` and yield through :data:`YIELD_SYMBOL`, both
+registered with LLVM in every process (:func:`register_symbols`), so the launchers and the
+worker loop are compiled once per machine kind and loaded elsewhere (:mod:`.shared`).
+
 Spinning costs a core while it lasts; that is the price of the fast launch, and it is paid
 only for about a millisecond after a parallel loop (libgomp's threads spin too). Every wait
 (a worker's for a job or for its chunk to be collected, a launcher's for a chunk or for a
@@ -56,7 +61,7 @@ from typing import Dict, Iterator, List, Optional
 import numpy as np
 
 from ..aligned import aligned_empty
-from .compile import compile_options, configure_numba, numba_type, warm_up
+from .compile import compile_options, configure_numba, numba_type
 
 SLOT_WORDS = 8
 """int64 words per worker slot: one cache line, so that slots never share one."""
@@ -86,6 +91,16 @@ system call (~0.3 us) that returns at once when no other thread waits for the co
 WAKE_WAIT_TICKS = 30_000_000
 """How long a launcher waits for a worker that is being woken (~10 ms) before it goes on
 without it: a woken worker needs the GIL once, which the caller releases in the kernel."""
+BASE_SYMBOL = "probsched_spin_pool_base"
+"""The symbol of an int64 holding the slots' address (0 before the pool starts)."""
+YIELD_SYMBOL = "probsched_os_yield"
+"""The symbol of the OS call that yields the core (:func:`_os_yield`)."""
+
+
+def timing() -> str:
+    """The timing constants compiled into pool code (a benchmark may change them before it
+    compiles): part of the names under which the code is stored (:mod:`.shared`)."""
+    return f"idle={IDLE_TICKS},spin={SPIN_TICKS},wake={WAKE_WAIT_TICKS}"
 
 
 def enabled() -> bool:
@@ -108,15 +123,43 @@ def _os_yield():
     return fn
 
 
+_registered: list = []  # what the symbols point at
+
+
+@functools.lru_cache(maxsize=None)
+def register_symbols():
+    """Register :data:`BASE_SYMBOL` and :data:`YIELD_SYMBOL` with LLVM (llvmlite's
+    ``add_symbol``, as numba registers its runtime's functions) once per process; returns the
+    ctypes int64 behind :data:`BASE_SYMBOL`. Compiled pool code refers to both by name and the
+    JIT linker resolves them, so the code holds no address of the process that compiled it:
+    called before such code is compiled or loaded.
+
+    >>> register_symbols().value in (0, getattr(spin_pool(), "base", 0))
+    True
+    """
+    import ctypes
+
+    from llvmlite import binding as ll
+
+    base = ctypes.c_int64(0)
+    yield_fn = _os_yield()
+    _registered.extend([base, yield_fn])  # alive as long as the process
+    ll.add_symbol(BASE_SYMBOL, ctypes.addressof(base))
+    ll.add_symbol(YIELD_SYMBOL, ctypes.cast(yield_fn, ctypes.c_void_p).value)
+    return base
+
+
 @functools.lru_cache(maxsize=None)
 def atomics():
     """numba intrinsics on raw int64 addresses: ``load_acquire(addr)``,
     ``store_release(addr, v)``, ``store_relaxed(addr, v)``, ``load_relaxed(addr)``,
     ``compare_exchange(addr, expected, new) -> 1 or 0``, ``cpu_relax()`` (``pause``),
     ``ticks()`` (``rdtsc``), ``os_yield()`` (give the core to another runnable thread, see
-    :func:`_os_yield`) and ``stash(tuple) -> address`` (the tuple copied into the caller's
-    stack frame, valid until the caller returns)."""
-    numba = configure_numba()
+    :func:`_os_yield`), ``pool_base()`` (the slots' address, :data:`BASE_SYMBOL`) and
+    ``stash(tuple) -> address`` (the tuple copied into the caller's stack frame, valid
+    until the caller returns)."""
+    configure_numba()
+    register_symbols()
     from llvmlite import ir
     from numba.core import cgutils, types
     from numba.extending import intrinsic
@@ -167,21 +210,35 @@ def atomics():
 
         return types.int64(addr, expected, new), codegen
 
-    @intrinsic
-    def cpu_relax(typingctx):
-        def codegen(context, builder, sig, args):
-            # an intrinsic, not inline asm: numba's JIT has no assembly parser
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
-            builder.call(fn, [])
-            return context.get_dummy_value()
+    def _calling(symbol, returns):
+        """An intrinsic that calls the function ``symbol`` (no arguments) for its effect."""
 
-        return types.none(), codegen
+        @intrinsic
+        def call(typingctx):
+            def codegen(context, builder, sig, args):
+                fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(returns, []), symbol)
+                builder.call(fn, [])
+                return context.get_dummy_value()
+
+            return types.none(), codegen
+
+        return call
 
     @intrinsic
     def ticks(typingctx):
         def codegen(context, builder, sig, args):
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, []), "llvm.readcyclecounter")
             return builder.call(fn, [])
+
+        return types.int64(), codegen
+
+    @intrinsic
+    def pool_base(typingctx):
+        def codegen(context, builder, sig, args):
+            gv = builder.module.globals.get(BASE_SYMBOL)
+            if gv is None:  # a declaration: the JIT linker resolves it to this process's word
+                gv = ir.GlobalVariable(builder.module, i64, BASE_SYMBOL)
+            return builder.load_atomic(gv, "monotonic", 8)
 
         return types.int64(), codegen
 
@@ -198,13 +255,15 @@ def atomics():
         return types.int64(values), codegen
 
     return SimpleNamespace(
-        os_yield=_os_yield(),
+        os_yield=_calling(YIELD_SYMBOL, ir.IntType(32)),
+        pool_base=pool_base,
         load_acquire=_load("acquire"),
         load_relaxed=_load("monotonic"),
         store_release=_store("release"),
         store_relaxed=_store("monotonic"),
         compare_exchange=compare_exchange,
-        cpu_relax=cpu_relax,
+        # an LLVM intrinsic, not inline asm: numba's JIT has no assembly parser
+        cpu_relax=_calling("llvm.x86.sse2.pause", ir.VoidType()),
         ticks=ticks,
         stash=stash,
     )
@@ -340,6 +399,20 @@ def pool_functions():
     return SimpleNamespace(serve=serve, claim=claim, post=post, collect=collect)
 
 
+def serve_function():
+    """The workers' loop ``serve`` of :func:`pool_functions`, shared (:mod:`.shared`): loaded
+    where it was compiled before."""
+    from . import shared
+
+    register_symbols()
+    return shared.get(serve_name(), lambda: pool_functions().serve, compile_options())
+
+
+def serve_name() -> str:
+    """The name :func:`serve_function` is shared under."""
+    return f"spin_pool.serve {timing()}"
+
+
 class SpinPool:
     """The process's spinning workers and their slots (see the module docstring)."""
 
@@ -359,7 +432,8 @@ class SpinPool:
         self._events = [threading.Event() for _ in range(workers)]
         self._stopping = False
         self._lock = threading.Lock()
-        self._serve = pool_functions().serve
+        self._serve = serve_function()
+        register_symbols().value = self.base  # what launchers read: the slots of this process
         self._threads = [
             threading.Thread(target=self._run, args=(k,), daemon=True, name=f"probsched-spin-{k}") for k in range(workers)
         ]
@@ -439,7 +513,6 @@ def spin_pool() -> Optional[SpinPool]:
     with _pool_lock:
         if _pool is None:
             numba = configure_numba()
-            warm_up()
             _pool = SpinPool(max(0, numba.config.NUMBA_NUM_THREADS - 1))
             atexit.register(_pool.stop)
     return _pool
