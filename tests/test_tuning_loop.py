@@ -76,3 +76,22 @@ def test_tune_takes_minutes_and_the_command_line_too(tmp_path):
     result = ps.tune("GMM:small", minutes=0.2 / 60, measurer=SlowInstant(0.05), strategy="replay", cost_model=None,
                      retime_top=0, batch_size=1)
     assert result.best is not None and 1 <= len(result.history) <= 8
+
+
+def test_a_new_task_starts_from_the_decisions_of_a_similar_one(tmp_path):
+    from probsched.database import Database
+    from probsched.tuning import TaskSearch
+
+    small, other = ps.workloads.get("C2D:1"), ps.workloads.get("C2D:2")
+    with Database(str(tmp_path / "s.db")) as db:
+        first = TaskSearch(small, db, strategy="replay", seed=0)
+        batch = first.propose(3)
+        for i, c in enumerate(batch):
+            first.record(batch, i, MeasureResult(((i + 1) * 1e-6,)))
+        plain = TaskSearch(other, db, strategy="replay", seed=0)
+        warm = TaskSearch(other, db, strategy="replay", seed=0, similar_tasks=True)
+        assert plain.ctx.transfer == [] and len(warm.ctx.transfer) == 3
+        # the fastest first, and each replays onto the new shapes (misfits drawn anew)
+        assert warm.ctx.transfer[0].choices() == batch[0].decisions.choices()
+        assert all(warm.ctx.replay(t) is not None for t in warm.ctx.transfer)
+        assert warm.ctx.best_decisions(2) == warm.ctx.transfer[:2]

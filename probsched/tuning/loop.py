@@ -232,7 +232,8 @@ class TuningLoop:
         self.model = make_cost_model(options, trials, strategies[0])
         seeds = [None if options.seed is None else options.seed + i for i in range(len(tasks))]
         self.searches = [
-            TaskSearch(t.workload, resources.db, space=self.space, strategy=s, model=self.model, seed=seed, start=self.start)
+            TaskSearch(t.workload, resources.db, space=self.space, strategy=s, model=self.model, seed=seed, start=self.start,
+                       similar_tasks=options.similar_tasks)
             for t, s, seed in zip(self.tasks, strategies, seeds)
         ]
         self.states = [
