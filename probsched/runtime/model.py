@@ -33,11 +33,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..aligned import aligned_copy, aligned_empty
+from ..arguments import check_arrays
+from ..errors import KernelArgumentError
 from .interface import ModelInterface, TensorSpec  # noqa: F401 - TensorSpec: the docstring example
 from .memory import MemoryPlan, plan_memory
 
@@ -120,18 +122,23 @@ class CompiledModel:
         thread's copy) rather than the arena."""
         return pos in step.laid_out or value in self._constants
 
+    def _new_context(self, replace: Optional[Dict[int, np.ndarray]] = None) -> _Context:
+        """A new arena, and the first binding's kernels rebound to it (with their own
+        scratch), the constants as the first binding checked and laid them out;
+        ``replace``: values bound to the caller's arrays instead of the arena."""
+        arena, arrays = self._new_arena()
+        arrays.update(replace or {})
+        runs = []
+        for step, first in zip(self.steps, self._first.runs):
+            values = step.inputs + step.outputs
+            moved = {pos: arrays[v] for pos, v in enumerate(values) if not self._is_fixed(step, pos, v)}
+            runs.append(first.rebound(moved, step.kernel.new_scratch()))
+        return _Context(arena, arrays, runs)
+
     def _context(self) -> _Context:
         ctx = getattr(self._local, "context", None)
-        if ctx is None:
-            # another thread: its own arena and scratch; the constants as the first binding
-            # checked and laid them out
-            arena, arrays = self._new_arena()
-            runs = []
-            for step, first in zip(self.steps, self._first.runs):
-                values = step.inputs + step.outputs
-                moved = {pos: arrays[v] for pos, v in enumerate(values) if not self._is_fixed(step, pos, v)}
-                runs.append(first.rebound(moved, step.kernel.new_scratch()))
-            ctx = self._local.context = _Context(arena, arrays, runs)
+        if ctx is None:  # another thread: its own arena and scratch
+            ctx = self._local.context = self._new_context()
         return ctx
 
     # ------------------------------------------------------------------ running
@@ -151,6 +158,30 @@ class CompiledModel:
         for run in ctx.runs:
             run()
         return iface.pack([ctx.arrays[v].reshape(iface.types[v].shape).copy() for v in iface.outputs])
+
+    def batch(self, requests: Sequence[Sequence[Any]]) -> List[Any]:
+        """Run the model on each request (the arguments of one call, of the tuned shapes),
+        one after the other in this thread; the outputs in order. What a server does with a
+        queue of requests: each call already uses every core.
+
+        >>> import numpy as np, probsched as ps
+        >>> A = ps.placeholder((2,), name="x0")
+        >>> B = ps.compute((2,), lambda i: A[i] + 1.0, name="y")
+        >>> spec = ps.runtime.TensorSpec((2,), "float32")
+        >>> model = CompiledModel(ModelInterface("inc", (0,), (1,), {0: spec, 1: spec}, {}),
+        ...                       [KernelStep("inc", ps.build(ps.create_func([A, B])), (0,), (1,))])
+        >>> [y.tolist() for y in model.batch([(np.zeros(2, np.float32),), (np.ones(2, np.float32),)])]
+        [[1.0, 1.0], [2.0, 2.0]]
+        """
+        return [self(*args) for args in requests]
+
+    def bind(self, *inputs: np.ndarray, outputs: Optional[Sequence[np.ndarray]] = None) -> "BoundModel":
+        """The model bound to the caller's arrays: the kernels read ``inputs`` and write
+        ``outputs`` themselves (allocated when not given), so a call copies nothing in or out
+        and checks nothing; see :class:`BoundModel`. Write new values into the input arrays
+        and call the bound model again. Inputs and outputs must be C-contiguous numpy arrays
+        of the model's shapes and dtypes (checked here, once)."""
+        return BoundModel(self, inputs, outputs)
 
     def profile(self, repeat: int = 5) -> List[tuple]:
         """(task name, calls per inference, median µs per inference) for every task, slowest
@@ -216,4 +247,72 @@ def plan_arena(interface: ModelInterface, steps: Sequence[KernelStep]) -> Memory
     return plan_memory(sizes, {v: (first[v], last[v]) for v in first})
 
 
-__all__ = ["CompiledModel", "KernelStep", "plan_arena"]
+
+
+class BoundModel:
+    """A :class:`CompiledModel` bound to the caller's input and output arrays
+    (:meth:`CompiledModel.bind`): calling it runs the kernels on them, nothing else. It has
+    its own arena and kernel scratch: one bound model serves one thread at a time (bind
+    one per thread to run in parallel).
+
+    >>> import numpy as np, probsched as ps
+    >>> A = ps.placeholder((2,), name="x0")
+    >>> B = ps.compute((2,), lambda i: A[i] * 3.0, name="y")
+    >>> spec = ps.runtime.TensorSpec((2,), "float32")
+    >>> model = CompiledModel(ModelInterface("triple", (0,), (1,), {0: spec, 1: spec}, {}),
+    ...                       [KernelStep("triple", ps.build(ps.create_func([A, B])), (0,), (1,))])
+    >>> x, y = np.ones(2, np.float32), np.empty(2, np.float32)
+    >>> run = model.bind(x, outputs=[y])
+    >>> run(); y.tolist()
+    [3.0, 3.0]
+    >>> x[:] = 2.0; run(); y.tolist()
+    [6.0, 6.0]
+    """
+
+    def __init__(self, model: CompiledModel, inputs: Sequence[np.ndarray], outputs: Optional[Sequence[np.ndarray]]) -> None:
+        iface = model.interface
+        who = f"compiled model {iface.name}"
+        self.inputs = iface.check_arguments(inputs, who=who)
+        for name, a in zip(iface.input_names, self.inputs):
+            if not (a.flags.c_contiguous and a.flags.writeable):
+                raise KernelArgumentError(f"{who}: input {name} must be a C-contiguous, writable array to be bound")
+        if outputs is None:
+            outputs = [aligned_empty(iface.types[v].shape, iface.types[v].dtype) for v in iface.outputs]
+        specs = [(iface.types[v].shape, iface.types[v].dtype) for v in iface.outputs]
+        self.outputs = check_arrays(outputs, specs, who + " (outputs)", iface.output_names, KernelArgumentError)
+        for i, out in enumerate(self.outputs):
+            others = [(iface.input_names[k], a) for k, a in enumerate(self.inputs)]
+            others += [(iface.output_names[k], a) for k, a in enumerate(self.outputs) if k != i]
+            for name, a in others:
+                if np.may_share_memory(out, a):
+                    raise KernelArgumentError(f"{who}: output {iface.output_names[i]} shares memory with {name}; pass separate arrays")
+        written = {v for step in model.steps for v in step.outputs}
+        replace: Dict[int, np.ndarray] = {}
+        for v, a in zip(iface.inputs, self.inputs):
+            if v in model.plan.offsets:
+                replace[v] = a.reshape(iface.types[v].shape or (1,))
+        self._copies = []  # (source value, output index): outputs no kernel writes in place
+        for i, (v, a) in enumerate(zip(iface.outputs, self.outputs)):
+            if not a.flags.c_contiguous or not a.flags.writeable:
+                raise KernelArgumentError(f"{who}: output {iface.output_names[i]} must be a C-contiguous, writable array")
+            if v in written and v not in replace and v not in iface.inputs:
+                replace[v] = a.reshape(iface.types[v].shape or (1,))
+            else:
+                self._copies.append((v, i))
+        self.model = model
+        self._ctx = model._new_context(replace)
+        self._runs = self._ctx.runs
+
+    def __call__(self) -> None:
+        for run in self._runs:
+            run()
+        arrays = self._ctx.arrays
+        for v, i in self._copies:
+            np.copyto(self.outputs[i], arrays[v].reshape(self.outputs[i].shape))
+
+    def result(self) -> Any:
+        """The output arrays nested as the model returns them (the bound arrays themselves)."""
+        return self.model.interface.pack(self.outputs)
+
+
+__all__ = ["CompiledModel", "BoundModel", "KernelStep", "plan_arena"]
