@@ -46,11 +46,11 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
   of that argument signature (:mod:`.launch`), which runs one chunk per thread (on the
   spinning workers of :mod:`.spin_pool`, else numba's pool), calling the body by address.
   Works at any depth. The name stayed from when every launcher was a ``prange`` loop.
-- ``"auto"``: prange whenever there is a parallel loop: measured, it ran every suite
-  workload's best kernel at least as fast as the threads form (much faster for small
-  kernels, where the thread handoff is a large share of a call), and since the shared
-  launcher of :mod:`.launch` its extra compile time is small. The measurements, with their
-  dates, are in ``benchmarks/README.md`` ("Parallel form").
+- ``"auto"``: prange whenever there is a parallel loop: it ran every suite workload's
+  best kernel at least as fast as the threads form (much faster for small kernels, where
+  the thread handoff is a large share of a call), and since the shared launcher of
+  :mod:`.launch` its extra compile time is small (``python benchmarks/bench_parallel_form.py``
+  times both forms).
 
 Parallel loops nested in a parallel loop run serially in every form.
 
@@ -87,9 +87,9 @@ from .registry import lookup, lookup_block
 MAX_UNROLL_NODES = 4096
 """Largest :func:`emitted_size` an ``unrolled`` loop may expand to; a larger one stays a loop.
 
-Measured on 1024 tuning records (GMM to T2D): kernels whose largest unrolled loop held up to
-~2200 nodes compiled in at most 7 s; every one holding 5120 (a 256-way unroll of T2D's
-interleave copy) took 20-30 s or hit the 30 s compile timeout."""
+Calibrated on tuning records of the suite: kernels whose largest unrolled loop held about
+half this many nodes still compiled in seconds, while a 256-way unroll of T2D's interleave
+copy (over this bound) took tens of seconds or hit the compile timeout."""
 
 MAX_SCALARISED_ELEMENTS = 256
 """A local buffer with more accessed elements than this stays an array."""
@@ -121,7 +121,8 @@ class LaunchSpec:
     compiled ``body`` (see :mod:`.launch`). Both are int64 arguments of the entry, after its
     arrays, which the kernel passes at each call (:attr:`ModuleSource.address_args`): the
     compiled entry holds no address of this process, and the launcher's code is not linked
-    into it (compiling each entry with its launcher inlined cost ~0.5 s per kernel)."""
+    into it (compiling each entry with its launcher inlined made every kernel's build
+    several times longer)."""
 
     launcher: str
     address: str

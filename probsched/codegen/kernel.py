@@ -41,8 +41,8 @@ from .spin_pool import enabled as spin_pool_enabled
 from .spin_pool import wake as wake_spin_pool
 
 class _Workers:
-    """Persistent daemon threads, each fed by its own queue: one chunk handoff costs ~20 us
-    (a ``ThreadPoolExecutor`` round trip costs ~60 us, which shows on sub-millisecond kernels)."""
+    """Persistent daemon threads, each fed by its own queue: a chunk handoff costs a fraction
+    of a ``ThreadPoolExecutor`` round trip, which shows on sub-millisecond kernels."""
 
     def __init__(self, n: int) -> None:
         self.queues = [queue.SimpleQueue() for _ in range(n)]
@@ -243,8 +243,8 @@ class Kernel:
         """Check ``arrays`` (every parameter, as for a call) once and return a callable
         without arguments that runs the kernel on them: what a timing loop calls.
 
-        A call checks and flattens its arrays first: on C1D:0's best kernel 80 us called
-        against 63 us bound (one interleaved run). Bound, that cost is paid at binding, as
+        A call checks and flattens its arrays first, a cost that shows on kernels of tens of
+        microseconds such as C1D:0's best. Bound, that cost is paid at binding, as
         TVM's ``time_evaluator`` binds its arguments before it times. The arrays must not be
         resized or replaced while bound (their memory is what the kernel writes), and an input
         the checks copy (not C-contiguous, or sharing memory with an output) is read as it was
@@ -269,8 +269,8 @@ class Kernel:
     def _run_flat(self, flat: list) -> None:
         if self._segments is None:
             if self.parallel_form == "prange":
-                # A bound kernel of ~30 us is called thousands of times: the check costs 0.1 us,
-                # the general setter 0.5
+                # A bound kernel of tens of microseconds is called thousands of times: the
+                # check is a fraction of what the general setter costs
                 if _get_threads is None or _get_threads() != self._numba_threads:
                     _set_numba_threads(self._numba_threads)
                 if self._uses_spin_pool:  # its workers sleep after a millisecond without a loop
@@ -396,8 +396,8 @@ class BoundKernel:
 
 
 def _current_numba_threads():
-    """numba's thread count getter: the threading layer's own (0.2 us a call) when this numba
-    has it, else the public one (1.1 us: it checks that the layer started, every call)."""
+    """numba's thread count getter: the threading layer's own when this numba has it, else
+    the public one (several times slower: it checks that the layer started, every call)."""
     import numba
     from numba.np.ufunc import parallel
 

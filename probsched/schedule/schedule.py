@@ -514,7 +514,7 @@ class Schedule:
         try:
             compute_location.compute_inline(self._mod, b, check_only=True)
             # only a tensorized block can refuse the inlined program: build it just then
-            # (building it for every replayed candidate was 8% of a DEP:0 search round)
+            # (building it for every replayed candidate showed in a search round's profile)
             if any(blk.annotation(tensorize_mod.TENSORIZE_KEY) for blk in self._idx().block_nodes):
                 tensorize_mod.check_tensorized(self._mod, compute_location.compute_inline(self._mod, b))
             out.append("inline")

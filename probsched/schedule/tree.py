@@ -95,8 +95,8 @@ class TreeIndex:
     @classmethod
     def of(cls, func: PrimFunc) -> "TreeIndex":
         """The index of ``func``, shared: a function is immutable, and a search round asks
-        for the index of the same function from several primitives in a row (measured on
-        T2D: 139k builds in one evolutionary round, a quarter of its time)."""
+        for the index of the same function from several primitives in a row (rebuilt
+        each time, it was a large share of an evolutionary round)."""
         hit = _RECENT.get(id(func))
         if hit is not None and hit.func is func:
             return hit
