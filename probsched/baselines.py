@@ -14,7 +14,7 @@ C2D,   (``sliding_window_view``) copied to a matrix, one matmul    NDHWC with WI
 C3D,   with the weight (a batched matmul over the groups of GRP);  ``rhs_dilation``, GRP through
 GRP,   chunked along the first output axis when the matrix would   ``feature_group_count``)
 DIL    exceed :data:`CHUNK_BYTES`
-DEP    sum over the k*k kernel taps of strided slices of the       the same sum over taps, fused by XLA (much 
+DEP    sum over the k*k kernel taps of strided slices of the       the same sum over taps, fused by XLA (much
        padded input times the tap's weights                        faster than a grouped conv with one group
                                                                    per channel, XLA's slow path for depthwise)
 T2D    the equivalent direct conv: zero-dilate the input by        ``conv_general_dilated`` with
