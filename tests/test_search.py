@@ -183,6 +183,24 @@ def test_resume_never_measures_a_candidate_twice(measurer, tmp_path):
     assert again.best.retimed == second.best.retimed  # nothing new measured: no re-timing, the naming stands
 
 
+def test_a_second_tuner_on_the_same_database_skips_what_the_first_measured(tmp_path):
+    # two processes tuning one workload into one database: each proposal leaves out the
+    # candidates the other committed since (here two searches, one database file)
+    from probsched.measure import MeasureResult
+    from probsched.tuning import TaskSearch
+
+    w = ps.workloads.small("GMM")
+    path = str(tmp_path / "shared.db")
+    with Database(path) as db_a, Database(path) as db_b:
+        a = TaskSearch(w, db_a, space=small_space(), strategy="replay", seed=0)
+        b = TaskSearch(w, db_b, space=small_space(), strategy="replay", seed=0)  # the same seed: the same draws
+        first = a.propose(4)
+        for i in range(len(first)):
+            a.record(first, i, MeasureResult((1e-6,)))
+        second = b.propose(4)
+    assert first and second and not {c.hash for c in first} & {c.hash for c in second}
+
+
 def test_tune_returns_with_no_worker_starting(measurer):
     # the caller times result.kernel next (TuneResult.compare): a worker starting beside it
     # would take a core. With no compiles allowed, every result replaces its worker.
