@@ -60,7 +60,7 @@ from . import database  # noqa: E402,F401
 from . import cost_model  # noqa: E402,F401
 from . import search  # noqa: E402,F401
 from .tuner import TuneResult, tune  # noqa: E402,F401
-from .graph import Graph, Task, from_jax  # noqa: E402,F401
+from .graph import Graph, Task, from_jax, from_onnx  # noqa: E402,F401
 from .graph.compiler import CompiledModel, compile  # noqa: E402,F401
 from . import models  # noqa: E402,F401
 from . import task_scheduler  # noqa: E402,F401

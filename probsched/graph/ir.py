@@ -25,7 +25,7 @@ array([0.9051482, 0.9051482], dtype=float32)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -93,6 +93,9 @@ class Graph:
     outputs: List[int]
     constants: Dict[int, np.ndarray]
     out_tree: Any = field(default=None, repr=False)  # how fn's outputs nest (a JAX PyTreeDef)
+    #: the names of the inputs and outputs where the source had them (an ONNX model's)
+    input_names: Optional[List[str]] = field(default=None, repr=False)
+    output_names: Optional[List[str]] = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ tasks
     def fuse(self) -> list:
@@ -150,6 +153,11 @@ class Graph:
         for i, (v, a) in enumerate(zip(self.inputs, args)):
             t = self.types[v]
             arr = np.asarray(a)
+            if t.dtype == "int32" and arr.dtype == np.int64 and arr.shape == t.shape:
+                # token ids come as int64 (ONNX's and numpy's default); the graph holds int32
+                if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
+                    raise FrontEndError(f"{who}: argument {i} holds values outside int32")
+                arr = arr.astype(np.int32)
             if arr.shape != t.shape or arr.dtype != np.dtype(t.dtype):
                 raise FrontEndError(
                     f"{who}: argument {i} has shape {arr.shape} {arr.dtype}, but the model was traced with "
