@@ -21,7 +21,7 @@ from ..search import STRATEGIES
 from ..task_scheduler import SCHEDULERS
 from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
 from .common import DB_HELP, CLIError, non_negative_int, open_database, positive_int, write_json
-from .model_import import MODEL_HELP, load_model
+from .model_import import MODEL_HELP, add_input_shape_option, load_model, parse_input_shapes
 
 if TYPE_CHECKING:
     from ..measure import Measurer
@@ -34,6 +34,7 @@ def add_parser(sub) -> None:
         description=__doc__.split("\n\n")[0].replace("``", ""),
     )
     p.add_argument("model", help=MODEL_HELP)
+    add_input_shape_option(p)
     p.add_argument("--trials", type=non_negative_int, default=1500, help="trials for the whole network (default 1500)")
     p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="gradient", help="task scheduler (default gradient)")
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from ..model_tuner import tune_model
 
     where = measure_label(args)  # contradicting options fail before anything is opened
-    fn, example, graph = load_model(args.model)
+    fn, example, graph = load_model(args.model, parse_input_shapes(args.input_shape))
     if args.json:
         check_writable(args.json, "--json")
     db_path = args.db or default_path()

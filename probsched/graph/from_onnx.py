@@ -11,9 +11,9 @@ function: ``graph.tasks()``, ``ps.compile`` and ``ps.tune_model`` take the resul
 - Inputs keep their names (:attr:`Graph.input_names`, in the model's order, initializers
   listed as inputs excepted); outputs too (:attr:`Graph.output_names`). int64 inputs (token
   ids) are int32 in the graph; the compiled model takes either.
-- A dynamic dimension (``batch``, ``sequence``) is fixed by an example input
-  (``inputs={"input_ids": ids}`` or a list in the model's order); without one it is an error
-  naming the input and the dimension.
+- A dynamic dimension (``batch``, ``sequence``) is fixed by an example input or its shape
+  (``inputs={"input_ids": ids}``, ``inputs={"input_ids": (1, 128)}``, or a list in the
+  model's order); without one it is an error naming the input and the dimension.
 - Convolution chains are kept channels-last (:mod:`.onnx_layout`): a model's NCHW input is
   transposed once, where it enters, and no transpose is left between layers.
 - An operator, attribute, data type or dynamic dimension the import does not handle raises
@@ -119,6 +119,8 @@ def _input_specs(inputs_info, examples: Any) -> List[Tuple[str, Tuple[int, ...],
             raise FrontEndError(f"from_onnx: input {info.name!r} is {dtype}; supported input types: {', '.join(INPUT_DTYPES)}")
         example = given.get(info.name)
         dims = list(tt.shape.dim) if tt.HasField("shape") else None
+        if isinstance(example, (tuple, list)) and all(isinstance(d, (int, np.integer)) for d in example):
+            example = np.empty(tuple(example), dtype)  # a shape alone: the model's element type
         if example is not None:
             shape = tuple(int(d) for d in np.shape(example))
             if dims is not None and (len(dims) != len(shape) or any(

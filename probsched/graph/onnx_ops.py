@@ -141,6 +141,8 @@ _UNARY = {
     "Not": lambda xp, x: xp.logical_not(x),
     "Softplus": lambda xp, x: xp.log(xp.exp(x) + 1),
     "Sign": lambda xp, x: xp.sign(x),
+    "IsNaN": lambda xp, x: xp.isnan(x),
+    "IsInf": lambda xp, x: xp.isinf(x),
 }
 
 _BINARY = {
@@ -474,6 +476,33 @@ def _gather(ins, a, opset):
     i = idx.logical()
     i = jnp.where(i < 0, i + n, i)
     return Value(jnp.take(data, i, axis=axis, mode="clip"))
+
+
+@converter("GatherElements")
+def _gather_elements(ins, a, opset):
+    x, idx = ins
+    axis = _norm_axis(a.get("axis", 0), len(x.shape))
+    data, i = x.logical(), idx.logical()
+    n = x.shape[axis]
+    xp = xp_of(data, i)
+    i = xp.where(i < 0, i + n, i)
+    if xp is np:
+        return Value(np.take_along_axis(data, i, axis=axis))
+    return Value(xp.take_along_axis(data, i.astype(np.int32) if is_static(i) else i, axis=axis, mode="clip"))
+
+
+@converter("GatherND")
+def _gather_nd(ins, a, opset):
+    x, idx = ins
+    if a.get("batch_dims", 0):
+        raise FrontEndError("GatherND with batch_dims > 0 is not supported")
+    data, i = x.logical(), idx.logical()
+    depth = np.shape(i)[-1]
+    xp = xp_of(data, i)
+    i = xp.where(i < 0, i + np.asarray(x.shape[:depth], np.int64).astype(i.dtype), i)
+    if is_static(i) and xp is not np:
+        i = i.astype(np.int32)
+    return Value(data[tuple(i[..., k] for k in range(depth))])
 
 
 @converter("Tile")
