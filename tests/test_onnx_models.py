@@ -72,3 +72,50 @@ def test_resnet_has_no_transpose_between_layers(stem):
     names = [t.func.name for t in graph.tasks()]
     assert not any("transpose" in n or "relayout" in n for n in names), names
     assert sum("conv2d" in n for n in names) >= 4
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+def _tiny_onnx(path) -> str:
+    """A dense layer with a dynamic batch dimension, saved to ``path``."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])], "dense",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], [w])
+    import onnx
+
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_cli_import_an_onnx_file(tmp_path, capsys):
+    from probsched.cli import main
+
+    assert main(["import", os.path.join(DATA, "resnet50_torchscript.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("resnet50_torchscript: ") and "fused_conv2d" in out
+    path = _tiny_onnx(tmp_path / "dense.onnx")
+    assert main(["import", path]) == 2
+    assert "dynamic dimension 0 ('batch')" in capsys.readouterr().err
+    assert main(["import", path, "--input-shape", "x=3x8"]) == 0
+    assert "3x8" in capsys.readouterr().out
+    assert main(["import", path, "--input-shape", "x=3by8"]) == 2
+    assert "expected NAME=DIMS" in capsys.readouterr().err
+    assert main(["import", str(tmp_path / "none.onnx")]) == 2
+
+
+def test_cli_tune_model_on_an_onnx_file(tmp_path):
+    import subprocess
+    import sys
+
+    path = _tiny_onnx(tmp_path / "dense.onnx")
+    run = subprocess.run(
+        [sys.executable, "-m", "probsched.cli", "tune-model", path, "--input-shape", "x=2x8", "--trials", "2",
+         "--batch-size", "2", "--strategy", "replay", "--db", str(tmp_path / "d.db")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "dense" in run.stdout and "fused_matmul_maximum" in run.stdout
