@@ -40,6 +40,7 @@ DOCS = ROOT / "docs"
 SKIPPED = {
     "index.md": 1,  # the first look: a full default tune, which the tutorials run in small
     "tutorials/dask-cluster.md": 2,  # needs a Dask cluster
+    "tutorials/bring-your-model.md": 5,  # Flax (linen, NNX), Equinox, Haiku, Keras: not test dependencies
 }
 #: Tutorials whose code does not run yet (none: the Dask page runs a LocalCluster).
 NOT_RUN_YET: set = set()

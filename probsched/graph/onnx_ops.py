@@ -876,7 +876,8 @@ CONVERTERS["GlobalAveragePool"] = _global_pool("avg")
 CONVERTERS["GlobalMaxPool"] = _global_pool("max")
 
 
-#: The operator names, sorted: what an error about an unsupported operator lists.
-SUPPORTED = tuple(sorted(CONVERTERS))
+#: The operator names, sorted: what an error about an unsupported operator lists (``If`` on
+#: a condition known at import is run by the importer itself, the branch taken inlined).
+SUPPORTED = tuple(sorted([*CONVERTERS, "If"]))
 
 __all__ = ["CONVERTERS", "SUPPORTED", "Attrs", "DTYPES", "converter", "static_ints"]
