@@ -185,3 +185,19 @@ def test_keras_stateless_call():
     tv = [v.value for v in model.trainable_variables]
     ntv = [v.value for v in model.non_trainable_variables]
     compiled_matches_jit(lambda x: model.stateless_call(tv, ntv, x)[0], rand(2, 6))
+
+
+def test_unrolled_scan_is_inlined_and_a_rolled_one_refused():
+    w = rand(3, 3, scale=0.5)
+
+    def rnn(xs, unroll=True):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h * 2.0
+
+        return jax.lax.scan(step, jnp.zeros(3, jnp.float32), xs, unroll=unroll, reverse=True)
+
+    graph = compiled_matches_jit(rnn, rand(4, 3))
+    assert "scan" not in {n.op for n in graph.nodes}
+    with pytest.raises(ps.FrontEndError, match=r"lax.scan of 4 steps.*unroll=True"):
+        ps.from_jax(lambda xs: rnn(xs, unroll=1), rand(4, 3))

@@ -5,7 +5,8 @@ the import does with the jaxpr:
 
 - nested ``jit``/``pjit``, ``closed_call``, ``remat`` and the bodies of ``custom_jvp_call`` and
   ``custom_vjp_call`` (how ``jax.nn.relu``, ``gelu`` and ``softmax`` appear) are inlined: only
-  their primal computation matters for inference;
+  their primal computation matters for inference; so is ``lax.scan(..., unroll=True)``, one
+  copy of its body per step (a rolled scan is refused);
 - ``stop_gradient``, ``copy`` and a ``convert_element_type`` to the same dtype are the
   identity;
 - closed-over arrays (the weights) and literals become constants of the graph, and a node
@@ -176,6 +177,8 @@ class _Importer:
             inner, consts = (body.jaxpr, body.consts) if hasattr(body, "consts") else (body, ())
             # custom_vjp_call passes the residual functions' inputs too: the body takes the first n
             return self.run(inner, consts, ins[len(ins) - len(inner.invars):], src)
+        if name == "scan":
+            return self.unrolled_scan(eqn, ins, src or "", where)
         folding = bool(ins) and all(v in self.graph.constants for v in ins)
         out_types = [_aval_type(o.aval, where, reduced_ok=folding) for o in eqn.outvars]
         if name in IDENTITY or (
@@ -198,6 +201,39 @@ class _Importer:
         outs = tuple(self.new_value(t) for t in out_types)
         self.graph.nodes.append(Node(name, tuple(ins), outs, node.params, eqn.primitive, src))
         return list(outs)
+
+    def traced(self, fn: Callable, ins: List[int], src: str) -> List[int]:
+        """``fn`` (a small JAX function: an index, a stack) applied to graph values, imported
+        as the equations ``jax.make_jaxpr`` makes of it: the primitives' parameters are JAX's own."""
+        import jax
+
+        specs = [jax.ShapeDtypeStruct(self.graph.types[v].shape, np.dtype(self.graph.types[v].dtype)) for v in ins]
+        closed = jax.make_jaxpr(fn)(*specs)
+        return self.run(closed.jaxpr, closed.consts, ins, src)
+
+    def unrolled_scan(self, eqn, ins: List[int], src: str, where: Callable[[], str]) -> List[int]:
+        """``lax.scan(..., unroll=True)``: the body inlined once per step, the scanned
+        inputs indexed and the per-step outputs stacked (a rolled loop is refused)."""
+        p = eqn.params
+        length, n_consts, n_carry = int(p["length"]), int(p["num_consts"]), int(p["num_carry"])
+        if p.get("unroll") is not True and int(p.get("unroll", 1)) < length:
+            raise FrontEndError(f"{where()}: a loop (lax.scan of {length} steps); probsched imports a scan fully "
+                                f"unrolled: lax.scan(..., unroll=True)")
+        body = p["jaxpr"]
+        consts, carry, xs = ins[:n_consts], ins[n_consts:n_consts + n_carry], ins[n_consts + n_carry:]
+        steps = range(length - 1, -1, -1) if p.get("reverse") else range(length)
+        ys: List[List[int]] = []
+        for t in steps:
+            x_t = [self.traced(lambda a, t=t: a[t], [x], src)[0] for x in xs]
+            outs = self.run(body.jaxpr, body.consts, consts + carry + x_t, src)
+            carry, y_t = outs[:n_carry], outs[n_carry:]
+            ys.append(y_t)
+        if p.get("reverse"):
+            ys.reverse()
+        import jax.numpy as jnp
+
+        stacked = [self.traced(lambda *a: jnp.stack(a), [y[k] for y in ys], src)[0] for k in range(len(eqn.outvars) - n_carry)]
+        return list(carry) + stacked
 
     @staticmethod
     def _foldable(in_types: List[TensorType], out_types: List[TensorType]) -> bool:
