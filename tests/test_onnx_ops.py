@@ -370,3 +370,34 @@ def test_foreign_domain_and_missing_file(tmp_path):
     assert "com.microsoft" in msg and "FusedMatMul 'fm'" in msg
     with pytest.raises(ps.FrontEndError, match="no file"):
         ps.from_onnx(str(tmp_path / "none.onnx"))
+
+
+# ----------------------------------------------------------------------------- random attributes
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    strides=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    pads=st.tuples(*[st.integers(0, 2)] * 4),
+    auto_pad=st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]),
+    groups=st.sampled_from([1, 2, 4]),
+    pool=st.sampled_from(["MaxPool", "AveragePool"]),
+    ceil_mode=st.integers(0, 1),
+)
+def test_random_convolution_and_pool_attributes(kernel, strides, dilations, pads, auto_pad, groups, pool, ceil_mode):
+    """Any window attributes: the import computes what onnx.reference computes, and the
+    convolution's output stays channels-last into the pool."""
+    attrs = dict(kernel_shape=list(kernel), strides=list(strides), dilations=list(dilations))
+    attrs.update(auto_pad=auto_pad) if auto_pad != "NOTSET" else attrs.update(pads=list(pads))
+    pool_attrs = dict(kernel_shape=[2, 2], strides=[2, 1], ceil_mode=ceil_mode)
+    x = rand(1, 4, 12, 11)  # every convolution's output is at least 3 x 3
+    nodes = [node("Conv", ["x", "w"], ["c"], group=groups, **attrs), node(pool, ["c"], **pool_attrs)]
+    graph = check(nodes, {"x": x}, {"w": rand(4, 4 // groups, *kernel)}, opset=19, rtol=1e-4, atol=1e-5)
+    (conv,) = [n for n in graph.nodes if n.op == "conv_general_dilated"]
+    (window,) = [n for n in graph.nodes if n.op.startswith("reduce_window")]
+    assert window.inputs[0] == conv.outputs[0]

@@ -152,15 +152,16 @@ class Graph:
         out = []
         for i, (v, a) in enumerate(zip(self.inputs, args)):
             t = self.types[v]
+            label = f"argument {i}" + (f" ({self.input_names[i]!r})" if self.input_names else "")
             arr = np.asarray(a)
             if t.dtype == "int32" and arr.dtype == np.int64 and arr.shape == t.shape:
                 # token ids come as int64 (ONNX's and numpy's default); the graph holds int32
                 if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
-                    raise FrontEndError(f"{who}: argument {i} holds values outside int32")
+                    raise FrontEndError(f"{who}: {label} holds values outside int32")
                 arr = arr.astype(np.int32)
             if arr.shape != t.shape or arr.dtype != np.dtype(t.dtype):
                 raise FrontEndError(
-                    f"{who}: argument {i} has shape {arr.shape} {arr.dtype}, but the model was traced with "
+                    f"{who}: {label} has shape {arr.shape} {arr.dtype}, but the model was traced with "
                     f"{t.dtype}{list(t.shape)}"
                 )
             out.append(arr)
