@@ -263,7 +263,7 @@ def engines_table(rows: list) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         tuned = f"{r['trials']} ({r['tune_s']:.0f})" if "trials" in r else "-"
-        cells = [r["model"], f"{r['gflop']:.2f}", tuned] + [f"{r['ms'][k]:.2f}" if k in r["ms"] else "-" for k in impls]
+        cells = [r["model"], f"{r['gflop']:.3g}", tuned] + [f"{r['ms'][k]:.2f}" if k in r["ms"] else "-" for k in impls]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
