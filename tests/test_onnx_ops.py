@@ -167,6 +167,12 @@ def test_comparisons_and_where(op):
     check(nodes, {"a": a, "b": np.round(rand(1, 4))})
 
 
+def test_integer_division_truncates_toward_zero():
+    consts = {"a": np.asarray([7, -7, 7, -7], np.int64), "b": np.asarray([2, 2, -2, -2], np.int64)}
+    nodes = [node("Div", ["a", "b"], ["q"]), node("Cast", ["q"], ["qf"], to=TP.FLOAT), node("Add", ["x", "qf"])]
+    check(nodes, {"x": rand(4)}, consts)
+
+
 def test_clip_cast_and_logical():
     nodes = [
         node("Clip", ["x", "lo", "hi"], ["c"]),

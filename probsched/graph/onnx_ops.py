@@ -149,7 +149,7 @@ _BINARY = {
     "Add": lambda xp, x, y: x + y,
     "Sub": lambda xp, x, y: x - y,
     "Mul": lambda xp, x, y: x * y,
-    "Div": lambda xp, x, y: (x // y if xp is np else xp.floor_divide(x, y)) if np.issubdtype(np.dtype(x.dtype), np.integer) else x / y,
+    "Div": lambda xp, x, y: _int_div(xp, x, y) if np.issubdtype(np.dtype(x.dtype), np.integer) else x / y,
     "Pow": lambda xp, x, y: xp.power(x, y.astype(x.dtype) if hasattr(y, "astype") else y),
     "Equal": lambda xp, x, y: xp.equal(x, y),
     "Less": lambda xp, x, y: xp.less(x, y),
@@ -161,6 +161,11 @@ _BINARY = {
     "Xor": lambda xp, x, y: xp.logical_xor(x, y),
     "Where": lambda xp, c, x, y: xp.where(c, x, y),
 }
+
+
+def _int_div(xp, x, y):
+    """ONNX's integer division truncates toward zero (numpy's ``//`` floors)."""
+    return xp.sign(x) * xp.sign(y) * (xp.abs(x) // xp.abs(y))
 
 
 def _jax_nn():
