@@ -332,6 +332,11 @@ def _lower_reshape(node, ins, stages, out_types):
     return [LazyOperand(t.shape, t.dtype, lambda i: _at(x, f(i)))]
 
 
+def _check_reshape(node, in_types, out_types, where) -> None:
+    if node.params.get("dimensions") not in (None, ()):
+        raise FrontEndError(f"{where()}: reshape with dimensions={node.params['dimensions']} is not supported")
+
+
 def _lower_squeeze(node, ins, stages, out_types):
     (x,) = ins
     t = out_types[0]
@@ -763,7 +768,7 @@ def _build_table() -> Dict[str, OpDef]:
     table["integer_pow"] = OpDef(ELEMWISE, _lower_integer_pow, _ew_flops, _check_int_arith)
     table["convert_element_type"] = _view(_lower_convert)
     table["broadcast_in_dim"] = _view(_lower_broadcast)
-    table["reshape"] = _view(_lower_reshape)
+    table["reshape"] = _view(_lower_reshape, _check_reshape)
     table["squeeze"] = _view(_lower_squeeze)
     table["transpose"] = _view(_lower_transpose)
     table["slice"] = _view(_lower_slice)
