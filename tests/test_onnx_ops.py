@@ -173,6 +173,18 @@ def test_integer_division_truncates_toward_zero():
     check(nodes, {"x": rand(4)}, consts)
 
 
+def test_if_on_a_condition_known_at_import_runs_its_branch():
+    then = h.make_graph([node("Relu", ["x"], ["t"])], "then", [], [h.make_tensor_value_info("t", TP.FLOAT, None)])
+    other = h.make_graph([node("Neg", ["x"], ["e"])], "else", [], [h.make_tensor_value_info("e", TP.FLOAT, None)])
+    nodes = [node("Shape", ["x"], ["s"]), node("ReduceProd", ["s"], ["n"], keepdims=0),
+             node("Greater", ["n", "four"], ["big"]), node("If", ["big"], then_branch=then, else_branch=other)]
+    graph = check(nodes, {"x": rand(2, 3)}, {"four": np.asarray(4, np.int64)})
+    assert [n.op for n in graph.nodes] == ["max"]
+    msg = _error([node("ReduceSum", ["x"], ["s"], keepdims=0), node("Greater", ["s", "zero"], ["c"]),
+                  node("If", ["c"], then_branch=then, else_branch=other)], {"x": rand(3)}, {"zero": np.float32(0)})
+    assert "If 'the_if'" in msg and "control flow" in msg
+
+
 def test_clip_cast_and_logical():
     nodes = [
         node("Clip", ["x", "lo", "hi"], ["c"]),

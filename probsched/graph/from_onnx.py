@@ -148,9 +148,8 @@ def _input_specs(inputs_info, examples: Any) -> List[Tuple[str, Tuple[int, ...],
 class _Interpreter:
     """Runs a model's nodes on :class:`Value` s (see the module docstring)."""
 
-    def __init__(self, opset: int, initializers: Dict[str, np.ndarray]) -> None:
+    def __init__(self, opset: int) -> None:
         self.opset = opset
-        self.initializers = initializers
 
     def run_graph(self, graph, env: Dict[str, Value]) -> None:
         import jax
@@ -176,14 +175,13 @@ class _Interpreter:
         if node.domain not in ("", "ai.onnx"):
             raise FrontEndError(f"{label}: operators of the domain {node.domain!r} are not supported; "
                                 f"probsched imports the standard operators: {', '.join(SUPPORTED)}")
-        attrs = Attrs({a.name: _attribute(a) for a in node.attribute})
+        attrs = Attrs({a.name: _attribute(a) for a in node.attribute}, n_outputs=len(node.output))
         if node.op_type == "If":
             return self.if_node(node, ins, env, label)
         fn = CONVERTERS.get(node.op_type)
         if fn is None:
             raise FrontEndError(f"{label}: unsupported operator; probsched imports: {', '.join(SUPPORTED)}")
         self.check_precision(node, ins, label)
-        attrs.n_outputs = len(node.output)
         try:
             out = fn(ins, attrs, self.opset)
         except FrontEndError as exc:
@@ -220,7 +218,7 @@ def from_onnx(model_or_path: Any, inputs: Union[Mapping[str, Any], Sequence[Any]
     """Import an ONNX model (an ``onnx.ModelProto``, or a path to a ``.onnx`` file) as a
     :class:`~.ir.Graph`; ``inputs`` are example inputs (by name or in order) that fix the
     model's dynamic dimensions. See the module docstring."""
-    onnx = _onnx()
+    _onnx()  # the one clear error when the package is missing
     from onnx import numpy_helper
 
     model = _load(model_or_path)
@@ -231,11 +229,11 @@ def from_onnx(model_or_path: Any, inputs: Union[Mapping[str, Any], Sequence[Any]
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     g = model.graph
     initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    for t in g.sparse_initializer:
-        raise FrontEndError(f"from_onnx: sparse initializer {t.values.name!r} is not supported")
+    if g.sparse_initializer:
+        raise FrontEndError(f"from_onnx: sparse initializers ({g.sparse_initializer[0].values.name!r}) are not supported")
     inputs_info = [i for i in g.input if i.name not in initializers]
     specs = _input_specs(inputs_info, inputs)
-    interp = _Interpreter(opset, initializers)
+    interp = _Interpreter(opset)
     out_names = [o.name for o in g.output]
 
     def fn(*args):
@@ -257,7 +255,6 @@ def from_onnx(model_or_path: Any, inputs: Union[Mapping[str, Any], Sequence[Any]
     graph_name = name or (os.path.splitext(os.path.basename(os.fspath(model_or_path)))[0]
                           if isinstance(model_or_path, (str, os.PathLike)) else (g.name or "onnx_model"))
     examples = [jax.ShapeDtypeStruct(shape, np.dtype(dtype)) for _, shape, dtype in specs]
-    del onnx
     graph = from_jax(fn, *examples, name=graph_name)
     graph.input_names = [s[0] for s in specs]
     graph.output_names = out_names
