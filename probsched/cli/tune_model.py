@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         for name, sec in rows:
             print(f"| {name} | {sec * 1e3:.2f} | {sec / ours:.2f}x |")
     print()
-    print(f"database: {db_path}  (ps.compile(fn, *args, database={db_path!r}) rebuilds the network)")
+    source = f"ps.from_onnx({args.model!r})" if args.model.lower().endswith(".onnx") else "fn, *args"
+    print(f"database: {db_path}  (ps.compile({source}, database={db_path!r}) rebuilds the network)")
     if args.json:
         _write_json(args.json, result, rows, db_path)
     return 0
