@@ -18,7 +18,7 @@ from probsched.ir.expr import Const, Var
 from probsched.measure import MeasureResult
 from probsched.schedule import InstructionLog
 from probsched.schedule.layout import LAYOUT_FREE, Layout, layouts_of, tile_layout
-from probsched.selection import best_schedule
+from probsched.tuning.selection import best_schedule
 
 
 def _value(e, env):

@@ -14,7 +14,7 @@ from ..ir.expr import Const, Expr, Load, all_of, children, eq, substitute
 from ..ir.stmt import Block, Buffer
 from ..schedule.analysis import affine_in, conjuncts, is_multiple, simplify
 from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, tile_env, tile_nest, tile_ranges
-from .registry import get
+from ..ir.intrinsic import get
 
 
 def _pair(d: Expr, c: Expr, out: Dict[str, Tuple[Buffer, tuple]]) -> None:

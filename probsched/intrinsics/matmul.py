@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from .disk_cache import load_module
-from .registry import register
+from ..ir.intrinsic import register
 
 # (M, N): AVX2 fits 12 accumulator registers of 8 lanes (6x16, 4x24, 3x32 fill them);
 # AVX-512's 32 registers of 16 lanes take the larger ones.
@@ -109,11 +109,11 @@ def _zero_start_variant(m: int, n: int) -> Callable[[Optional[int]], Callable[[]
 
 def register_all() -> None:
     """Register every shipped matmul shape (idempotent)."""
-    from .registry import _REGISTRY
+    from ..ir import intrinsic as registry
 
     for m, n in SHAPES:
         name = f"matmul_{m}x{n}"
-        if name in _REGISTRY:
+        if name in registry.list():
             continue
         register(
             name,
