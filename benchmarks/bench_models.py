@@ -218,6 +218,7 @@ def bench_engines(name: str, args: argparse.Namespace) -> dict:
     row["operators"], row["tasks"] = len(graph.nodes), len(tasks)
     row["gflop"] = sum(tk.flops * tk.weight for tk in tasks) / 1e9
     args_in = [feeds[n] for n in graph.input_names]
+    os.makedirs(args.db_dir, exist_ok=True)
     db = os.path.join(args.db_dir, f"{name}.db")
     if args.trials:
         t = time.perf_counter()
