@@ -127,7 +127,7 @@ def test_tensorized_bf16_traces_match_the_reference_interpreted(name, layout_fre
     w, x, expected = data(name, layout_free)
     sch, tr = draw(w, s)
     kernels = tensorized(sch)
-    assert kernels and all(k.startswith("matmul_bf16_") for k in kernels), tr
+    assert kernels and all(k.startswith("matmul_bf16") for k in kernels), tr
     stored = ps.schedule.layout.lay_out_inputs(sch.mod, x)
     w.check(evaluate(sch.mod, *stored), expected)
 
@@ -163,3 +163,15 @@ def test_odd_reductions_and_strided_a_are_left_to_the_other_rules():
         sch, _ = draw(w, 0)  # the default space still schedules it, in float32 arithmetic
         x = w.random_inputs(np.random.default_rng(0))
         w.check(evaluate(sch.mod, *x), w.reference(*x))
+
+
+@pytest.mark.parametrize("bf16_isa", [True, False])
+def test_both_kernel_families_are_offered_only_where_they_differ(bf16_isa):
+    host = ps.Target.host()
+    isa = tuple(f for f in host.isa if f != "avx512_bf16") + (("avx512_bf16",) if bf16_isa else ())
+    target = replace(host, isa=tuple(sorted(isa)))
+    w, _, _ = data("GMM")
+    sch = ps.Schedule(w.func)
+    tr = trace(seed(lambda s: MultiLevelTilingWithIntrin(target=target)(s, s.get_block("Z")), 0)).get_trace(sch)
+    families = {c.rsplit("_", 1)[0] for c in tr["Z/intrin"].dist.support()}
+    assert families == ({"matmul_bf16", "matmul_bf16fma"} if bf16_isa else {"matmul_bf16"})

@@ -22,6 +22,14 @@ On a CPU without ``avx512_bf16`` the same kernels are built on
 results on normal numbers), so every bf16 program runs everywhere; ``native=`` of
 :func:`matmul_bf16_source` picks one explicitly.
 
+``matmul_bf16fma_{M}x{N}`` are the same kernels always built on the widened FMAs. Where
+``vdpbf16ps`` exists it is not always the faster: an Intel core with two 512-bit FMA pipes
+issues twice as many FMAs as dot products, and widening a pair costs two integer ops
+(shared by a row of B, or a column of A), so its bf16 dot-product peak is about half its FMA
+peak and the FMA kernels can pass it (``benchmarks/bench_peak.py``; figures in
+benchmarks/README.md). The design space offers both families there and measures
+(:mod:`probsched.space.intrin_tiling`); elsewhere they are the same code and it offers one.
+
 >>> import numpy as np, ml_dtypes, probsched as ps
 >>> mk = ps.intrinsics.get("matmul_bf16_4x16").kernel()
 >>> A = np.arange(4 * 6).astype(ml_dtypes.bfloat16)              # 4 x 6 (3 pairs), row-major
@@ -44,16 +52,24 @@ from .matmul import register_block, register_shapes
 #: (M, N): M x N/16 accumulators of 16 float32 lanes. AVX-512 has 32 vector registers, of
 #: which N/16 hold B's pairs and one A's broadcast; AVX2 holds each accumulator in two.
 SHAPES = ((4, 16), (8, 16), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64), (6, 64))
+#: the FMA family also keeps both halves of B's pairs and of A's pair widened: 2 N/16 + 2 more
+FMA_SHAPES = ((4, 16), (8, 16), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64))
 LANES = 16  # float32 lanes of one vector value (simd.f32x16)
 
 NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
 
 
 def native_available() -> bool:
-    """Whether this CPU has ``vdpbf16ps`` (``avx512_bf16``)."""
-    from ..target import Target
+    """Whether numba compiles for a CPU with ``vdpbf16ps`` (``avx512_bf16``): the host's,
+    unless ``NUMBA_CPU_FEATURES`` names others (as when testing for an AVX2 machine)."""
+    from numba.core import config
 
-    return Target.host().has("avx512_bf16")
+    features = config.CPU_FEATURES
+    if features is None:
+        import llvmlite.binding as llvm
+
+        features = llvm.get_host_cpu_features().flatten()
+    return "+avx512bf16" in features.split(",")
 
 
 def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optional[bool] = None) -> str:
@@ -65,6 +81,9 @@ def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optiona
     nv = n // LANES
     dot = "dot_pairs" if native else "dot_pairs_emulated"
     lines = [
+        # numba's cache checks this file's date only: name the vector helpers' version so
+        # that an edited simd module is a new source, compiled anew (disk_cache names by it)
+        f"# probsched.intrinsics.simd {_simd_version()}",
         "import numba",
         f"from probsched.intrinsics.simd import broadcast_pair, {dot} as dot, load, load_pairs, store, zeros",
         "",
@@ -92,6 +111,16 @@ def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optiona
     return "\n".join(lines) + "\n"
 
 
+@lru_cache(maxsize=1)
+def _simd_version() -> str:
+    import hashlib
+
+    from . import simd
+
+    with open(simd.__file__, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()[:16]
+
+
 def matmul_bf16_description(m: int, n: int, pairs: int = 2):
     """``C[i, j] += float32(A[i, 2p + t]) * float32(B[p, j, t])`` over an M x N tile (p is
     the panel axis, of pairs)."""
@@ -104,19 +133,24 @@ def matmul_bf16_description(m: int, n: int, pairs: int = 2):
 
 
 @lru_cache(maxsize=None)
-def _loader(m: int, n: int, zero_start: bool = False) -> Callable[[], Callable]:
+def _loader(m: int, n: int, zero_start: bool = False, fma: bool = False) -> Callable[[], Callable]:
     @lru_cache(maxsize=None)
     def load() -> Callable:
-        native = native_available()
+        native = not fma and native_available()
         name = f"matmul_bf16_{m}x{n}" + ("_zero" if zero_start else "") + ("" if native else "_emulated")
         return load_module(name, matmul_bf16_source(m, n, zero_start, native)).kernel
 
     return load
 
 
+def _fma_loader(m: int, n: int, zero_start: bool = False) -> Callable[[], Callable]:
+    return _loader(m, n, zero_start, True)
+
+
 def register_all() -> None:
-    """Register every shipped bf16 matmul shape (idempotent)."""
-    register_shapes(
-        "matmul_bf16", SHAPES, matmul_bf16_description, _loader, {"precision": "bfloat16"},
-        panel_axis="v_p", unit_stride={"C": ("v_j",), "A": ("v_t",), "B": ("v_t",)}, strides={"B": {"v_j": 2, "v_t": 1}},
+    """Register every shipped bf16 matmul shape of both families (idempotent)."""
+    options = dict(
+        panel_axis="v_p", unit_stride={"C": ("v_j",), "A": ("v_t",), "B": ("v_t",)}, strides={"B": {"v_j": 2, "v_t": 1}}
     )
+    register_shapes("matmul_bf16", SHAPES, matmul_bf16_description, _loader, {"precision": "bfloat16", "dot": "vdpbf16ps"}, **options)
+    register_shapes("matmul_bf16fma", FMA_SHAPES, matmul_bf16_description, _fma_loader, {"precision": "bfloat16", "dot": "fma"}, **options)

@@ -10,6 +10,7 @@ flat 1-D arrays by an element offset (unchecked, unaligned):
 - :func:`zeros`, :func:`load`, :func:`store`: float32 vectors;
 - :func:`load_pairs`: 32 bfloat16 (the bits of a uint16 array): 16 lanes of 2;
 - :func:`broadcast_pair`: 2 adjacent bfloat16 copied to all 16 lanes;
+- :func:`fma`: ``acc + a * b`` on float32 vectors, one rounding (``vfmadd``);
 - :func:`dot_pairs` / :func:`dot_pairs_emulated`: ``acc[l] += a[l].odd * b[l].odd``, then
   ``+= a[l].even * b[l].even`` in float32, rounding to nearest after each: the first is
   the instruction ``vdpbf16ps`` (``avx512_bf16``; it also flushes denormals to zero), the
@@ -159,6 +160,21 @@ def broadcast_pair(typingctx, array, index):
     return bf16x32(array, index), codegen
 
 
+def _fma(builder, acc, a, b):
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16] * 3), "llvm.fma.v16f32")
+    return builder.call(fn, [a, b, acc])
+
+
+@intrinsic
+def fma(typingctx, acc, a, b):
+    """``acc + a * b`` on float32 vectors, rounded once."""
+
+    def codegen(context, builder, sig, args):
+        return _fma(builder, *args)
+
+    return f32x16(acc, a, b), codegen
+
+
 @intrinsic
 def dot_pairs(typingctx, acc, a, b):
     """``vdpbf16ps``: each float32 lane of ``acc`` plus its two bfloat16 products (needs
@@ -176,7 +192,6 @@ def dot_pairs_emulated(typingctx, acc, a, b):
     """What :func:`dot_pairs` computes, with float32 FMAs (any CPU)."""
 
     def codegen(context, builder, sig, args):
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16] * 3), "llvm.fma.v16f32")
         upper = ir.Constant(_I32X16, [-65536] * 16)  # 0xFFFF0000: the odd bfloat16 is a float32 already
         shift = ir.Constant(_I32X16, [16] * 16)
 
@@ -187,7 +202,6 @@ def dot_pairs_emulated(typingctx, acc, a, b):
             return odd, even
 
         (a_odd, a_even), (b_odd, b_even) = halves(args[1]), halves(args[2])
-        acc = builder.call(fma, [a_odd, b_odd, args[0]])
-        return builder.call(fma, [a_even, b_even, acc])
+        return _fma(builder, _fma(builder, args[0], a_odd, b_odd), a_even, b_even)
 
     return f32x16(acc, a, b), codegen

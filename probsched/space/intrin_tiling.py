@@ -275,6 +275,7 @@ class MultiLevelTilingWithIntrin:
         loop_of = _loop_of_iter(sch, name)
         if loop_of is None:
             return
+        from .. import intrinsics
         from ..target import Target
 
         tgt = self.target or Target.host()
@@ -285,12 +286,13 @@ class MultiLevelTilingWithIntrin:
         candidates = kernel_candidates(
             roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt), roles.precision
         )
+        if pairs and not tgt.has("avx512_bf16"):  # both bf16 families are the FMA kernels here: offer one
+            candidates = [c for c in candidates if intrinsics.get(c).meta.get("dot") != "fma"]
         # an M axis of one row (the batch of a one-stage T2D) is a matrix-vector product: the kernel's row
         # blocking buys nothing and each call would do one row of padded work
         if not candidates or extent[roles.m] < 2:
             return
         intrin = sch.sample_categorical(candidates, name=f"{name}/intrin")
-        from .. import intrinsics
 
         meta = intrinsics.get(intrin).meta
         M, N = int(meta["M"]), int(meta["N"])
