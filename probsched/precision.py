@@ -36,7 +36,8 @@ from .schedule.dataflow import map_loads, single_store, writers_of
 from .schedule.tree import map_blocks
 
 #: accepted spellings -> the element type a product reads
-_NAMES = {"float32": "float32", "fp32": "float32", "f32": "float32", "bfloat16": BF16, "bf16": BF16}
+_BY_NAME = {"float32": "float32", "fp32": "float32", "f32": "float32", "bfloat16": BF16, "bf16": BF16}
+NAMES = tuple(_BY_NAME)
 PRECISIONS = ("float32", BF16)
 #: the short names workload names and the command line use
 SHORT = {"float32": "fp32", BF16: "bf16"}
@@ -53,9 +54,9 @@ def canonical(precision: str) -> str:
     probsched.errors.ProbschedError: unknown precision 'fp16'; expected one of float32, fp32, f32, bfloat16, bf16
     """
     key = precision.lower() if isinstance(precision, str) else precision
-    if key not in _NAMES:
-        raise ProbschedError(f"unknown precision {precision!r}; expected one of {', '.join(_NAMES)}")
-    return _NAMES[key]
+    if key not in _BY_NAME:
+        raise ProbschedError(f"unknown precision {precision!r}; expected one of {', '.join(_BY_NAME)}")
+    return _BY_NAME[key]
 
 
 def precision_of(func: PrimFunc) -> str:

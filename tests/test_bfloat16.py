@@ -149,3 +149,11 @@ def test_records_of_the_two_precisions_never_mix():
             db.commit_record(TuningRecord.from_result(w, ps.Schedule(w.func), MeasureResult((1.0,), 0.1)))
         assert len(db.records(f32)) == len(db.records(bf16)) == 1
         assert db.best(bf16)[0].schedule(bf16.func).mod == bf16.func
+
+
+def test_the_command_line_names_bfloat16_workloads_by_a_suffix():
+    from probsched.cli.common import resolve_workload
+
+    assert resolve_workload("GMM:2:bf16") == wl.get("GMM:2:bf16")
+    assert resolve_workload("C2D:small:bf16") == wl.small("C2D", "bf16")
+    assert resolve_workload("GMM:2:fp32") == wl.get("GMM:2")
