@@ -39,8 +39,7 @@ from numba.extending import intrinsic, models, register_model
 
 
 class _BFloat(ir.Type):
-    """LLVM's ``bfloat`` (llvmlite has no class for it): the element type ``vdpbf16ps``
-    takes since LLVM 17."""
+    """LLVM's ``bfloat`` (llvmlite has no class for it)."""
 
     def _to_string(self) -> str:
         return "bfloat"
@@ -56,8 +55,18 @@ _I32 = ir.IntType(32)
 _F32X16 = ir.VectorType(ir.FloatType(), 16)
 _I16X32 = ir.VectorType(ir.IntType(16), 32)
 _I32X16 = ir.VectorType(_I32, 16)
-_BF16X32 = ir.VectorType(_BFloat(), 32)
 DOT_PAIRS = "llvm.x86.avx512bf16.dpbf16ps.512"
+
+
+def _dot_operand_type() -> ir.Type:
+    """What ``vdpbf16ps``'s LLVM intrinsic takes its pairs as: ``<32 x bfloat>`` since LLVM
+    17, ``<16 x i32>`` before (numba's llvmlite decides which LLVM this is)."""
+    import llvmlite.binding as llvm
+
+    return ir.VectorType(_BFloat(), 32) if llvm.llvm_version_info[0] >= 17 else _I32X16
+
+
+_PAIRS = _dot_operand_type()
 
 
 class F32x16(types.Type):
@@ -181,8 +190,8 @@ def dot_pairs(typingctx, acc, a, b):
     ``avx512_bf16``: LLVM cannot select it elsewhere)."""
 
     def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16, _BF16X32, _BF16X32]), DOT_PAIRS)
-        return builder.call(fn, [args[0], builder.bitcast(args[1], _BF16X32), builder.bitcast(args[2], _BF16X32)])
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16, _PAIRS, _PAIRS]), DOT_PAIRS)
+        return builder.call(fn, [args[0], builder.bitcast(args[1], _PAIRS), builder.bitcast(args[2], _PAIRS)])
 
     return f32x16(acc, a, b), codegen
 
