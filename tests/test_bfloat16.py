@@ -157,3 +157,18 @@ def test_the_command_line_names_bfloat16_workloads_by_a_suffix():
     assert resolve_workload("GMM:2:bf16") == wl.get("GMM:2:bf16")
     assert resolve_workload("C2D:small:bf16") == wl.small("C2D", "bf16")
     assert resolve_workload("GMM:2:fp32") == wl.get("GMM:2")
+
+
+def test_a_bfloat16_local_kept_as_scalars_holds_widened_values():
+    w = wl.matmul(8, 16, 4, batch=None).with_precision("bf16")
+    sch = ps.Schedule(w.func)
+    z = sch.get_block("Z")
+    i, j, k = sch.get_loops(z)
+    copy = sch.cache_read(z, 0, "local")
+    sch.compute_at(copy, j)
+    for loop in sch.get_loops(copy)[2:] + [k]:
+        sch.unroll(loop)
+    kern = ps.build(sch)
+    assert "X_local_3 = _ps_bf16_widen(X[" in kern.source  # a scalar: widened once, read as a float32
+    x = w.random_inputs(np.random.default_rng(0))
+    w.check(kern.run(*x), w.reference(*x))

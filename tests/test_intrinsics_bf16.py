@@ -146,6 +146,9 @@ def test_b_is_packed_in_pairs_or_laid_out_in_pairs_once():
     sch, tr = draw(w, 0)
     (local,) = [b for b in sch.mod.allocs if b.name.startswith("Y_local")]
     assert local.shape[-1] == 2 and "Z/pack" not in tr  # packing is not a choice: the kernel reads pairs
+    again = ps.Schedule(w.func)  # the packed layout is an instruction like any other: it replays
+    ps.InstructionLog.from_json(sch.instructions.to_json()).apply(again)
+    assert again.mod == sch.mod
     w, x, expected = data("C2D", layout_free=True)
     sch, tr = draw(w, 1, {"conv2d/weight_layout": True})
     lay = ps.schedule.layout.layouts_of(sch.mod)["weight"]
