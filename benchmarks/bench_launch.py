@@ -58,7 +58,7 @@ def kernels(n: int) -> dict:
 def best_kernels_both_ways(db_path: str, names: list) -> dict:
     """``{"W prange": bound, "W pool": bound}`` for each workload ``W``: its best record in
     the database, built with each launcher (outputs checked equal)."""
-    from probsched.codegen.aligned import aligned_empty
+    from probsched.aligned import aligned_empty
     from probsched.database import Database
     from probsched.workloads.suite import get, small
 

@@ -126,7 +126,7 @@ def _bound_calls(w, records) -> dict:
     import numpy as np
 
     import probsched as ps
-    from probsched.codegen.aligned import aligned_copy, aligned_empty
+    from probsched.aligned import aligned_copy, aligned_empty
 
     inputs = [aligned_copy(a) for a in w.random_inputs(np.random.default_rng(0))]
     calls = {}

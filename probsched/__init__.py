@@ -59,12 +59,13 @@ from . import measure  # noqa: E402,F401
 from . import database  # noqa: E402,F401
 from . import cost_model  # noqa: E402,F401
 from . import search  # noqa: E402,F401
-from .tuner import TuneResult, tune  # noqa: E402,F401
 from .graph import Graph, Task, from_jax  # noqa: E402,F401
-from .graph.compiler import CompiledModel, compile  # noqa: E402,F401
+from . import runtime  # noqa: E402,F401
+from .runtime import CompiledModel  # noqa: E402,F401
+from . import tuning  # noqa: E402,F401
+from .tuning import ModelTuneResult, TuneResult, TuningOptions, compile, tune, tune_model  # noqa: E402,F401
+from .tuning import task_scheduler  # noqa: E402,F401
 from . import models  # noqa: E402,F401
-from . import task_scheduler  # noqa: E402,F401
-from .model_tuner import ModelTuneResult, tune_model  # noqa: E402,F401
 
 
 def __getattr__(name: str) -> object:

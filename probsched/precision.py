@@ -30,10 +30,8 @@ from typing import Dict, List, Set
 
 from .errors import ProbschedError
 from .ir.dtypes import BF16, is_float
-from .ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, cast, walk
-from .ir.stmt import Block, Buffer, PrimFunc, Store
-from .schedule.dataflow import map_loads, single_store, writers_of
-from .schedule.tree import map_blocks
+from .ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, cast, map_loads, walk
+from .ir.stmt import Block, Buffer, PrimFunc, Store, map_blocks
 
 #: accepted spellings -> the element type a product reads
 _BY_NAME = {"float32": "float32", "fp32": "float32", "f32": "float32", "bfloat16": BF16, "bf16": BF16}
@@ -73,8 +71,8 @@ def _operand_buffers(e: Expr) -> List[str]:
 
 def _product_operands(blk: Block) -> List[str]:
     """Buffers read as factors of a ``C = C + x * y`` reduction update (``[]`` otherwise)."""
-    st = single_store(blk)
-    if st is None or not blk.is_reduction or st.buffer.dtype != "float32":
+    st = blk.body
+    if not isinstance(st, Store) or not blk.is_reduction or st.buffer.dtype != "float32":
         return []
     v = st.value
     if not (isinstance(v, BinOp) and v.op == "add" and isinstance(v.b, BinOp) and v.b.op == "mul"):
@@ -102,11 +100,11 @@ def _lowered(func: PrimFunc) -> Set[str]:
         if name in params and name not in written and params[name].dtype == "float32":
             out.add(name)
             continue
-        writers = writers_of(func, name)
+        writers = [blk for blk in func.blocks() if any(b.name == name for b, _ in blk.writes())]
         if name not in allocs or allocs[name].dtype != "float32" or len(writers) != 1:
             continue
-        st = single_store(writers[0])
-        if st is None or writers[0].init is not None or not _moves_data(st.value):
+        st = writers[0].body
+        if not isinstance(st, Store) or writers[0].init is not None or not _moves_data(st.value):
             continue
         out.add(name)
         todo.extend(x.buffer.name for x in walk(st.value) if isinstance(x, Load))

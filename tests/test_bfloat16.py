@@ -172,3 +172,16 @@ def test_a_bfloat16_local_kept_as_scalars_holds_widened_values():
     assert "X_local_3 = _ps_bf16_widen(X[" in kern.source  # a scalar: widened once, read as a float32
     x = w.random_inputs(np.random.default_rng(0))
     w.check(kern.run(*x), w.reference(*x))
+
+
+def test_tune_takes_a_precision_and_keeps_the_records_apart(tmp_path):
+    from probsched.measure import LocalMeasurer
+
+    db = str(tmp_path / "t.db")
+    with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0) as m:
+        result = ps.tune("C2D:small", trials=2, precision="bf16", measurer=m, database=db, strategy="replay",
+                         cost_model=None, retime_top=0)
+    assert result.name == "C2D:small:bf16" and result.best is not None
+    assert result.best.schedule(result.func).mod.params[0].dtype == "bfloat16"
+    with Database(db) as d:
+        assert len(d.records(wl.small("C2D", "bf16"))) == 2 and not d.records(wl.small("C2D"))

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import jax
 
 import probsched as ps
-from probsched.graph.memory import plan_memory
+from probsched.runtime.memory import plan_memory
 
 TINY = ["resnet_tiny", "mobilenet_tiny", "bert_tiny"]
 
@@ -29,6 +29,33 @@ def test_tiny_model_matches_jax_jit_on_new_inputs(compiled, name):
     for seed in (0, 1):
         x = np.random.default_rng(seed).standard_normal(args[0].shape).astype(np.float32)
         np.testing.assert_allclose(model(x), np.asarray(jax.jit(fn)(x)), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["bert_tiny", "resnet_tiny"])
+def test_calls_from_several_threads_are_each_right(compiled, name):
+    # a server calls one model from several threads: every result must be its own input's
+    import threading
+
+    fn, args, model = compiled[name]
+    inputs = [np.random.default_rng(s).standard_normal(args[0].shape).astype(np.float32) for s in range(4)]
+    expected = [model(x) for x in inputs]  # this thread's, one call at a time
+    wrong, errors = [], []
+
+    def serve(worker: int) -> None:
+        try:
+            for i in range(150):
+                k = (i + worker) % len(inputs)
+                if not np.array_equal(model(inputs[k]), expected[k]):
+                    wrong.append((worker, i))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=serve, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and not wrong, (errors[:1], len(wrong))
 
 
 def test_calls_do_not_leak_state(compiled):
@@ -65,9 +92,15 @@ def test_pytree_outputs_come_back_as_the_function_returns_them():
     np.testing.assert_allclose(out["z"][1], np.maximum(x, 0))
 
 
-def test_function_without_example_arguments_is_refused():
-    with pytest.raises(ps.FrontEndError, match="needs example arguments"):
+def test_function_called_without_its_arguments_is_one_front_end_error():
+    with pytest.raises(ps.FrontEndError, match="missing 1 required positional argument: 'x'"):
         ps.compile(lambda x: x)
+
+
+def test_function_without_inputs_compiles_as_tune_model_takes_it():
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    model = ps.compile(lambda: jax.nn.relu(w - 5.0) * 2.0, candidates=2)
+    np.testing.assert_allclose(model(), np.maximum(w - 5.0, 0) * 2.0)
 
 
 @settings(max_examples=60, deadline=None)

@@ -19,7 +19,7 @@ from probsched.measure import MeasureResult
 from probsched.schedule import InstructionLog
 from probsched.ir.interpreter import evaluate
 from probsched.schedule.layout import LAYOUT_FREE, LAYOUT_TRANSFORMS, Layout, layouts_of, tile_layout
-from probsched.selection import best_schedule
+from probsched.tuning.selection import best_schedule
 
 
 def _value(e, env):

@@ -92,7 +92,7 @@ def test_transfer_training_is_read_from_the_cache(monkeypatch, tmp_path):
 def test_timing_stops_early_for_a_clearly_slower_candidate_and_the_record_says_so():
     from probsched.database import Database, TuningRecord
     from probsched.measure import LocalMeasurer
-    from probsched.selection import best_schedule
+    from probsched.tuning.selection import best_schedule
 
     w = ps.workloads.small("GMM")
     fast, slow = ps.Schedule(w.func), ps.Schedule(w.func)

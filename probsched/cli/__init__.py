@@ -11,7 +11,10 @@
   the suite, a loop nest, the on-disk caches;
 - :mod:`.build_transfer` — ``probsched build-transfer``: the cost model's transfer records
   from tuning databases;
-- :mod:`.common` — workload specs, opening databases, :class:`~.common.CLIError` (exit 2).
+- :mod:`.common` — what the commands share: workload specs, the tuning and measuring
+  options (defaults from :class:`~probsched.tuning.TuningOptions`), opening databases,
+  :class:`~.common.CLIError` (exit 2);
+- :mod:`.progress` — the progress bars of the tuning commands.
 
 Each command module has ``add_parser(subparsers)`` and ``run(args) -> exit code``. Exit
 codes: 0 success, 1 a run that found nothing (e.g. every trial failed), 2 a mistake in the

@@ -36,13 +36,14 @@ from ..database import Database, TuningRecord
 from ..database.errors import DatabaseError
 from ..ir.stmt import PrimFunc
 from ..precision import NAMES as PRECISION_NAMES
-from ..selection import best_schedule
+from ..tuning.selection import best_schedule
 from ..workloads import Workload, as_workload
 from ..workloads import get as suite_get
 from ..workloads import names as suite_names
 from ..workloads import small as suite_small
 
 if TYPE_CHECKING:
+    from ..measure import Measurer
     from ..space import Space
 
 WORKLOAD_HELP = (
@@ -261,7 +262,7 @@ def stored_workload(db: Database, spec: str) -> Tuple[Union[Workload, PrimFunc],
 class StoredRecords(NamedTuple):
     """What ``show`` and ``plot`` read: the workload, the database path, the records of
     this machine in commit order, the ``top`` fastest distinct successful ones (the best
-    first as :func:`~probsched.selection.best_schedule` names it, then by the search's
+    first as :func:`~probsched.tuning.selection.best_schedule` names it, then by the search's
     medians) and ``retimed``: candidate hash -> run seconds of the current re-timing
     session (empty when there is none)."""
 
@@ -307,6 +308,111 @@ def host_records(db: Database, workload: Union[Workload, PrimFunc], key: str, ok
         raise CLIError(f"{db.path}: no successful record of {name} measured on this machine ({len(anywhere)} records, {ok} ok, elsewhere or failed)")
     held = ", ".join(f"{w.name} ({len(db.records(w.hash, target=None))} records)" for w in db.workloads()) or "nothing"
     raise CLIError(f"{db.path}: no records of {name} (the database holds: {held})")
+
+
+# ------------------------------------------------------------------------------ tuning options
+
+
+def add_measure_options(p: argparse.ArgumentParser) -> None:
+    """Where candidates are measured: ``--workers`` here, or ``--cluster`` (:func:`make_measurer`)."""
+    p.add_argument("--workers", type=positive_int, default=None, help="measuring worker processes on this machine (default 2)")
+    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+                   help="measure on a Dask cluster instead: its scheduler's address, e.g. tcp://HOST:8786 (needs "
+                        "`pip install 'probsched[dask]'` here and on the workers; README: 'Tuning on a cluster')")
+
+
+def add_search_options(p: argparse.ArgumentParser, trials: int, trials_help: str = "new candidates to measure") -> None:
+    """The options of every tuning command (``tune``, ``tune-model``, ``bench``): how to
+    search and measure; their defaults are :class:`~probsched.tuning.TuningOptions`'."""
+    from ..cost_model import COST_MODELS, DEFAULT_COST_MODEL
+    from ..search import STRATEGIES
+    from ..tuning import TuningOptions
+    from ..tuning.options import RETIME_TOP_ONE_TASK, RETIME_TOP_PER_TASK
+
+    defaults = TuningOptions()
+    p.add_argument("--trials", type=non_negative_int, default=trials, help=f"{trials_help} (default {trials})")
+    p.add_argument("--strategy", choices=list(STRATEGIES), default=defaults.strategy, help=f"search strategy (default {defaults.strategy})")
+    p.add_argument("--cost-model", choices=list(COST_MODELS), default=DEFAULT_COST_MODEL,
+                   help=f"model ranking candidates (default {DEFAULT_COST_MODEL}: it also trains on the shipped "
+                        "records of the other workloads, so it ranks the first batch too; mlp: the workload's own "
+                        "records only)")
+    p.add_argument("--space", default="default", metavar="SPACE",
+                   help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
+                        "(or of a function returning one)")
+    p.add_argument("--max-family-share", type=share, default=None, metavar="F",
+                   help="evolutionary search: no algorithm family (write cache and rfactor decisions) takes more "
+                        "than this fraction of a batch's model-ranked candidates (default 0.5; 1: MetaSchedule's "
+                        "plain top-k)")
+    p.add_argument("--seed", type=int, default=defaults.seed, help=f"random seed of the search and the model (default {defaults.seed})")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="candidates per measured round (default: about three rounds per task, 8 to 32)")
+    add_measure_options(p)
+    p.add_argument("--retime-top", type=non_negative_int, default=None, metavar="K",
+                   help=f"after the search, time the K fastest candidates of each weighty task again together and "
+                        f"name the best by that (default {RETIME_TOP_ONE_TASK} for one task, {RETIME_TOP_PER_TASK} per "
+                        "task of a network; 0: the search's fastest)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def measure_label(args: argparse.Namespace) -> str:
+    """Where candidates are measured, as a run's header says it; a CLIError for options that
+    contradict each other (checked before anything is opened)."""
+    if args.cluster:
+        if args.workers is not None:
+            raise CLIError("--workers counts measuring processes on this machine; with --cluster the cluster's Dask "
+                           "workers measure (`dask worker ... --nthreads N` sets theirs)")
+        return f"Dask cluster {args.cluster}"
+    workers = args.workers or 2
+    return f"{workers} worker{'s' if workers != 1 else ''}"
+
+
+def make_measurer(args: argparse.Namespace) -> "Measurer":
+    """The measurer the options ask for: ``--cluster``'s Dask cluster, else local worker processes."""
+    from .. import measure
+
+    if args.cluster:
+        return measure.get("dask", address_or_client=args.cluster)
+    return measure.get("local", workers=args.workers or 2)
+
+
+def strategy_options(args: argparse.Namespace) -> Dict[str, Any]:
+    """The named strategy's options the command-line asks for (``TuningOptions.strategy_options``)."""
+    if args.max_family_share is None:
+        return {}
+    if args.strategy != "evolutionary":
+        raise CLIError(f"--max-family-share applies to --strategy evolutionary, not {args.strategy}")
+    return {"max_family_share": args.max_family_share}
+
+
+def family_share(args: argparse.Namespace) -> Optional[float]:
+    """The family cap the search will run with (its default when the option is not given);
+    None for a strategy that has none."""
+    from ..search import get as get_strategy
+
+    return getattr(get_strategy(args.strategy, **strategy_options(args)), "max_family_share", None)
+
+
+def search_label(args: argparse.Namespace) -> str:
+    """The strategy as a run's header names it (with its family cap, when it has one)."""
+    share = family_share(args)
+    return args.strategy if share is None else f"{args.strategy} (max family share {share:g})"
+
+
+def options_from_args(args: argparse.Namespace, space: Optional["Space"] = None):
+    """The :class:`~probsched.tuning.TuningOptions` the search options of ``args`` ask for."""
+    from ..tuning import TuningOptions
+
+    return TuningOptions(
+        space=space, strategy=args.strategy, strategy_options=strategy_options(args), cost_model=args.cost_model,
+        seed=args.seed, batch_size=args.batch_size, retime_top=args.retime_top,
+    )
+
+
+def check_writable(path: str, option: str) -> None:
+    """Fail before a long run, not after it, when ``path`` cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{option} {path}: no such directory {folder}")
 
 
 # ------------------------------------------------------------------------------ numbers

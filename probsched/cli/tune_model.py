@@ -12,20 +12,28 @@ resumes. ``MODEL`` is a shipped model or ``file.py:name`` / ``module:name`` (see
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from ..search import STRATEGIES
-from ..task_scheduler import SCHEDULERS
-from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
-from .common import DB_HELP, CLIError, non_negative_int, open_database, positive_int, write_json
+from ..tuning import SCHEDULERS
+from .common import (
+    DB_HELP,
+    add_search_options,
+    check_writable,
+    make_measurer,
+    measure_label,
+    open_database,
+    options_from_args,
+    resolve_space,
+    search_label,
+    write_json,
+)
 from .model_import import MODEL_HELP, load_model
+from .progress import NetworkBar, logs_above
 
 if TYPE_CHECKING:
     from ..measure import Measurer
-from .tune import add_measure_options, check_writable, make_measurer, measure_label
 
 
 def add_parser(sub) -> None:
@@ -34,51 +42,22 @@ def add_parser(sub) -> None:
         description=__doc__.split("\n\n")[0].replace("``", ""),
     )
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument("--trials", type=non_negative_int, default=1500, help="trials for the whole network (default 1500)")
     p.add_argument("--db", default=None, help=DB_HELP)
-    p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="gradient", help="task scheduler (default gradient)")
-    p.add_argument("--strategy", choices=sorted(STRATEGIES), default="evolutionary", help="search strategy per task")
-    p.add_argument("--cost-model", choices=COST_MODELS, default=DEFAULT_COST_MODEL, help=f"default {DEFAULT_COST_MODEL}")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=positive_int, default=None, help="candidates per round (default: about three rounds per task)")
-    add_measure_options(p)
-    p.add_argument("--retime-top", type=non_negative_int, default=0, metavar="K",
-                   help="re-time the K best candidates of each weighty task together at the end (default 0)")
+    p.add_argument("--scheduler", choices=list(SCHEDULERS), default=next(iter(SCHEDULERS)),
+                   help=f"task scheduler (default {next(iter(SCHEDULERS))})")
+    add_search_options(p, trials=1500, trials_help="trials for the whole network")
     p.add_argument("--no-compare", action="store_true", help="do not time the network beside jax.jit")
     p.add_argument("--json", metavar="PATH", help="also write the task table and timings as JSON")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
-
-
-class ModelProgress:
-    """A ``tune_model`` callback driving one tqdm bar over the budget."""
-
-    def __init__(self, total: int, desc: str, quiet: bool) -> None:
-        from tqdm import tqdm
-
-        self.failed = 0
-        self.bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True,
-                        disable=quiet or not sys.stderr.isatty())
-
-    def __call__(self, event, result) -> None:
-        self.failed += event.trial.error is not None
-        est = event.estimated_seconds
-        text = f"est. {est * 1e3:.1f} ms" if math.isfinite(est) else "est. -"
-        text += f", {event.task_name.split('/')[-1][:40]}"
-        if self.failed:
-            text += f", {self.failed} failed"
-        self.bar.set_postfix_str(text, refresh=False)
-        self.bar.update(1)
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 def run(args: argparse.Namespace) -> int:
     from ..database import default_path
-    from ..model_tuner import tune_model
+    from ..tuning import tune_model
 
     where = measure_label(args)  # contradicting options fail before anything is opened
+    space = resolve_space(args.space)
+    options = options_from_args(args, space)
     fn, example, graph = load_model(args.model)
     if args.json:
         check_writable(args.json, "--json")
@@ -87,28 +66,21 @@ def run(args: argparse.Namespace) -> int:
     tasks = graph.tasks()
     if not args.quiet:
         print(f"tuning {graph.name}: {len(tasks)} tasks, {args.trials} trials, {args.scheduler} scheduler, "
-              f"{args.strategy} search, {where}, db {db_path}", file=sys.stderr)
-    progress = ModelProgress(args.trials, graph.name, args.quiet)
+              f"{search_label(args)} search, {args.cost_model} cost model, {where}, db {db_path}", file=sys.stderr)
+    bar = NetworkBar(args.trials, graph.name, args.quiet)
     measurer: Optional["Measurer"] = None
     try:
-        if progress.bar.disable:
-            redirect = contextlib.nullcontext()
-        else:
-            from tqdm.contrib.logging import logging_redirect_tqdm
-
-            redirect = logging_redirect_tqdm()
         measurer = make_measurer(args)
-        with redirect:
+        with logs_above(bar):
             result = tune_model(
-                graph, trials=args.trials, database=db, scheduler=args.scheduler, strategy=args.strategy,
-                cost_model=args.cost_model, measurer=measurer, seed=args.seed, batch_size=args.batch_size,
-                retime_top=args.retime_top, callbacks=[progress],
+                graph, trials=args.trials, database=db, measurer=measurer, scheduler=args.scheduler, callbacks=[bar],
+                options=options,
             )
     except KeyboardInterrupt:
         print(f"\ninterrupted: the records so far are in {db_path}; run again to resume", file=sys.stderr)
         return 130
     finally:
-        progress.close()
+        bar.close()
         if measurer is not None:
             measurer.close()
         db.close()

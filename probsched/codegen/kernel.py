@@ -7,7 +7,8 @@ parameter: outputs must be C-contiguous and writable; inputs that are not C-cont
 (or read-only) are copied, and so are inputs that share memory with an output (the
 compiled code assumes its arrays do not overlap); two outputs must not overlap. Intermediate (``global``) buffers are allocated once per
 kernel (cache-line aligned, :mod:`.aligned`), so one kernel must not be called from two
-threads at once.
+threads at once; a binding with its own intermediates (:meth:`Kernel.bind` with
+``scratch=kernel.new_scratch()``) may run beside other bindings of the same kernel.
 
 >>> import numpy as np, probsched as ps
 >>> A = ps.placeholder((3,), name="A")
@@ -26,17 +27,17 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import KernelArgumentError
 from ..ir.dtypes import as_storage, numpy_dtype, storage_dtype
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
-from .aligned import aligned_empty
+from ..aligned import aligned_empty
 from .compile import CompiledModule
 from .emit import ModuleSource
-from ..schedule.layout import layouts_of, logical_params
+from ..ir.layout import layouts_of, logical_params
 from .spin_pool import enabled as spin_pool_enabled
 from .spin_pool import wake as wake_spin_pool
 
@@ -187,7 +188,12 @@ class Kernel:
         role = "output" if self._is_output[pos] else "input"
         return f"kernel {self.func.name}: parameter {self.params[pos].name} (argument {pos + 1}, {role})"
 
-    def _flat_args(self, arrays) -> list:
+    def new_scratch(self) -> List[np.ndarray]:
+        """Fresh intermediate buffers for a binding that runs beside the kernel's other
+        bindings (:meth:`bind`'s ``scratch``): each thread calling the kernel needs its own."""
+        return [aligned_empty(a.shape, a.dtype) for a in self._intermediates]
+
+    def _flat_args(self, arrays, scratch=None) -> list:
         name = self.func.name
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
@@ -227,14 +233,14 @@ class Kernel:
                     )
                 flat[other_pos] = other.copy()  # an input that is also written: read a snapshot
         flat = [as_storage(a.reshape(-1)) for a in flat]
-        flat.extend(self._intermediates)
+        flat.extend(self._intermediates if scratch is None else scratch)
         flat.extend(self._addresses)
         return flat
 
     def __call__(self, *arrays) -> None:
         self._run_flat(self._flat_args(arrays))
 
-    def bind(self, *arrays) -> "BoundKernel":
+    def bind(self, *arrays, scratch: Optional[List[np.ndarray]] = None) -> "BoundKernel":
         """Check ``arrays`` (every parameter, as for a call) once and return a callable
         without arguments that runs the kernel on them: what a timing loop calls.
 
@@ -253,8 +259,13 @@ class Kernel:
         >>> run = kern.bind(a, b)
         >>> run(); b.tolist()
         [1.0, 2.0, 3.0]
+
+        ``scratch``: the binding's own intermediate buffers (:meth:`new_scratch`), so that it
+        may run while another binding of this kernel runs in another thread.
         """
-        return BoundKernel(self, self._flat_args(arrays))
+        if scratch is not None and [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in self._intermediates]:
+            raise KernelArgumentError(f"kernel {self.func.name}: scratch buffers do not match the kernel's (use new_scratch())")
+        return BoundKernel(self, self._flat_args(arrays, scratch))
 
     def _run_flat(self, flat: list) -> None:
         if self._segments is None:
@@ -350,6 +361,36 @@ class BoundKernel:
 
     def __call__(self) -> None:
         self.kernel._run_flat(self._flat)
+
+    def rebound(self, arrays: Dict[int, np.ndarray], scratch: List[np.ndarray]) -> "BoundKernel":
+        """This binding with the parameters at the positions of ``arrays`` bound to other
+        C-contiguous arrays of the same shape and dtype, and with ``scratch`` as its
+        intermediates (:meth:`Kernel.new_scratch`); the other parameters keep the arrays
+        checked (and laid out) at binding. What a second thread's copy of a network costs:
+        no argument checks, no weight laid out again.
+
+        >>> import numpy as np, probsched as ps
+        >>> A = ps.placeholder((3,), name="A")
+        >>> B = ps.compute((3,), lambda i: A[i] + 1.0, name="B")
+        >>> kern = ps.build(ps.create_func([A, B], name="inc"))
+        >>> a, b, b2 = np.arange(3, dtype="float32"), np.zeros(3, "float32"), np.zeros(3, "float32")
+        >>> run2 = kern.bind(a, b).rebound({1: b2}, kern.new_scratch())
+        >>> run2(); b.tolist(), b2.tolist()
+        ([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
+        """
+        kernel = self.kernel
+        flat = list(self._flat)
+        n = len(kernel.params)
+        for pos, a in arrays.items():
+            b = kernel.params[pos]
+            if a.shape != b.shape or a.dtype != kernel._dtypes[pos] or not a.flags.c_contiguous:
+                raise KernelArgumentError(f"{kernel._where(pos)}: rebound to {_describe(a)}, expected C-contiguous {b.shape} {b.dtype}")
+            flat[pos] = a.reshape(-1)
+        k = len(kernel._intermediates)
+        if [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in kernel._intermediates]:
+            raise KernelArgumentError(f"kernel {kernel.func.name}: scratch buffers do not match the kernel's (use new_scratch())")
+        flat[n : n + k] = scratch
+        return BoundKernel(kernel, flat)
 
     def __repr__(self) -> str:
         return f"<BoundKernel {self.kernel.func.name}>"

@@ -55,7 +55,7 @@ from typing import Dict, Iterator, List, Optional
 
 import numpy as np
 
-from .aligned import aligned_empty
+from ..aligned import aligned_empty
 from .compile import compile_options, configure_numba, numba_type, warm_up
 
 SLOT_WORDS = 8

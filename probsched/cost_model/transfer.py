@@ -232,17 +232,3 @@ def save_transfer(records: TransferRecords, out: str) -> None:
             schema=np.asarray(feature_schema()),
             n_features=np.asarray(N_FEATURES),
         )
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m probsched.cost_model.transfer DB...``: the command ``probsched build-transfer
-    DB...`` (:mod:`probsched.cli.build_transfer`), kept under its old name."""
-    import sys
-
-    from ..cli import main as cli_main
-
-    return cli_main(["build-transfer", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import FrontEndError
 from ..ir.stmt import PrimFunc
-from ..schedule.layout import LAYOUT_FREE
+from ..ir.layout import LAYOUT_FREE
 from ..te import create_func, placeholder
 from ..workloads import Workload
 from ..workloads.workload import RTOL, tolerance

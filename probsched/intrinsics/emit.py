@@ -13,8 +13,8 @@ from ..errors import BuildError
 from ..ir.expr import Const, Expr, Load, all_of, children, eq, substitute
 from ..ir.stmt import Block, Buffer
 from ..schedule.analysis import affine_in, conjuncts, is_multiple, simplify
+from ..ir.intrinsic import get
 from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, flat_index, tile_env, tile_nest, tile_ranges
-from .registry import get
 
 
 def _pair(d: Expr, c: Expr, out: Dict[str, Tuple[Buffer, tuple]]) -> None:

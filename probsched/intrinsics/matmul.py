@@ -25,8 +25,8 @@ from functools import lru_cache
 from typing import Callable, List
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
+from ..ir.intrinsic import register
 from .disk_cache import load_module
-from .registry import register
 
 # (M, N): AVX2 fits 12 accumulator registers of 8 lanes (6x16, 4x24, 3x32 fill them);
 # AVX-512's 32 registers of 16 lanes take the larger ones.
@@ -119,12 +119,12 @@ def register_shapes(prefix: str, shapes, description: Callable, loader: Callable
     """Register ``{prefix}_{M}x{N}`` for each shape (idempotent): ``description(m, n)``,
     ``loader(m, n, zero_start=False)`` the loader of the compiled kernel; the meta every
     matmul family shares (rows as the remainder axis, partial-tile and zero-start variants)
-    plus ``meta``; ``options``: :func:`~.registry.register`'s."""
-    from .registry import _REGISTRY
+    plus ``meta``; ``options``: :func:`~probsched.ir.intrinsic.register`'s."""
+    from ..ir import intrinsic as registry
 
     for m, n in shapes:
         name = f"{prefix}_{m}x{n}"
-        if name in _REGISTRY:
+        if name in registry.list():
             continue
         register(
             name,

@@ -18,7 +18,7 @@ i * 4 + j
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence, Union
+from typing import Callable, Iterable, Sequence, Union
 
 from ..errors import IRError
 from .dtypes import BF16, BOOL, DTYPES, FLOAT_DTYPES, INDEX, INT_DTYPES, arithmetic_dtype, round_to  # noqa: F401
@@ -654,6 +654,18 @@ def substitute(e: Expr, mapping: dict) -> Expr:
         return rebuild(x, new)
 
     return go(e)
+
+
+def map_loads(e: Expr, fn: Callable[[Load], Expr]) -> Expr:
+    """Rewrite every load in ``e`` (inner loads first) with ``fn``."""
+    ch = children(e)
+    if ch:
+        new = [map_loads(c, fn) for c in ch]
+        if any(n is not c for n, c in zip(new, ch)):
+            e = rebuild(e, new)
+    if isinstance(e, Load):
+        return fn(e)
+    return e
 
 
 def walk(e: Expr) -> Iterable[Expr]:

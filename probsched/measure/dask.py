@@ -62,7 +62,8 @@ from ..ir.stmt import PrimFunc
 from ..schedule import InstructionLog, Schedule
 from ..target import Target
 from ..workloads import Workload, as_workload
-from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, DEFAULT_MIN_REPEAT_MS, LocalMeasurer, MeasureError
+from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, DEFAULT_MIN_REPEAT_MS, MeasureError
+from .protocol import instruction_log_json
 from .reference import from_workload
 from .remote import host_description, measure_task
 from .result import LOST, WRONG_RESULT, MeasureResult
@@ -268,7 +269,7 @@ class DaskMeasurer:
             return entry[1], entry[2]
 
     def _logs(self, schedules, func: PrimFunc) -> List[str]:
-        return [LocalMeasurer._log_json(s, func, i) for i, s in enumerate(schedules)]
+        return [instruction_log_json(s, func, i) for i, s in enumerate(schedules)]
 
     # ------------------------------------------------------------------ measuring
     def submit(

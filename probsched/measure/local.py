@@ -48,7 +48,7 @@ Design choices (2 cores, shared):
   best median this measurer has timed in full for the workload, the worker stops and the
   result says ``stopped_early``. Such a candidate cannot be the fastest of its run (one
   timed in full was at least twice as fast), the tuner never names it best without timing
-  it in full (:mod:`probsched.selection`), and its record says it
+  it in full (:mod:`probsched.tuning.selection`), and its record says it
   (``TuningRecord.stopped_early``). Measured on the records of four 64-trial tunes, 5 to
   49 of 64 candidates would stop, none of whose full medians was within the factor, none
   in the run's top 8 (``benchmarks/README.md``, tuning throughput). The calibration's last pass counts as
@@ -94,6 +94,7 @@ from ..workloads import Workload, as_workload
 from ..target import Target
 from .hostlock import HostLock
 from .process import WorkerProcess
+from .protocol import instruction_log_json
 from .reference import from_workload
 from .result import CRASH, TIMEOUT, WRONG_RESULT, MeasureResult
 from .stats import MeasureStats
@@ -331,7 +332,7 @@ class LocalMeasurer:
         A worker replaced after a batch (recycled, or after a crash) starts at once, and its
         start-up compiles numba's warm-up kernels: 2-5 s of one core. The measurer pauses it
         while it times a kernel itself, but not while its caller does. A caller about to time
-        kernels in its own process (:meth:`~probsched.tuner.TuneResult.compare`) settles
+        kernels in its own process (:meth:`~probsched.tuning.TuneResult.compare`) settles
         the measurer first; :func:`~probsched.tune` does before it returns, so the wait
         (at most one start-up) is paid once per tune.
         """
@@ -385,18 +386,6 @@ class LocalMeasurer:
             "flush_cache": self.flush_cache,
             "reuse_calibration": self.reuse_calibration,
         }
-
-    @staticmethod
-    def _log_json(candidate, func: PrimFunc, index: int) -> str:
-        if isinstance(candidate, Schedule):
-            if candidate.func is not func and candidate.func != func:
-                raise ValueError(f"measure: schedule {index} schedules another function than the workload's")
-            return candidate.instructions.to_json()
-        if isinstance(candidate, InstructionLog):
-            return candidate.to_json()
-        if isinstance(candidate, str):
-            return candidate
-        raise TypeError(f"measure: candidate {index} is a {type(candidate).__name__}, expected a Schedule or InstructionLog")
 
     # ------------------------------------------------------------------ measuring
     def measure(
@@ -457,7 +446,7 @@ class LocalMeasurer:
         if self.closed:
             raise MeasureError("measure: this LocalMeasurer is closed")
         job = self._job(workload, reference)
-        return job, [self._log_json(s, job["func"], i) for i, s in enumerate(schedules)], dict(faults or {})
+        return job, [instruction_log_json(s, job["func"], i) for i, s in enumerate(schedules)], dict(faults or {})
 
     def _budget(self, unit: dict) -> tuple:
         """(compile, run) timeouts of a task: a group's members each get the single budgets,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 import numpy as np
 
-from ..codegen.aligned import aligned_copy, aligned_empty
+from ..aligned import aligned_copy, aligned_empty
 from ..ir.dtypes import BF16, as_storage, numpy_dtype
 from ..ir.stmt import Block, PrimFunc
 from ..precision import precision_of
@@ -60,7 +60,7 @@ class Reference:
 
     def __post_init__(self) -> None:
         # kernels are timed on these arrays: cache-line aligned, as TVM's are, so that no
-        # measurement depends on where the heap put them (see probsched.codegen.aligned)
+        # measurement depends on where the heap put them (see probsched.aligned)
         self.inputs = {k: aligned_copy(v) for k, v in self.inputs.items()}
         self._screens: Dict[str, tuple] = {}  # output name -> (tolerance, scratch) of the fast check
 

@@ -115,7 +115,7 @@ def _with_phases(result: dict, check_seconds: float, timing_seconds: float) -> d
 
 def _build(state: _State, task: dict, log_json: str, fault: Optional[str]):
     """Replay the instruction log, build the candidate (and the unscheduled reference if needed)."""
-    from .. import build
+    from ..codegen import build
     from ..schedule import InstructionLog, Schedule
 
     func = state.func(task["func_key"], task["func_json"])

@@ -33,6 +33,7 @@ import handlers
 from handlers import Categorical
 
 from ..errors import ScheduleError
+from ..ir import intrinsic as intrinsic_registry
 from ..ir.stmt import Block, Loop, PrimFunc
 from .distributions import ComputeLocation, PerfectTile
 from . import blockize as blockize_mod
@@ -59,15 +60,11 @@ _TRANSITIONS_MAX = 16384
 
 
 def _tensorize_named(mod: PrimFunc, block: str, intrin: str) -> PrimFunc:
-    from .. import intrinsics
-
-    return tensorize_mod.tensorize(mod, block, intrinsics.get(intrin))
+    return tensorize_mod.tensorize(mod, block, intrinsic_registry.get(intrin))
 
 
 def _memo_key(fn, mod: PrimFunc, args: tuple) -> tuple:
-    from ..intrinsics import registry
-
-    return (fn, id(mod), args, registry.generation)
+    return (fn, id(mod), args, intrinsic_registry.generation)
 
 
 def _memo_get(key: tuple, mod: PrimFunc):
@@ -432,9 +429,7 @@ class Schedule:
 
     def tensorize(self, block_or_loop: Union[BlockLike, LoopLike], intrin: str) -> BlockRV:
         """Compute a tile with a registered intrinsic (a loop is blockized first); returns the block."""
-        from .. import intrinsics
-
-        intrinsic = intrinsics.get(intrin)
+        intrinsic = intrinsic_registry.get(intrin)
         if isinstance(block_or_loop, LoopRV) or (
             isinstance(block_or_loop, str) and block_or_loop in self._idx().loops
         ):

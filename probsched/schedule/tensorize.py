@@ -25,7 +25,7 @@ probsched.errors.ScheduleError: tensorize: block Z is not blockized (use a loop 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, free_vars, substitute
 from ..ir.stmt import Block, Loop, PrimFunc, Store
@@ -34,7 +34,7 @@ from .loops import lookup_block
 from .tree import ScheduleError, TreeIndex, make_room, replace_at, require
 
 if TYPE_CHECKING:
-    from ..intrinsics.registry import Intrinsic
+    from ..ir.intrinsic import Intrinsic
 
 TENSORIZE_KEY = "tensorize"
 AXES_KEY = "tensorize_axes"
@@ -317,7 +317,7 @@ def check_tensorized(old: PrimFunc, new: PrimFunc) -> None:
 
     Blocks the change did not rebuild (the same node object as before) are not re-checked.
     """
-    from .. import intrinsics
+    from ..ir import intrinsic as intrinsic_registry
 
     # the indexes are shared (TreeIndex.of): the schedule asks for the new one next anyway
     before = {id(b) for b in TreeIndex.of(old).block_nodes if b.annotation(TENSORIZE_KEY) is not None}
@@ -327,7 +327,7 @@ def check_tensorized(old: PrimFunc, new: PrimFunc) -> None:
         if name is None or id(blk) in before:
             continue
         try:
-            axes, _ = match_intrinsic(blk, intrinsics.get(name), _outer_loops(idx, blk.name))
+            axes, _ = match_intrinsic(blk, intrinsic_registry.get(name), _outer_loops(idx, blk.name))
         except Exception as exc:  # ScheduleError from the matcher, named below
             msg = str(exc).split(": ", 1)[-1]
             require(False, "tensorize", f"the change breaks tensorized block {blk.name} ({name}): {msg}")

@@ -32,6 +32,7 @@ from .conv import (
 )
 from .matmul import matmul
 from .norm import norm, softmax
+from ..precision import canonical
 from .workload import Workload
 
 Config = Tuple[int, ...]
@@ -186,8 +187,6 @@ def get(name: str, index: Optional[Union[int, str]] = None, precision: Optional[
 
 def _suffix_precision(name: str, index: str, suffix: str, precision: Optional[str]) -> str:
     """The precision a ``"GMM:2:bf16"`` suffix names (it must agree with ``precision=``)."""
-    from ..precision import canonical
-
     named = canonical(suffix)
     if precision is not None and canonical(precision) != named:
         raise ValueError(f"workload {name}:{index}:{suffix} with precision={precision!r}: they disagree")

@@ -49,8 +49,9 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..ir.dtypes import BF16, numpy_dtype
+from ..ir.dtypes import BF16, UNIT_ROUNDOFF, numpy_dtype
 from ..ir.stmt import Buffer, PrimFunc
+from ..precision import SHORT, canonical, convert, precision_of
 
 RTOL = 1e-4
 ATOL_PER_SQRT_TERM = 1e-4
@@ -68,9 +69,6 @@ def tolerance(reduction_length: int, precision: str = "float32") -> Tuple[float,
     >>> tolerance(10000, "bf16")
     (0.0078125, 0.01)
     """
-    from ..ir.dtypes import UNIT_ROUNDOFF
-    from ..precision import canonical
-
     atol = ATOL_PER_SQRT_TERM * math.sqrt(max(1, int(reduction_length)))
     precision = canonical(precision)
     if precision == "float32":
@@ -148,8 +146,6 @@ class Workload:
         >>> w.with_precision("bfloat16") is w
         True
         """
-        from ..precision import SHORT, canonical, convert, precision_of
-
         target, now = canonical(precision), precision_of(self.func)
         if target == now:
             return self

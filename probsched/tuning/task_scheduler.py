@@ -1,8 +1,9 @@
 """Task schedulers: which task of a network gets the next round of trials.
 
-``ps.tune_model`` spends one budget of trials over a network's tasks, a round (a batch of
-candidates of one task) at a time. Before each round it asks its scheduler for a task. A
-scheduler is any object with ``name`` and::
+A tuning run (``ps.tune_model``, and ``ps.tune`` as a network of one task) spends one
+budget of trials over a network's tasks, a round (a batch of candidates of one task) at a
+time. Before each round it asks its scheduler for a task. A scheduler is any object with
+``name`` and::
 
     next_task(tasks: Sequence[TaskState], rng: numpy.random.Generator) -> Optional[int]
 
@@ -35,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Union
 
 import numpy as np
+
+from ..components import Registry
 
 #: Rounds in a row without one successful trial after which a task leaves the rotation.
 MAX_FAILED_ROUNDS = 3
@@ -111,19 +114,17 @@ class GradientBased:
         return live[int(rng.choice(top))].index
 
 
-#: Schedulers by name.
-SCHEDULERS = {"gradient": GradientBased, "round-robin": RoundRobin}
+#: Task schedulers by the name ``ps.tune_model(scheduler=...)`` and ``--scheduler`` take,
+#: the default first; ``SCHEDULERS.register("mine", factory)`` adds one.
+SCHEDULERS: Registry[object] = Registry("task scheduler", required=("next_task",))
+SCHEDULERS.register("gradient", GradientBased)
+SCHEDULERS.register("round-robin", RoundRobin)
 
 
-def get(scheduler: Union[str, object]) -> object:
-    """A scheduler from its name (``"gradient"``, ``"round-robin"``) or the object itself."""
-    if isinstance(scheduler, str):
-        if scheduler not in SCHEDULERS:
-            raise ValueError(f"unknown task scheduler {scheduler!r}; known: {', '.join(SCHEDULERS)}")
-        return SCHEDULERS[scheduler]()
-    if not callable(getattr(scheduler, "next_task", None)):
-        raise TypeError(f"a task scheduler needs a next_task(tasks, rng) method; got {type(scheduler).__name__}")
-    return scheduler
+def get(scheduler: Union[str, object], **options) -> object:
+    """A scheduler from its name (``"gradient"``, ``"round-robin"``; made with ``options``)
+    or the object itself."""
+    return SCHEDULERS.get(scheduler, **options)
 
 
 __all__ = ["TaskState", "GradientBased", "RoundRobin", "SCHEDULERS", "MAX_FAILED_ROUNDS", "get"]
