@@ -2,6 +2,8 @@
 
 - :mod:`.tune` — ``probsched tune``: search with a progress bar, then best vs numpy/jax.jit;
 - :mod:`.tune_model` — ``probsched tune-model``: every task of a network under one budget, then vs jax.jit;
+- :mod:`.compile_model` — ``probsched compile``: a network from a database into one model file;
+- :mod:`.run_model` — ``probsched run``: a saved model on ``.npy`` inputs, ``--bench`` times it;
 - :mod:`.show` — ``probsched show``: the best schedules as Python (instruction log), loop nest, source;
 - :mod:`.bench` — ``probsched bench``: tune a list of suite workloads, Markdown and JSON;
 - :mod:`.plot` — ``probsched plot``: best-so-far curves per strategy from a database;
@@ -33,13 +35,13 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from .. import __version__
+from ..version import __version__
 from ..errors import ProbschedError
-from . import bench, build_transfer, cache, ir, model_import, plot, show, tune, tune_model, vary, workloads
+from . import bench, build_transfer, cache, compile_model, ir, model_import, plot, run_model, show, tune, tune_model, vary, workloads
 from .common import CLIError
 
 #: In the order ``probsched --help`` lists them.
-COMMANDS = (tune, tune_model, show, bench, plot, vary, model_import, workloads, ir, cache, build_transfer)
+COMMANDS = (tune, tune_model, compile_model, run_model, show, bench, plot, vary, model_import, workloads, ir, cache, build_transfer)
 
 
 def build_parser() -> argparse.ArgumentParser:

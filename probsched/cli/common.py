@@ -71,18 +71,50 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0.
+
+    >>> positive_float("1.5")
+    1.5
+    """
+    return _float_where(text, lambda v: v > 0, "> 0")
+
+
+def budget(args: argparse.Namespace) -> Tuple[Optional[int], Optional[float]]:
+    """``(trials, minutes)`` of a command with a time budget: ``--trials`` as given, its
+    default when neither is given, no trial limit with ``--minutes`` alone."""
+    minutes = getattr(args, "minutes", None)
+    if args.trials is None and minutes is None:
+        return args.default_trials, None
+    return args.trials, minutes
+
+
+def budget_label(trials: Optional[int], minutes: Optional[float]) -> str:
+    """``"128 trials"``, ``"5 minutes"``, ``"128 trials or 5 minutes"``.
+
+    >>> budget_label(128, None), budget_label(None, 5.0), budget_label(64, 0.5)
+    ('128 trials', '5 minutes', '64 trials or 0.5 minutes')
+    """
+    parts = ([f"{trials} trials"] if trials is not None else []) + ([f"{minutes:g} minutes"] if minutes is not None else [])
+    return " or ".join(parts)
+
+
 def share(text: str) -> float:
     """argparse type: a fraction in (0, 1].
 
     >>> share("0.5")
     0.5
     """
+    return _float_where(text, lambda v: 0 < v <= 1, "in (0, 1]")
+
+
+def _float_where(text: str, ok, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{value} is not in (0, 1]")
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"{value} is not {what}")
     return value
 
 
@@ -321,16 +353,26 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
                         "`pip install 'probsched[dask]'` here and on the workers; README: 'Tuning on a cluster')")
 
 
-def add_search_options(p: argparse.ArgumentParser, trials: int, trials_help: str = "new candidates to measure") -> None:
+def add_search_options(
+    p: argparse.ArgumentParser, trials: int, trials_help: str = "new candidates to measure", minutes: bool = False
+) -> None:
     """The options of every tuning command (``tune``, ``tune-model``, ``bench``): how to
-    search and measure; their defaults are :class:`~probsched.tuning.TuningOptions`'."""
+    search and measure; their defaults are :class:`~probsched.tuning.TuningOptions`'.
+    ``minutes``: the command also takes a time budget (``--minutes``; see :func:`budget`)."""
     from ..cost_model import COST_MODELS, DEFAULT_COST_MODEL
     from ..search import STRATEGIES
     from ..tuning import TuningOptions
     from ..tuning.options import RETIME_TOP_ONE_TASK, RETIME_TOP_PER_TASK
 
     defaults = TuningOptions()
-    p.add_argument("--trials", type=non_negative_int, default=trials, help=f"{trials_help} (default {trials})")
+    if minutes:
+        p.add_argument("--trials", type=non_negative_int, default=None,
+                       help=f"{trials_help} (default {trials}, or no limit with --minutes)")
+        p.add_argument("--minutes", type=positive_float, default=None, metavar="M",
+                       help="stop tuning after M minutes with the best so far (with --trials: whichever ends first)")
+        p.set_defaults(default_trials=trials)
+    else:
+        p.add_argument("--trials", type=non_negative_int, default=trials, help=f"{trials_help} (default {trials})")
     p.add_argument("--strategy", choices=list(STRATEGIES), default=defaults.strategy, help=f"search strategy (default {defaults.strategy})")
     p.add_argument("--cost-model", choices=list(COST_MODELS), default=DEFAULT_COST_MODEL,
                    help=f"model ranking candidates (default {DEFAULT_COST_MODEL}: it also trains on the shipped "

@@ -14,7 +14,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Iterator, Optional, Union
 
-from .common import gflops, num, options_from_args
+from .common import budget, gflops, num, options_from_args
 
 if TYPE_CHECKING:
     from ..database import Database
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class _Bar:
-    def __init__(self, total: int, desc: str, quiet: bool) -> None:
+    def __init__(self, total: Optional[int], desc: str, quiet: bool) -> None:
         from tqdm import tqdm
 
         self.failed = 0
@@ -41,7 +41,7 @@ class _Bar:
 class TrialBar(_Bar):
     """A ``ps.tune`` callback: trials done, the best GFLOP/s (µs for a bare function), failures."""
 
-    def __init__(self, total: int, desc: str, flops: Optional[float], quiet: bool, retime_top: int = 0) -> None:
+    def __init__(self, total: Optional[int], desc: str, flops: Optional[float], quiet: bool, retime_top: int = 0) -> None:
         super().__init__(total, desc, quiet)
         self.flops = flops
         self.retime_top = retime_top
@@ -56,7 +56,7 @@ class TrialBar(_Bar):
         if self.failed:
             text += f", {self.failed} failed"
         self.bar.set_postfix_str(text, refresh=False)
-        if self.retime_top and self.bar.n + 1 >= self.total:  # what the pause after the last trial is
+        if self.retime_top and self.total is not None and self.bar.n + 1 >= self.total:  # the pause after the last trial
             self.bar.set_description_str(f"{self.desc} (now re-timing the {self.retime_top} best together)", refresh=False)
         self.bar.update(1)
 
@@ -72,6 +72,20 @@ class NetworkBar(_Bar):
         if self.failed:
             text += f", {self.failed} failed"
         self.bar.set_postfix_str(text, refresh=False)
+        self.bar.update(1)
+
+
+class CompileBar(_Bar):
+    """A ``ps.compile`` progress callback: one step per task built (its message the postfix)."""
+
+    def __init__(self, total: int, desc: str, quiet: bool) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="task", file=sys.stderr, dynamic_ncols=True,
+                        disable=quiet or not sys.stderr.isatty())
+
+    def __call__(self, message: str) -> None:
+        self.bar.set_postfix_str(message.split("] ", 1)[-1][:60], refresh=False)
         self.bar.update(1)
 
 
@@ -95,12 +109,14 @@ def tune_with_progress(
     from ..tuning import tune
 
     options = options_from_args(args, space)
-    bar = TrialBar(args.trials, desc, getattr(workload, "flops", None), args.quiet, options.retime_for(1))
+    trials, minutes = budget(args)
+    bar = TrialBar(trials, desc, getattr(workload, "flops", None), args.quiet, options.retime_for(1))
     try:
         with logs_above(bar):
-            return tune(workload, trials=args.trials, database=db, measurer=measurer, callbacks=[bar], options=options)
+            return tune(workload, trials=trials, minutes=minutes, database=db, measurer=measurer, callbacks=[bar],
+                        options=options)
     finally:
         bar.close()
 
 
-__all__ = ["TrialBar", "NetworkBar", "logs_above", "tune_with_progress"]
+__all__ = ["TrialBar", "NetworkBar", "CompileBar", "logs_above", "tune_with_progress"]

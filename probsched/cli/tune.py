@@ -19,6 +19,8 @@ from .common import (
     DB_HELP,
     WORKLOAD_HELP,
     add_search_options,
+    budget,
+    budget_label,
     check_writable,
     comparison,
     finite_or_none,
@@ -46,7 +48,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("workload", help=WORKLOAD_HELP)
     p.add_argument("--db", default=None, help=DB_HELP)
-    add_search_options(p, trials=128)
+    add_search_options(p, trials=128, minutes=True)
     p.add_argument("--no-compare", action="store_true", help="do not time numpy and jax.jit after tuning")
     p.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     p.set_defaults(run=run)
@@ -90,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     db = open_database(db_path)
     flops = getattr(workload, "flops", None)
     if not args.quiet:
-        print(f"tuning {name}: {args.trials} trials, {search_label(args)} search, {args.cost_model} cost model, {where}, "
+        print(f"tuning {name}: {budget_label(*budget(args))}, {search_label(args)} search, {args.cost_model} cost model, {where}, "
               f"db {db_path}", file=sys.stderr)
     measurer = None
     try:

@@ -20,6 +20,8 @@ from ..tuning import SCHEDULERS
 from .common import (
     DB_HELP,
     add_search_options,
+    budget,
+    budget_label,
     check_writable,
     make_measurer,
     measure_label,
@@ -45,7 +47,7 @@ def add_parser(sub) -> None:
     p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default=next(iter(SCHEDULERS)),
                    help=f"task scheduler (default {next(iter(SCHEDULERS))})")
-    add_search_options(p, trials=1500, trials_help="trials for the whole network")
+    add_search_options(p, trials=1500, trials_help="trials for the whole network", minutes=True)
     p.add_argument("--no-compare", action="store_true", help="do not time the network beside jax.jit")
     p.add_argument("--json", metavar="PATH", help="also write the task table and timings as JSON")
     p.set_defaults(run=run)
@@ -64,16 +66,17 @@ def run(args: argparse.Namespace) -> int:
     db_path = args.db or default_path()
     db = open_database(db_path)
     tasks = graph.tasks()
+    trials, minutes = budget(args)
     if not args.quiet:
-        print(f"tuning {graph.name}: {len(tasks)} tasks, {args.trials} trials, {args.scheduler} scheduler, "
+        print(f"tuning {graph.name}: {len(tasks)} tasks, {budget_label(trials, minutes)}, {args.scheduler} scheduler, "
               f"{search_label(args)} search, {args.cost_model} cost model, {where}, db {db_path}", file=sys.stderr)
-    bar = NetworkBar(args.trials, graph.name, args.quiet)
+    bar = NetworkBar(trials, graph.name, args.quiet)
     measurer: Optional["Measurer"] = None
     try:
         measurer = make_measurer(args)
         with logs_above(bar):
             result = tune_model(
-                graph, trials=args.trials, database=db, measurer=measurer, scheduler=args.scheduler, callbacks=[bar],
+                graph, trials=trials, minutes=minutes, database=db, measurer=measurer, scheduler=args.scheduler, callbacks=[bar],
                 options=options,
             )
     except KeyboardInterrupt:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -154,6 +154,7 @@ class Kernel:
         func = module.func if func is None else func
         self.func: PrimFunc = func
         self.from_cache = from_cache
+        self.module, self.compiled = module, compiled  # what a saved model stores of it
         self.source: str = module.source
         self.compile_seconds: float = compiled.seconds
         self.target = target
@@ -193,7 +194,7 @@ class Kernel:
         bindings (:meth:`bind`'s ``scratch``): each thread calling the kernel needs its own."""
         return [aligned_empty(a.shape, a.dtype) for a in self._intermediates]
 
-    def _flat_args(self, arrays, scratch=None) -> list:
+    def _flat_args(self, arrays, scratch=None, laid_out=()) -> list:
         name = self.func.name
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
@@ -206,6 +207,8 @@ class Kernel:
                 raise KernelArgumentError(
                     f"{self._where(pos)}: expected a numpy array of shape {b.shape} {b.dtype}, got {type(a).__name__}"
                 )
+            if pos in laid_out:  # given in the layout the code reads (a saved model's constants)
+                b = self.func.params[pos]
             if a.shape != b.shape or a.dtype != dt:
                 raise KernelArgumentError(f"{self._where(pos)}: expected shape {b.shape} {b.dtype}, got {_describe(a)}")
             if out:
@@ -215,7 +218,7 @@ class Kernel:
                     )
                 if not a.flags.writeable:
                     raise KernelArgumentError(f"{self._where(pos)}: is read-only but the kernel writes it")
-            elif b.name in self._layouts:
+            elif b.name in self._layouts and pos not in laid_out:
                 a = self._layouts[b.name].apply(a)
             elif not (a.flags.c_contiguous and a.flags.writeable):
                 a = np.array(a, order="C", copy=True)
@@ -240,7 +243,7 @@ class Kernel:
     def __call__(self, *arrays) -> None:
         self._run_flat(self._flat_args(arrays))
 
-    def bind(self, *arrays, scratch: Optional[List[np.ndarray]] = None) -> "BoundKernel":
+    def bind(self, *arrays, scratch: Optional[List[np.ndarray]] = None, laid_out: Sequence[int] = ()) -> "BoundKernel":
         """Check ``arrays`` (every parameter, as for a call) once and return a callable
         without arguments that runs the kernel on them: what a timing loop calls.
 
@@ -261,11 +264,14 @@ class Kernel:
         [1.0, 2.0, 3.0]
 
         ``scratch``: the binding's own intermediate buffers (:meth:`new_scratch`), so that it
-        may run while another binding of this kernel runs in another thread.
+        may run while another binding of this kernel runs in another thread. ``laid_out``:
+        positions of inputs given already in the layout the code reads (the function's own
+        parameter shape, as :meth:`BoundKernel.array` returns them), which binding then does
+        not lay out again.
         """
         if scratch is not None and [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in self._intermediates]:
             raise KernelArgumentError(f"kernel {self.func.name}: scratch buffers do not match the kernel's (use new_scratch())")
-        return BoundKernel(self, self._flat_args(arrays, scratch))
+        return BoundKernel(self, self._flat_args(arrays, scratch, frozenset(laid_out)))
 
     def _run_flat(self, flat: list) -> None:
         if self._segments is None:
@@ -361,6 +367,10 @@ class BoundKernel:
 
     def __call__(self) -> None:
         self.kernel._run_flat(self._flat)
+
+    def array(self, pos: int) -> np.ndarray:
+        """The array bound at parameter ``pos``, in the shape the code reads it (laid out)."""
+        return self._flat[pos].reshape(self.kernel.func.params[pos].shape)
 
     def rebound(self, arrays: Dict[int, np.ndarray], scratch: List[np.ndarray]) -> "BoundKernel":
         """This binding with the parameters at the positions of ``arrays`` bound to other

@@ -113,20 +113,39 @@ def _path(digest: str) -> str:
     return os.path.join(cache.folder("programs"), digest + ".bin")
 
 
-def store(digest: str, module: "ModuleSource", compiled: "CompiledModule") -> bool:
-    """Keep ``compiled`` (the functions of ``module``) under ``digest``; False when a function
-    cannot be stored (dynamic globals) or the write failed (neither is an error)."""
+def dumps(module: "ModuleSource", compiled: "CompiledModule") -> Optional[bytes]:
+    """``compiled`` (the functions of ``module``) as bytes :func:`loads` rebuilds in any
+    process of the same machine kind; None when a function cannot be stored (it uses
+    dynamic globals: addresses of this process)."""
     functions = {}
     for spec in module.functions:
         disp = compiled.dispatchers[spec.name]
         (cres,) = disp.overloads.values()
         if cres.library.has_dynamic_globals or cres.lifted:
-            return False
+            return None
         functions[spec.name] = cres._reduce()
-    from numba.core.serialize import dumps
+    from numba.core.serialize import dumps as numba_dumps
 
+    return numba_dumps({"source": module.source, "seconds": compiled.seconds, "functions": functions})
+
+
+def loads(module: "ModuleSource", data: bytes) -> "CompiledModule":
+    """The compiled functions of ``module`` from :func:`dumps`' bytes; raises ValueError when
+    they are of another module (another generated source) and whatever numba raises when
+    they do not load here."""
+    entry = _unpickle(data)
+    if entry.get("source") != module.source or set(entry["functions"]) != {f.name for f in module.functions}:
+        raise ValueError("the stored code is of another generated program")
+    return _rebuild(module, entry)
+
+
+def store(digest: str, module: "ModuleSource", compiled: "CompiledModule") -> bool:
+    """Keep ``compiled`` (the functions of ``module``) under ``digest``; False when a function
+    cannot be stored (dynamic globals) or the write failed (neither is an error)."""
     try:
-        data = dumps({"source": module.source, "seconds": compiled.seconds, "functions": functions})
+        data = dumps(module, compiled)
+        if data is None:
+            return False
         cache.write_atomic(_path(digest), data)
     except Exception as exc:  # a full disk, an unpicklable environment: compile next time
         log.debug("program cache: not stored: %s", exc)
@@ -143,17 +162,15 @@ def load(digest: str, module: "ModuleSource") -> Optional["CompiledModule"]:
     path = _path(digest)
     try:
         with open(path, "rb") as fh:
-            entry = _unpickle(fh.read())
+            data = fh.read()
     except FileNotFoundError:
         return None
-    except Exception as exc:  # a damaged or foreign entry: compile instead
+    except OSError as exc:
         log.debug("program cache: unreadable entry %s: %s", path, exc)
         return None
-    if entry.get("source") != module.source or set(entry["functions"]) != {f.name for f in module.functions}:
-        return None
     try:
-        compiled = _rebuild(module, entry)
-    except Exception as exc:
+        compiled = loads(module, data)
+    except Exception as exc:  # a damaged, foreign or stale entry: compile instead
         log.debug("program cache: entry %s does not load: %s", path, exc)
         return None
     try:
@@ -254,4 +271,4 @@ def trim(limit: Optional[float] = None) -> int:
     return deleted
 
 
-__all__ = ["enabled", "generator_version", "key", "load", "store", "trim", "max_bytes"]
+__all__ = ["enabled", "generator_version", "key", "load", "store", "dumps", "loads", "trim", "max_bytes"]

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from ..arguments import check_arrays
 from ..errors import FrontEndError
 
 
@@ -141,22 +142,10 @@ class Graph:
 
     # ------------------------------------------------------------------ running
     def check_arguments(self, args: Sequence[Any], who: str = "") -> List[np.ndarray]:
-        """``args`` as float32 numpy arrays, or one :class:`FrontEndError` naming the
-        argument whose count, shape or dtype differs from the traced example."""
-        who = who or f"graph {self.name}"
-        if len(args) != len(self.inputs):
-            raise FrontEndError(f"{who}: expected {len(self.inputs)} arguments, got {len(args)}")
-        out = []
-        for i, (v, a) in enumerate(zip(self.inputs, args)):
-            t = self.types[v]
-            arr = np.asarray(a)
-            if arr.shape != t.shape or arr.dtype != np.dtype(t.dtype):
-                raise FrontEndError(
-                    f"{who}: argument {i} has shape {arr.shape} {arr.dtype}, but the model was traced with "
-                    f"{t.dtype}{list(t.shape)}"
-                )
-            out.append(arr)
-        return out
+        """``args`` as numpy arrays, or one :class:`FrontEndError` naming the argument whose
+        count, shape or dtype differs from the traced example."""
+        specs = [(self.types[v].shape, self.types[v].dtype) for v in self.inputs]
+        return check_arrays(args, specs, who or f"graph {self.name}", error=FrontEndError)
 
     def evaluate(self, *args: Any) -> Tuple[np.ndarray, ...]:
         """Run the graph node by node with JAX (the reference of everything compiled from it)."""

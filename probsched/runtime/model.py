@@ -1,11 +1,14 @@
 """``CompiledModel``: a network's kernels called in order over one planned arena.
 
-The runtime knows nothing of tuning: it is handed the graph's interface (inputs, outputs,
-their types, the constants) and the kernel calls in run order, each a compiled
-:class:`~probsched.codegen.Kernel` with the graph values bound to its parameters
-(:class:`KernelStep`). It plans one arena for every non-constant value by liveness
-(:mod:`.memory`), copies the constants once (cache-line aligned; a kernel that reads a
-weight in another layout lays it out once, when it is bound), and runs the steps.
+The runtime knows nothing of tuning: it is handed the network's interface (inputs,
+outputs, their types, the constants: :class:`~.interface.ModelInterface`) and the kernel
+calls in run order, each a compiled :class:`~probsched.codegen.Kernel` with the graph
+values bound to its parameters (:class:`KernelStep`). It plans one arena for every
+non-constant value by liveness (:mod:`.memory`), copies the constants once (cache-line
+aligned; a kernel that reads a weight in another layout lays it out once, when it is
+bound, unless the step brings it laid out already, as a loaded model's do), and runs the
+steps. :meth:`CompiledModel.save` writes it to one file and :func:`.artifact.load` reads
+it back (:mod:`.artifact`).
 
 **Threads.** Each thread that calls a model gets its own arena and kernel scratch buffers,
 made on its first call (the constants and their laid-out copies are shared, read only), so
@@ -18,13 +21,10 @@ and the kernels' scratch per calling thread, freed with the thread.
 >>> A = ps.placeholder((4,), name="x0")
 >>> B = ps.compute((4,), lambda i: A[i] * 2.0, name="y")
 >>> double = ps.build(ps.create_func([A, B], name="double"))
->>> class Interface:   # what a graph offers the runtime: value 0 in, value 1 out
-...     name, inputs, outputs, constants, out_tree = "twice", (0,), (1,), {}, None
-...     types = {0: TensorSpec((4,), "float32"), 1: TensorSpec((4,), "float32")}
-...     def check_arguments(self, args, who=""):
-...         return [np.asarray(a, np.float32) for a in args]
->>> model = CompiledModel(Interface(), [KernelStep("double", double, (0,), (1,))])
->>> model(np.arange(4)).tolist()
+>>> spec = TensorSpec((4,), "float32")          # value 0 in, value 1 out
+>>> iface = ModelInterface("twice", (0,), (1,), {0: spec, 1: spec}, {})
+>>> model = CompiledModel(iface, [KernelStep("double", double, (0,), (1,))])
+>>> model(np.arange(4, dtype=np.float32)).tolist()
 [0.0, 2.0, 4.0, 6.0]
 """
 
@@ -32,24 +32,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, NamedTuple, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..aligned import aligned_copy, aligned_empty
+from ..arguments import check_arrays
+from ..errors import KernelArgumentError
+from .interface import ModelInterface, TensorSpec  # noqa: F401 - TensorSpec: the docstring example
 from .memory import MemoryPlan, plan_memory
-
-
-class TensorSpec(NamedTuple):
-    """A value's shape and dtype (what the runtime needs of a graph's ``types``)."""
-
-    shape: Tuple[int, ...]
-    dtype: str
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
 @dataclass(frozen=True)
@@ -63,6 +55,9 @@ class KernelStep:
     inputs: Tuple[int, ...]
     outputs: Tuple[int, ...]
     key: str = ""
+    #: parameter position -> a constant already in the layout the kernel reads (a loaded
+    #: model's); other constants are the interface's, laid out when bound
+    laid_out: Mapping[int, np.ndarray] = field(default_factory=dict, repr=False)
 
 
 class _Context:
@@ -78,52 +73,72 @@ class CompiledModel:
     """A network compiled task by task; call it like the function it was imported from
     (numpy in, numpy out). See the module docstring (threads, memory).
 
-    ``graph``: the network's interface (:class:`probsched.graph.Graph`: ``inputs``,
-    ``outputs``, ``types``, ``constants``, ``check_arguments``, ``out_tree``, ``name``);
+    ``interface``: what the network takes and gives (:class:`~.interface.ModelInterface`);
     ``steps``: the kernel calls in run order; ``choices``: what the compiler chose per task
     (shown by :meth:`summary`; the runtime only reads ``task.name``, ``task.weight``,
-    ``task.flops``, ``source`` and ``seconds`` of each).
+    ``task.flops``, ``source`` and ``seconds`` of each); ``graph``: the front end's graph
+    the model was compiled from (None for a loaded model).
     """
 
-    def __init__(self, graph: Any, steps: Sequence[KernelStep], choices: Sequence[Any] = ()) -> None:
+    def __init__(
+        self, interface: ModelInterface, steps: Sequence[KernelStep], choices: Sequence[Any] = (), graph: Any = None
+    ) -> None:
+        self.interface = interface
         self.graph = graph
         self.steps: Tuple[KernelStep, ...] = tuple(steps)
         self.choices = list(choices)
         self.kernels = {s.key or s.name: s.kernel for s in self.steps}  # one per task
-        self.plan = plan_arena(graph, self.steps)
+        self.plan = plan_arena(interface, self.steps)
         self._constants: Dict[int, np.ndarray] = {
-            v: aligned_copy(c.reshape(c.shape or (1,))) for v, c in graph.constants.items()
+            v: aligned_copy(c.reshape(c.shape or (1,))) for v, c in interface.constants.items()
         }
         self._local = threading.local()
         self._first = self._bind_first()
         self._local.context = self._first
 
     # ------------------------------------------------------------------ binding
+    @property
+    def name(self) -> str:
+        return self.interface.name
+
     def _new_arena(self) -> Tuple[np.ndarray, Dict[int, np.ndarray]]:
         arena = aligned_empty((max(self.plan.peak_bytes, 1),), np.uint8)
         arrays = dict(self._constants)
         for v, off in self.plan.offsets.items():
-            t = self.graph.types[v]
+            t = self.interface.types[v]
             arrays[v] = arena[off : off + t.nbytes].view(t.dtype).reshape(t.shape or (1,))
         return arena, arrays
 
     def _bind_first(self) -> _Context:
         arena, arrays = self._new_arena()
-        runs = [s.kernel.bind(*(arrays[v] for v in s.inputs + s.outputs)) for s in self.steps]
+        runs = []
+        for s in self.steps:
+            args = [s.laid_out[pos] if pos in s.laid_out else arrays[v] for pos, v in enumerate(s.inputs + s.outputs)]
+            runs.append(s.kernel.bind(*args, laid_out=tuple(s.laid_out)))
+        return _Context(arena, arrays, runs)
+
+    def _is_fixed(self, step: KernelStep, pos: int, value: int) -> bool:
+        """Whether parameter ``pos`` of ``step`` reads a constant (the same array in every
+        thread's copy) rather than the arena."""
+        return pos in step.laid_out or value in self._constants
+
+    def _new_context(self, replace: Optional[Dict[int, np.ndarray]] = None) -> _Context:
+        """A new arena, and the first binding's kernels rebound to it (with their own
+        scratch), the constants as the first binding checked and laid them out;
+        ``replace``: values bound to the caller's arrays instead of the arena."""
+        arena, arrays = self._new_arena()
+        arrays.update(replace or {})
+        runs = []
+        for step, first in zip(self.steps, self._first.runs):
+            values = step.inputs + step.outputs
+            moved = {pos: arrays[v] for pos, v in enumerate(values) if not self._is_fixed(step, pos, v)}
+            runs.append(first.rebound(moved, step.kernel.new_scratch()))
         return _Context(arena, arrays, runs)
 
     def _context(self) -> _Context:
         ctx = getattr(self._local, "context", None)
-        if ctx is None:
-            # another thread: its own arena and scratch; the constants as the first binding
-            # checked and laid them out
-            arena, arrays = self._new_arena()
-            runs = []
-            for step, first in zip(self.steps, self._first.runs):
-                values = step.inputs + step.outputs
-                moved = {pos: arrays[v] for pos, v in enumerate(values) if v not in self._constants}
-                runs.append(first.rebound(moved, step.kernel.new_scratch()))
-            ctx = self._local.context = _Context(arena, arrays, runs)
+        if ctx is None:  # another thread: its own arena and scratch
+            ctx = self._local.context = self._new_context()
         return ctx
 
     # ------------------------------------------------------------------ running
@@ -134,20 +149,39 @@ class CompiledModel:
         return self.plan.peak_bytes
 
     def __call__(self, *args: Any) -> Any:
-        g = self.graph
-        arrays = g.check_arguments(args, who=f"compiled model {g.name}")
+        iface = self.interface
+        arrays = iface.check_arguments(args, who=f"compiled model {iface.name}")
         ctx = self._context()
-        for v, a in zip(g.inputs, arrays):
+        for v, a in zip(iface.inputs, arrays):
             if v in self.plan.offsets:
                 np.copyto(ctx.arrays[v], a.reshape(ctx.arrays[v].shape))
         for run in ctx.runs:
             run()
-        outs = [ctx.arrays[v].reshape(g.types[v].shape).copy() for v in g.outputs]
-        if g.out_tree is None:
-            return outs[0] if len(outs) == 1 else tuple(outs)
-        import jax
+        return iface.pack([ctx.arrays[v].reshape(iface.types[v].shape).copy() for v in iface.outputs])
 
-        return jax.tree_util.tree_unflatten(g.out_tree, outs)
+    def batch(self, requests: Sequence[Sequence[Any]]) -> List[Any]:
+        """Run the model on each request (the arguments of one call, of the tuned shapes),
+        one after the other in this thread; the outputs in order. What a server does with a
+        queue of requests: each call already uses every core.
+
+        >>> import numpy as np, probsched as ps
+        >>> A = ps.placeholder((2,), name="x0")
+        >>> B = ps.compute((2,), lambda i: A[i] + 1.0, name="y")
+        >>> spec = ps.runtime.TensorSpec((2,), "float32")
+        >>> model = CompiledModel(ModelInterface("inc", (0,), (1,), {0: spec, 1: spec}, {}),
+        ...                       [KernelStep("inc", ps.build(ps.create_func([A, B])), (0,), (1,))])
+        >>> [y.tolist() for y in model.batch([(np.zeros(2, np.float32),), (np.ones(2, np.float32),)])]
+        [[1.0, 1.0], [2.0, 2.0]]
+        """
+        return [self(*args) for args in requests]
+
+    def bind(self, *inputs: np.ndarray, outputs: Optional[Sequence[np.ndarray]] = None) -> "BoundModel":
+        """The model bound to the caller's arrays: the kernels read ``inputs`` and write
+        ``outputs`` themselves (allocated when not given), so a call copies nothing in or out
+        and checks nothing; see :class:`BoundModel`. Write new values into the input arrays
+        and call the bound model again. Inputs and outputs must be C-contiguous numpy arrays
+        of the model's shapes and dtypes (checked here, once)."""
+        return BoundModel(self, inputs, outputs)
 
     def profile(self, repeat: int = 5) -> List[tuple]:
         """(task name, calls per inference, median µs per inference) for every task, slowest
@@ -167,10 +201,17 @@ class CompiledModel:
             calls[step.name] = calls.get(step.name, 0) + 1
         return sorted(((n, calls[n], total[n] * 1e6) for n in total), key=lambda r: -r[2])
 
+    def save(self, path: str) -> None:
+        """Write the model to ``path`` as one file that :func:`probsched.load` runs without the
+        tuner (:mod:`.artifact`)."""
+        from .artifact import save
+
+        save(self, path)
+
     def summary(self) -> str:
         """A Markdown table: each task, its weight, FLOPs, schedule source and measured time."""
         lines = [
-            f"{self.graph.name}: {len(self.choices)} tasks, {len(self.steps)} kernel calls, "
+            f"{self.name}: {len(self.choices)} tasks, {len(self.steps)} kernel calls, "
             f"arena {self.peak_bytes / 2**20:.1f} MiB",
             "",
             "| task | weight | MFLOP | schedule | measured µs |",
@@ -182,26 +223,96 @@ class CompiledModel:
         return "\n".join(lines)
 
 
-def plan_arena(graph: Any, steps: Sequence[KernelStep]) -> MemoryPlan:
+def plan_arena(interface: ModelInterface, steps: Sequence[KernelStep]) -> MemoryPlan:
     """Where each non-constant value of one call lives: alive from the step that writes it
-    (the graph's inputs: from the start) to the last step that reads it (its outputs: to
-    the end)."""
-    constants: Mapping[int, Any] = graph.constants
+    (the network's inputs: from the start) to the last step that reads it (its outputs: to
+    the end). Constants (the interface's, and those a step brings laid out) are not in it."""
+    fixed = set(interface.constants)
+    for step in steps:
+        fixed.update((step.inputs + step.outputs)[pos] for pos in step.laid_out)
     end = len(steps)
-    first: Dict[int, int] = {v: 0 for v in graph.inputs if v not in constants}
+    first: Dict[int, int] = {v: 0 for v in interface.inputs if v not in fixed}
     last: Dict[int, int] = {v: 0 for v in first}
     for i, step in enumerate(steps):
         for v in step.inputs:
-            if v not in constants:
+            if v not in fixed:
                 last[v] = max(last.get(v, i), i)
         for v in step.outputs:
             first.setdefault(v, i)
             last[v] = max(last.get(v, i), i)
-    for v in graph.outputs:
+    for v in interface.outputs:
         if v in first:
             last[v] = end
-    sizes = {v: graph.types[v].nbytes for v in first}
+    sizes = {v: interface.types[v].nbytes for v in first}
     return plan_memory(sizes, {v: (first[v], last[v]) for v in first})
 
 
-__all__ = ["CompiledModel", "KernelStep", "TensorSpec", "plan_arena"]
+
+
+class BoundModel:
+    """A :class:`CompiledModel` bound to the caller's input and output arrays
+    (:meth:`CompiledModel.bind`): calling it runs the kernels on them, nothing else. It has
+    its own arena and kernel scratch: one bound model serves one thread at a time (bind
+    one per thread to run in parallel).
+
+    >>> import numpy as np, probsched as ps
+    >>> A = ps.placeholder((2,), name="x0")
+    >>> B = ps.compute((2,), lambda i: A[i] * 3.0, name="y")
+    >>> spec = ps.runtime.TensorSpec((2,), "float32")
+    >>> model = CompiledModel(ModelInterface("triple", (0,), (1,), {0: spec, 1: spec}, {}),
+    ...                       [KernelStep("triple", ps.build(ps.create_func([A, B])), (0,), (1,))])
+    >>> x, y = np.ones(2, np.float32), np.empty(2, np.float32)
+    >>> run = model.bind(x, outputs=[y])
+    >>> run(); y.tolist()
+    [3.0, 3.0]
+    >>> x[:] = 2.0; run(); y.tolist()
+    [6.0, 6.0]
+    """
+
+    def __init__(self, model: CompiledModel, inputs: Sequence[np.ndarray], outputs: Optional[Sequence[np.ndarray]]) -> None:
+        iface = model.interface
+        who = f"compiled model {iface.name}"
+        self.inputs = iface.check_arguments(inputs, who=who)
+        for name, a in zip(iface.input_names, self.inputs):
+            if not (a.flags.c_contiguous and a.flags.writeable):
+                raise KernelArgumentError(f"{who}: input {name} must be a C-contiguous, writable array to be bound")
+        if outputs is None:
+            outputs = [aligned_empty(iface.types[v].shape, iface.types[v].dtype) for v in iface.outputs]
+        specs = [(iface.types[v].shape, iface.types[v].dtype) for v in iface.outputs]
+        self.outputs = check_arrays(outputs, specs, who + " (outputs)", iface.output_names, KernelArgumentError)
+        for i, out in enumerate(self.outputs):
+            others = [(iface.input_names[k], a) for k, a in enumerate(self.inputs)]
+            others += [(iface.output_names[k], a) for k, a in enumerate(self.outputs) if k != i]
+            for name, a in others:
+                if np.may_share_memory(out, a):
+                    raise KernelArgumentError(f"{who}: output {iface.output_names[i]} shares memory with {name}; pass separate arrays")
+        written = {v for step in model.steps for v in step.outputs}
+        replace: Dict[int, np.ndarray] = {}
+        for v, a in zip(iface.inputs, self.inputs):
+            if v in model.plan.offsets:
+                replace[v] = a.reshape(iface.types[v].shape or (1,))
+        self._copies = []  # (source value, output index): outputs no kernel writes in place
+        for i, (v, a) in enumerate(zip(iface.outputs, self.outputs)):
+            if not a.flags.c_contiguous or not a.flags.writeable:
+                raise KernelArgumentError(f"{who}: output {iface.output_names[i]} must be a C-contiguous, writable array")
+            if v in written and v not in replace and v not in iface.inputs:
+                replace[v] = a.reshape(iface.types[v].shape or (1,))
+            else:
+                self._copies.append((v, i))
+        self.model = model
+        self._ctx = model._new_context(replace)
+        self._runs = self._ctx.runs
+
+    def __call__(self) -> None:
+        for run in self._runs:
+            run()
+        arrays = self._ctx.arrays
+        for v, i in self._copies:
+            np.copyto(self.outputs[i], arrays[v].reshape(self.outputs[i].shape))
+
+    def result(self) -> Any:
+        """The output arrays nested as the model returns them (the bound arrays themselves)."""
+        return self.model.interface.pack(self.outputs)
+
+
+__all__ = ["CompiledModel", "BoundModel", "KernelStep", "plan_arena"]

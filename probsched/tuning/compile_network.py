@@ -43,8 +43,9 @@ from ..database import Database
 from ..errors import BuildError
 from ..graph import Graph, Task
 from ..graph.task import lower_group
-from ..runtime import CompiledModel, KernelStep
-from ..schedule import Schedule
+from ..runtime import CompiledModel, KernelStep, ModelInterface
+from ..schedule import InstructionLog, Schedule
+from . import compile_cache
 from .selection import best_schedule
 
 log = logging.getLogger("probsched.compile")
@@ -154,13 +155,17 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     candidates: int = DEFAULT_CANDIDATES,
     check: bool = True,
     seed: int = 0,
-    progress: Optional[Callable[[str], None]] = None,
+    progress: Union[str, Callable[[str], None], None] = "auto",
 ) -> CompiledModel:
     """Compile a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
     arguments); see the module docstring. ``database``: a path or
     :class:`~probsched.database.Database` whose records to use. ``space``: the design space
     (default ``ps.space.default()``); ``candidates``: programs drawn per task without a
-    usable record. ``progress(message)`` is called as each task is built."""
+    usable record. ``progress``: ``"auto"`` (a progress bar on stderr when it is a terminal),
+    None, or ``progress(message)`` called as each task is built.
+
+    What was chosen and checked is kept on disk (:mod:`.compile_cache`): compiling the same
+    network again replays the choices and loads the compiled programs."""
     from .. import space as space_mod
     from ..codegen import build
 
@@ -177,6 +182,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
         calls.append((by_key[low.func.structural_hash()], low.inputs, low.outputs))
     choices: List[TaskChoice] = []
     kernels = {}
+    report, close = _progress(progress, graph.name, len(tasks))
     try:
         for n, task in enumerate(tasks):
             start = time.perf_counter()
@@ -187,7 +193,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
                 except BuildError as exc:
                     failures.append(f"{source}: build: {exc}")
                     continue
-                why = check_kernel(task, built) if check else None
+                why = _checked(task, sch, built) if check else None
                 if why is None:
                     kernel, choice = built, TaskChoice(task, sch, source, seconds)
                     break
@@ -196,27 +202,69 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
                     log.warning("compile: task %s: a stored schedule fails the check (%s); trying the next", task.name, why)
             if kernel is None:
                 raise BuildError(f"compile: no schedule of task {task.name} builds and computes its reference:\n" + "\n".join(failures[:3]))
+            if choice.source == "predicted":
+                compile_cache.store_predicted(compile_cache.predicted_key(task.key, space, candidates, seed + n),
+                                              choice.schedule.instructions.to_json())
             kernels[task.key] = kernel
             choices.append(choice)
             msg = f"[{n + 1}/{len(tasks)}] {task.name}: {choice.source} ({time.perf_counter() - start:.1f} s)"
             log.info(msg)
-            if progress is not None:
-                progress(msg)
+            report(msg)
     finally:
+        close()
         if own_db:
             db.close()
     steps = [KernelStep(task.name, kernels[task.key], tuple(ins), tuple(outs), task.key) for task, ins, outs in calls]
-    return CompiledModel(graph, steps, choices)
+    return CompiledModel(ModelInterface.of_graph(graph), steps, choices, graph=graph)
+
+
+def _checked(task: Task, sch: Schedule, kernel) -> Optional[str]:
+    """:func:`check_kernel`, unless this program was checked before (:mod:`.compile_cache`)."""
+    key = compile_cache.checked_key(task.key, sch.mod.structural_hash())
+    if compile_cache.was_checked(key):
+        return None
+    why = check_kernel(task, kernel)
+    if why is None:
+        compile_cache.note_checked(key)
+    return why
+
+
+def _progress(progress, name: str, total: int):
+    """(report(message), close()) for ``compile``'s ``progress`` argument."""
+    if progress == "auto":
+        import sys
+
+        if not sys.stderr.isatty():
+            return (lambda msg: None), (lambda: None)
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=f"compiling {name}", unit="task", file=sys.stderr, dynamic_ncols=True)
+
+        def report(msg: str) -> None:
+            bar.set_postfix_str(msg.split("] ", 1)[-1][:60], refresh=False)
+            bar.update(1)
+
+        return report, bar.close
+    if progress is None:
+        return (lambda msg: None), (lambda: None)
+    return progress, (lambda: None)
 
 
 def _ranked(
     task: Task, db: Optional[Database], space, candidates: int, model_seed: int, seed: int
 ) -> Iterator[Tuple[Schedule, str, Optional[float]]]:
     """(schedule, source, measured seconds) to try for ``task``, in order of preference: the
-    database's, then the predicted ones (drawn only when no stored schedule served)."""
+    database's, then the predicted one chosen before (:mod:`.compile_cache`), then the
+    predicted ones (drawn only when nothing before served)."""
     if db is not None:
         for sch, seconds in _database_candidates(task, db):
             yield sch, "database", seconds
+    earlier = compile_cache.load_predicted(compile_cache.predicted_key(task.key, space, candidates, seed))
+    if earlier is not None:
+        try:
+            yield InstructionLog.from_json(earlier).apply(Schedule(task.func)), "predicted", None
+        except Exception as exc:  # noqa: BLE001 - a stale entry: draw again
+            log.debug("compile: task %s: the cached choice does not replay (%s)", task.name, exc)
     for sch in predicted_schedules(task, _transfer_model(model_seed), space, candidates, seed):
         yield sch, "predicted", None
 

@@ -8,7 +8,8 @@ features are per store, and its ranking loss pairs programs of one task only). B
 round a task scheduler (:mod:`.task_scheduler`) picks the task; its search proposes a batch
 of new candidates, the measurer measures them, each result is committed to the database as
 it arrives (a run killed mid-round loses nothing measured), and when the round is complete
-the cost model and the strategy learn from it. A task leaves the rotation when its
+the cost model and the strategy learn from it. The budget is trials, minutes, or both (no
+round starts after the minutes are up). A task leaves the rotation when its
 strategy finds no new candidate or after :data:`~.task_scheduler.MAX_FAILED_ROUNDS` rounds
 without one success. The budget is exact: ``trials`` candidates are measured in all (fewer
 only when every task leaves the rotation). At the end the fastest few candidates of each
@@ -69,6 +70,28 @@ log = logging.getLogger("probsched.tune")
 RETIME_MIN_SHARE = 0.01
 
 Round = Tuple[TaskSearch, List[Candidate]]
+#: The round size of a run bounded by time alone is chosen as for this many trials.
+DEFAULT_TIMED_TRIALS = 1500
+
+
+def check_budget(trials: Optional[int], minutes: Optional[float]) -> Tuple[float, Optional[float]]:
+    """A run's budget: ``trials`` measurements, or ``minutes`` of tuning, or whichever ends
+    first (at least one of them); returns ``(trials or inf, minutes)``.
+
+    >>> check_budget(None, 2.5), check_budget(64, None)
+    ((inf, 2.5), (64, None))
+    >>> check_budget(None, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: give a budget: trials, minutes, or both
+    """
+    if trials is None and minutes is None:
+        raise ValueError("give a budget: trials, minutes, or both")
+    if trials is not None and trials < 0:
+        raise ValueError(f"trials must be >= 0, got {trials}")
+    if minutes is not None and not minutes > 0:
+        raise ValueError(f"minutes must be > 0, got {minutes}")
+    return (math.inf if trials is None else trials), minutes
 
 
 @dataclass(frozen=True)
@@ -179,15 +202,15 @@ class TuningLoop:
         self,
         tasks: Sequence[LoopTask],
         *,
-        trials: int,
+        trials: Optional[int],
         options: TuningOptions,
         resources: TuningResources,
         scheduler: Union[str, object] = "gradient",
         on_trial: Optional[Callable[[TrialEvent], None]] = None,
         start: Optional[float] = None,
+        minutes: Optional[float] = None,
     ) -> None:
-        if trials < 0:
-            raise ValueError(f"trials must be >= 0, got {trials}")
+        trials, minutes = check_budget(trials, minutes)
         if not tasks:
             raise ValueError("a tuning run needs at least one task")
         self.tasks = list(tasks)
@@ -197,7 +220,9 @@ class TuningLoop:
         self.scheduler = get_scheduler(scheduler)
         self.on_trial = on_trial
         self.start = time.perf_counter() if start is None else start
-        self.batch = options.batch_for(trials, len(tasks))
+        #: no round is proposed after this moment (``minutes`` after the start)
+        self.deadline = math.inf if minutes is None else self.start + 60.0 * minutes
+        self.batch = options.batch_for(trials if math.isfinite(trials) else DEFAULT_TIMED_TRIALS, len(tasks))
         self.space = options.resolved_space()
         self.events: List[TrialEvent] = []
         self.rounds: List[List[Candidate]] = []
@@ -207,7 +232,8 @@ class TuningLoop:
         self.model = make_cost_model(options, trials, strategies[0])
         seeds = [None if options.seed is None else options.seed + i for i in range(len(tasks))]
         self.searches = [
-            TaskSearch(t.workload, resources.db, space=self.space, strategy=s, model=self.model, seed=seed, start=self.start)
+            TaskSearch(t.workload, resources.db, space=self.space, strategy=s, model=self.model, seed=seed, start=self.start,
+                       similar_tasks=options.similar_tasks)
             for t, s, seed in zip(self.tasks, strategies, seeds)
         ]
         self.states = [
@@ -251,12 +277,12 @@ class TuningLoop:
 
     # ------------------------------------------------------------------ the rounds
     def _next_round(self) -> Optional[Round]:
-        while self._spent < self.trials:
+        while self._spent < self.trials and time.perf_counter() < self.deadline:
             i = self.scheduler.next_task(self.states, self.rng)
             if i is None or not self.states[i].alive:
                 return None
             with self.phase("propose"):
-                cands = self.searches[i].propose(min(self.batch, self.trials - self._spent))
+                cands = self.searches[i].propose(int(min(self.batch, self.trials - self._spent)))
             if cands:
                 self._spent += len(cands)
                 self.rounds.append(cands)
@@ -309,4 +335,4 @@ class TuningLoop:
                 retime(search.workload, self.resources.db, self.resources.measurer, top=top, rounds=self.options.retime_rounds)
 
 
-__all__ = ["TuningLoop", "LoopTask", "TrialEvent", "run_rounds", "make_cost_model", "RETIME_MIN_SHARE"]
+__all__ = ["TuningLoop", "LoopTask", "TrialEvent", "run_rounds", "make_cost_model", "check_budget", "RETIME_MIN_SHARE"]

@@ -24,7 +24,9 @@ otherwise:
   (:mod:`probsched.tuning.selection`); None: :func:`default_retime_top`, 8 for one task, 3
   per task of a network (each costs a compile and about a second of timing); 0: none;
 - ``target``: the :class:`~probsched.target.Target` the default space schedules for (this
-  machine).
+  machine);
+- ``similar_tasks``: a task with no record of its own starts its search from the best
+  decisions of the most similar tasks in the database (:mod:`.similar_tasks`).
 
 >>> opts = TuningOptions(seed=3)
 >>> opts.strategy, opts.cost_model, opts.batch_for(trials=128, tasks=1), opts.retime_for(tasks=1)
@@ -32,7 +34,7 @@ otherwise:
 >>> TuningOptions.from_keywords({"strategy": "replay", "trails": 4}, who="tune")
 Traceback (most recent call last):
 ...
-TypeError: tune: unknown option 'trails'; the options are space, strategy, strategy_options, cost_model, seed, batch_size, retime_top, retime_rounds, target
+TypeError: tune: unknown option 'trails'; the options are space, strategy, strategy_options, cost_model, seed, batch_size, retime_top, retime_rounds, target, similar_tasks
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class TuningOptions:
     retime_top: Optional[int] = None
     retime_rounds: int = DEFAULT_RETIME_ROUNDS
     target: Optional["Target"] = None
+    similar_tasks: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:

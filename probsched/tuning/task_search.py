@@ -77,7 +77,8 @@ class TaskSearch:
     search its own);
     ``model`` a cost model shared with other searches or None; ``space`` the design space
     (default ``ps.space.default()``). ``start`` is the run's start (``time.perf_counter()``)
-    that trials' wall times count from.
+    that trials' wall times count from. ``similar_tasks``: without records of its own, the
+    search starts from those of similar tasks (:mod:`.similar_tasks`).
     """
 
     def __init__(
@@ -90,6 +91,7 @@ class TaskSearch:
         model: Optional["CostModel"] = None,
         seed: Optional[int] = None,
         start: Optional[float] = None,
+        similar_tasks: bool = False,
     ) -> None:
         from .. import space as space_mod
 
@@ -105,6 +107,10 @@ class TaskSearch:
         self.past = db.records(self.key)
         self.ctx = SearchContext(workload, self.space, model, seed, measured={r.candidate_hash for r in self.past})
         self.ctx.records = db.best(self.key, k=64)
+        if similar_tasks and not any(r.ok for r in self.past):
+            from .similar_tasks import similar_decisions
+
+            self.ctx.transfer = similar_decisions(db, self.func, self.key)
         self.best_seconds = min((r.median for r in self.past if r.ok), default=math.inf)
         self.history: List[Trial] = []
         self.start = time.perf_counter() if start is None else start

@@ -28,7 +28,7 @@ from ..database import Database
 from ..graph import Graph
 from .compile_network import DEFAULT_CANDIDATES, as_graph
 from .compile_network import compile as compile_model
-from .loop import LoopTask, TrialEvent, TuningLoop
+from .loop import LoopTask, TrialEvent, TuningLoop, check_budget
 from .options import TuningOptions, default_batch_size
 from .resources import TuningResources
 from .selection import best_schedule
@@ -122,7 +122,8 @@ class ModelTuneResult:
 def tune_model(
     model: Union[Graph, Callable],
     *example_args: Any,
-    trials: int,
+    trials: Optional[int] = None,
+    minutes: Optional[float] = None,
     database: Union[Database, str, None] = None,
     measurer: Optional["Measurer"] = None,
     scheduler: Union[str, object] = "gradient",
@@ -133,7 +134,9 @@ def tune_model(
     **option_values: Any,
 ) -> ModelTuneResult:
     """Tune a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
-    arguments) for ``trials`` measurements in all; see the module docstring.
+    arguments) for ``trials`` measurements in all, or ``minutes`` of tuning, or whichever
+    ends first (no round starts after the minutes; the re-timing and the compile follow);
+    see the module docstring.
 
     ``database``: a path, a :class:`~probsched.database.Database` or None (in memory).
     ``measurer``: shared by every task (default: a :class:`~probsched.measure.LocalMeasurer`
@@ -148,8 +151,10 @@ def tune_model(
     are documented there once.
     """
     opts = TuningOptions.from_keywords(option_values, who="tune_model", base=options)
-    if trials < 0:
-        raise ValueError(f"tune_model: trials must be >= 0, got {trials}")
+    try:
+        check_budget(trials, minutes)
+    except ValueError as exc:
+        raise ValueError(f"tune_model: {exc}") from None
     graph = as_graph(model, example_args)
     fn = model if not isinstance(model, Graph) else None
     tasks = graph.tasks()
@@ -163,8 +168,8 @@ def tune_model(
                 cb(event, result)
 
         loop = TuningLoop(
-            [LoopTask(t.workload, t.weight, t.name) for t in tasks], trials=trials, options=opts, resources=resources,
-            scheduler=scheduler, on_trial=on_trial, start=start,
+            [LoopTask(t.workload, t.weight, t.name) for t in tasks], trials=trials, minutes=minutes, options=opts,
+            resources=resources, scheduler=scheduler, on_trial=on_trial, start=start,
         )
         result.scheduler = loop.scheduler_name
         result.history = loop.events

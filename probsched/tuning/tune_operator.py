@@ -30,7 +30,7 @@ import numpy as np
 from ..database import Database
 from ..ir.stmt import PrimFunc
 from ..workloads import Workload, as_workload
-from .loop import LoopTask, TrialEvent, TuningLoop
+from .loop import LoopTask, TrialEvent, TuningLoop, check_budget
 from .options import TuningOptions
 from .resources import TuningResources
 from .selection import BestSchedule, best_schedule
@@ -141,7 +141,8 @@ def _resolve_workload(workload, precision: Optional[str] = None) -> Union[Worklo
 def tune(
     workload: Union[Workload, PrimFunc, str],
     *,
-    trials: int,
+    trials: Optional[int] = None,
+    minutes: Optional[float] = None,
     database: Union[Database, str, None] = None,
     measurer: Optional["Measurer"] = None,
     callbacks: Sequence[Callable[[Trial, "TuneResult"], None]] = (),
@@ -150,7 +151,8 @@ def tune(
     **option_values: Any,
 ) -> TuneResult:
     """Tune ``workload`` (a Workload, a PrimFunc, or a suite name like ``"GMM:2"``) for
-    ``trials`` new measurements; see the module docstring.
+    ``trials`` new measurements, or ``minutes`` of tuning, or whichever ends first; see the
+    module docstring.
 
     ``precision``: ``"bf16"`` tunes the workload with its products in bfloat16
     (:meth:`~probsched.workloads.Workload.with_precision`; a suite name may say it too,
@@ -168,8 +170,10 @@ def tune(
     defaults are documented there once.
     """
     opts = TuningOptions.from_keywords(option_values, who="tune", base=options)
-    if trials < 0:
-        raise ValueError(f"tune: trials must be >= 0, got {trials}")
+    try:
+        check_budget(trials, minutes)
+    except ValueError as exc:
+        raise ValueError(f"tune: {exc}") from None
     workload = _resolve_workload(workload, precision)
     flops = getattr(workload, "flops", None)
     resources = TuningResources(database, measurer)
@@ -180,7 +184,8 @@ def tune(
             for cb in callbacks:
                 cb(event.trial, result)
 
-        loop = TuningLoop([LoopTask(workload)], trials=trials, options=opts, resources=resources, on_trial=on_trial)
+        loop = TuningLoop([LoopTask(workload)], trials=trials, minutes=minutes, options=opts, resources=resources,
+                          on_trial=on_trial)
         result.history = loop.searches[0].history
         result.strategy = loop.strategy_name
         loop.run()

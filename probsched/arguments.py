@@ -1,0 +1,43 @@
+"""Checking the arrays a caller passes against the shapes and dtypes a function takes.
+
+>>> check_arrays([[1.0, 2.0]], [((2,), "float64")], who="f")[0].dtype.name
+'float64'
+>>> check_arrays([1.0], [((2,), "float32")], who="f", names=["x"])
+Traceback (most recent call last):
+...
+ValueError: f: argument 0 (x) has shape () float64, but f takes float32[2]
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple, Type
+
+import numpy as np
+
+
+def check_arrays(
+    args: Sequence[Any],
+    specs: Sequence[Tuple[Tuple[int, ...], str]],
+    who: str,
+    names: Optional[Sequence[str]] = None,
+    error: Type[Exception] = ValueError,
+) -> List[np.ndarray]:
+    """``args`` as numpy arrays, or one ``error`` naming the argument whose count, shape or
+    dtype differs from ``specs`` (``(shape, dtype)`` each, in order)."""
+    if len(args) != len(specs):
+        listed = f" ({', '.join(names)})" if names else ""
+        raise error(f"{who}: expected {len(specs)} arguments{listed}, got {len(args)}")
+    out = []
+    for i, (a, (shape, dtype)) in enumerate(zip(args, specs)):
+        arr = np.asarray(a)
+        if arr.shape != tuple(shape) or arr.dtype != np.dtype(dtype):
+            named = f" ({names[i]})" if names else ""
+            raise error(
+                f"{who}: argument {i}{named} has shape {arr.shape} {arr.dtype}, but {who} takes "
+                f"{dtype}[{', '.join(map(str, shape))}]"
+            )
+        out.append(arr)
+    return out
+
+
+__all__ = ["check_arrays"]
