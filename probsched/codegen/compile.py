@@ -175,9 +175,11 @@ def generated_options(by_address: bool = False) -> dict:
 
 
 def numba_type(kind: str):
-    """numba type of an argument kind: ``"int64"`` or ``"array:<dtype>"`` (1-D, C order)."""
+    """numba type of an argument kind: ``"int64"`` or ``"array:<dtype>"`` (1-D, C order;
+    bfloat16 arrays are their uint16 bits, see :mod:`.bf16`)."""
     types = _numba().types
     scalars = {
+        "bfloat16": types.uint16,
         "float32": types.float32,
         "float64": types.float64,
         "int32": types.int32,

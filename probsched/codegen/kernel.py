@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import KernelArgumentError
+from ..ir.dtypes import as_storage, numpy_dtype, storage_dtype
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
 from ..aligned import aligned_empty
 from .compile import CompiledModule
@@ -171,8 +172,8 @@ class Kernel:
         self.inputs: Tuple[Buffer, ...] = tuple(b for b in self.params if b.name not in written)
         self._is_output = [b.name in written for b in self.params]
         self._output_positions = [i for i, out in enumerate(self._is_output) if out]
-        self._dtypes = [np.dtype(b.dtype) for b in self.params]
-        self._intermediates = [aligned_empty(b.size, b.dtype) for b in module.wrapper_allocs]
+        self._dtypes = [numpy_dtype(b.dtype) for b in self.params]
+        self._intermediates = [aligned_empty(b.size, storage_dtype(b.dtype)) for b in module.wrapper_allocs]
         # the launchers' and parallel bodies' addresses in this process (the entry's last arguments)
         self._addresses = list(compiled.addresses)
         self._segments = module.segments
@@ -234,7 +235,7 @@ class Kernel:
                         "share memory; pass separate arrays"
                     )
                 flat[other_pos] = other.copy()  # an input that is also written: read a snapshot
-        flat = [a.reshape(-1) for a in flat]
+        flat = [as_storage(a.reshape(-1)) for a in flat]
         flat.extend(self._intermediates if scratch is None else scratch)
         flat.extend(self._addresses)
         return flat

@@ -43,12 +43,16 @@ from .compile import FASTMATH
 
 
 @intrinsic
-def _int32_bits_as_float32(typingctx, bits):
-    """Reinterpret an int32's bits as a float32 (an LLVM bitcast: one vector op, no call)."""
-    sig = types.float32(types.int32)
+def bitcast(typingctx, x, to):
+    """``x``'s bits as a number of type ``to`` of the same width (``bitcast(i, np.float32)``:
+    an LLVM bitcast, one vector op, no call). numba widens int32 arithmetic to int64: cast
+    ``x`` to the width first."""
+    if x.bitwidth != to.instance_type.bitwidth:
+        raise TypeError(f"bitcast of {x} to {to.instance_type}: the widths differ")
+    sig = to.instance_type(x, to)
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
+        return builder.bitcast(args[0], context.get_value_type(signature.return_type))
 
     return sig, codegen
 
@@ -108,8 +112,8 @@ def exp_f32_bits(x):
     # 2**n as two normal powers of two, so n in [-150, 128] needs no special case
     k = np.int32(n)
     h = k >> np.int32(1)
-    y = p * _int32_bits_as_float32((h + np.int32(127)) << np.int32(23))
-    y = y * _int32_bits_as_float32((k - h + np.int32(127)) << np.int32(23))
+    y = p * bitcast(np.int32((h + np.int32(127)) << np.int32(23)), np.float32)
+    y = y * bitcast(np.int32((k - h + np.int32(127)) << np.int32(23)), np.float32)
     y = np.float32(0.0) if x < _LO else y
     y = np.float32(np.inf) if x > _HI else y
     return x if x != x else y

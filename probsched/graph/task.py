@@ -192,7 +192,10 @@ class Task:
     def workload(self) -> Workload:
         """The task as a :class:`~probsched.workloads.Workload` (random inputs, the JAX
         reference, a tolerance scaled to its reduction length and its outputs' size)."""
-        base = Workload(self.name, self.func, self.flops, (self.name,), reference_fn=self.reference)
+        # integer inputs are indices and masks (token ids, an attention mask): 0 and 1 read
+        # two rows of any table and set both sides of any mask (float samples cast to 0)
+        samplers = {b.name: _small_ints for b in self.func.input_buffers() if b.dtype.startswith("int")}
+        base = Workload(self.name, self.func, self.flops, (self.name,), reference_fn=self.reference, samplers=samplers)
         expected = base.reference(*base.random_inputs(np.random.default_rng(0)))
         _, atol = tolerance(self.lowered.reduction_length)
         # outputs of order 1/n (softmax) need an atol of their own size: scale it down by
@@ -200,13 +203,18 @@ class Task:
         rms = max((float(np.sqrt(np.mean(np.square(e.astype(np.float64))))) for e in expected if e.size), default=1.0)
         if math.isfinite(rms) and 0 < rms < 1:
             atol *= rms
-        return Workload(self.name, self.func, self.flops, (self.name,), reference_fn=self.reference, rtol=RTOL, atol=atol)
+        return Workload(self.name, self.func, self.flops, (self.name,), reference_fn=self.reference, rtol=RTOL, atol=atol,
+                        samplers=samplers)
 
     def describe(self) -> str:
         """``name: input shapes -> output shapes``."""
         ins = ", ".join(f"{b.dtype}{list(b.shape)}" for b in self.func.input_buffers())
         outs = ", ".join(f"{b.dtype}{list(b.shape)}" for b in self.func.output_buffers())
         return f"{self.func.name}({ins}) -> {outs}"
+
+
+def _small_ints(rng: np.random.Generator, shape) -> np.ndarray:
+    return rng.integers(0, 2, size=shape).astype(np.int32)
 
 
 def _flops(graph: Graph, nodes: Sequence[Node]) -> int:

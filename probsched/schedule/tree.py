@@ -20,7 +20,7 @@ from typing import Callable, Container, Dict, Iterator, List, Optional, Tuple, U
 
 from ..errors import ScheduleError
 from ..ir.expr import Expr, free_vars, substitute
-from ..ir.stmt import Block, Loop, PrimFunc, Stmt
+from ..ir.stmt import Block, Loop, PrimFunc, Stmt, map_blocks  # noqa: F401 - map_blocks: the IR's, used from here
 
 Path = Tuple[int, ...]
 
@@ -225,19 +225,6 @@ def remove_at(func: PrimFunc, path: Path) -> PrimFunc:
         else:
             break
     return func
-
-
-def map_blocks(s: Union[Stmt, tuple], fn: Callable[[Block], Block]) -> Union[Stmt, tuple]:
-    """Apply ``fn`` to every block in ``s`` (statement or tuple), rebuilding the tree."""
-    if isinstance(s, tuple):
-        return tuple(map_blocks(x, fn) for x in s)
-    if isinstance(s, Loop):
-        return s.replace(body=map_blocks(s.body, fn))
-    if isinstance(s, Block):
-        if isinstance(s.body, tuple):
-            s = s.replace(body=map_blocks(s.body, fn))
-        return fn(s)
-    return s
 
 
 def substitute_loop_vars(s: Union[Stmt, tuple], mapping: Dict[str, Expr]) -> Union[Stmt, tuple]:
