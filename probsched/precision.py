@@ -26,7 +26,7 @@ True
 
 from __future__ import annotations
 
-from typing import Dict, List, Set
+from typing import Collection, Dict, List, Set
 
 from .errors import ProbschedError
 from .ir.dtypes import BF16, is_float
@@ -69,7 +69,7 @@ def _operand_buffers(e: Expr) -> List[str]:
     return [e.buffer.name] if isinstance(e, Load) else []
 
 
-def _product_operands(blk: Block) -> List[str]:
+def product_operands(blk: Block) -> List[str]:
     """Buffers read as factors of a ``C = C + x * y`` reduction update (``[]`` otherwise)."""
     st = blk.body
     if not isinstance(st, Store) or not blk.is_reduction or st.buffer.dtype != "float32":
@@ -86,19 +86,21 @@ def _moves_data(value: Expr) -> bool:
     return not any(isinstance(x, (BinOp, Call)) and is_float(x.dtype) for x in walk(value))
 
 
-def _lowered(func: PrimFunc) -> Set[str]:
-    """Names of the float32 buffers a bfloat16 program reads in bfloat16 (module docstring)."""
+def lowered_buffers(func: PrimFunc, keep: Collection[str] = ()) -> Set[str]:
+    """Names of the float32 buffers a bfloat16 program reads in bfloat16 (module docstring);
+    parameters in ``keep`` stay float32 (a data move of them rounds instead)."""
     params = {b.name: b for b in func.params}
     allocs = {b.name: b for b in func.allocs}
     written = {b.name for blk in func.blocks() for b, _ in blk.writes()}
     out: Set[str] = set()
-    todo = [name for blk in func.blocks() for name in _product_operands(blk)]
+    todo = [name for blk in func.blocks() for name in product_operands(blk)]
     while todo:
         name = todo.pop()
         if name in out:
             continue
         if name in params and name not in written and params[name].dtype == "float32":
-            out.add(name)
+            if name not in keep:
+                out.add(name)
             continue
         writers = [blk for blk in func.blocks() if any(b.name == name for b, _ in blk.writes())]
         if name not in allocs or allocs[name].dtype != "float32" or len(writers) != 1:
@@ -171,11 +173,14 @@ def _widened(e: Expr, dtype: str) -> Expr:
     return cast(dtype, e)
 
 
-def convert(func: PrimFunc, precision: str) -> PrimFunc:
+def convert(func: PrimFunc, precision: str, keep: Collection[str] = ()) -> PrimFunc:
     """``func`` computing in ``precision`` (see the module docstring): ``"bf16"`` lowers the
     products' operands to bfloat16, ``"float32"`` gives a converted program back its float32
-    buffers. A program without multiply-accumulate reductions is returned unchanged."""
+    buffers. A program without multiply-accumulate reductions is returned unchanged.
+    ``keep``: input parameters that stay float32 (a network's activations between tasks): a
+    product must then read them through a copy (a padding stage, a ``cache_read``), which is
+    what is lowered, rounding them as it copies."""
     target = canonical(precision)
     if target == BF16:
-        return _retype(func, {name: BF16 for name in _lowered(func)})
+        return _retype(func, {name: BF16 for name in lowered_buffers(func, keep)})
     return _retype(func, {b.name: "float32" for b in tuple(func.params) + tuple(func.allocs) if b.dtype == BF16})

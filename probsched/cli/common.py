@@ -345,6 +345,14 @@ def host_records(db: Database, workload: Union[Workload, PrimFunc], key: str, ok
 # ------------------------------------------------------------------------------ tuning options
 
 
+def add_precision_option(p: argparse.ArgumentParser) -> None:
+    """``--precision``: what the products of the tasks read (float32, or bf16 on CPUs with
+    ``avx512_bf16``, emulated elsewhere)."""
+    p.add_argument("--precision", choices=("float32", "bf16"), default="float32",
+                   help="what the products read: float32 (default) or bf16 (weights and the activations a product "
+                        "reads in bfloat16, accumulating in float32; inputs and outputs stay float32)")
+
+
 def add_measure_options(p: argparse.ArgumentParser) -> None:
     """Where candidates are measured: ``--workers`` here, or ``--cluster`` (:func:`make_measurer`)."""
     p.add_argument("--workers", type=positive_int, default=None, help="measuring worker processes on this machine (default 2)")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Optional
 from ..tuning import SCHEDULERS
 from .common import (
     DB_HELP,
+    add_precision_option,
     add_search_options,
     budget,
     budget_label,
@@ -49,6 +50,7 @@ def add_parser(sub) -> None:
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default=next(iter(SCHEDULERS)),
                    help=f"task scheduler (default {next(iter(SCHEDULERS))})")
     add_search_options(p, trials=1500, trials_help="trials for the whole network", minutes=True)
+    add_precision_option(p)
     p.add_argument("--no-compare", action="store_true", help="do not time the network beside jax.jit")
     p.add_argument("--json", metavar="PATH", help="also write the task table and timings as JSON")
     p.set_defaults(run=run)
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         with logs_above(bar):
             result = tune_model(
                 graph, trials=trials, minutes=minutes, database=db, measurer=measurer, scheduler=args.scheduler, callbacks=[bar],
+                precision=args.precision,
                 options=options,
             )
     except KeyboardInterrupt:

@@ -369,8 +369,10 @@ class BoundKernel:
         self.kernel._run_flat(self._flat)
 
     def array(self, pos: int) -> np.ndarray:
-        """The array bound at parameter ``pos``, in the shape the code reads it (laid out)."""
-        return self._flat[pos].reshape(self.kernel.func.params[pos].shape)
+        """The array bound at parameter ``pos``, in the shape the code reads it (laid out) and
+        its own dtype (bfloat16 is bound as its bits)."""
+        param = self.kernel.func.params[pos]
+        return self._flat[pos].view(numpy_dtype(param.dtype)).reshape(param.shape)
 
     def rebound(self, arrays: Dict[int, np.ndarray], scratch: List[np.ndarray]) -> "BoundKernel":
         """This binding with the parameters at the positions of ``arrays`` bound to other
@@ -395,7 +397,7 @@ class BoundKernel:
             b = kernel.params[pos]
             if a.shape != b.shape or a.dtype != kernel._dtypes[pos] or not a.flags.c_contiguous:
                 raise KernelArgumentError(f"{kernel._where(pos)}: rebound to {_describe(a)}, expected C-contiguous {b.shape} {b.dtype}")
-            flat[pos] = a.reshape(-1)
+            flat[pos] = as_storage(a).reshape(-1)
         k = len(kernel._intermediates)
         if [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in kernel._intermediates]:
             raise KernelArgumentError(f"kernel {kernel.func.name}: scratch buffers do not match the kernel's (use new_scratch())")

@@ -16,7 +16,7 @@ block's body). Rewrites rebuild only the nodes on the path; everything else is s
 
 from __future__ import annotations
 
-from typing import Callable, Container, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Container, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import ScheduleError
 from ..ir.expr import Expr, free_vars, substitute

@@ -154,7 +154,7 @@ class Workload:
         func = convert(self.func, target)
         if func == self.func:
             return self
-        reference = None if self.reference_fn is None else _widening(self.reference_fn)
+        reference = None if self.reference_fn is None else widening(self.reference_fn)
         rtol, _ = tolerance(1, target)
         return replace(
             self, name=f"{self.name}:{SHORT[target]}", func=func, reference_fn=reference, rtol=max(self.rtol, rtol)
@@ -232,7 +232,7 @@ class Workload:
             _check_close(f"{self.name}: output {b.name}", np.asarray(got), np.asarray(exp), self.rtol, self.atol)
 
 
-def _widening(reference: Callable[..., Tuple[np.ndarray, ...]]) -> Callable[..., Tuple[np.ndarray, ...]]:
+def widening(reference: Callable[..., Tuple[np.ndarray, ...]]) -> Callable[..., Tuple[np.ndarray, ...]]:
     """``reference`` taking bfloat16 inputs: it computes on them widened to float32 (exact)."""
 
     def widened(*inputs: np.ndarray):
