@@ -1,4 +1,4 @@
-"""Re-timing the best candidates of existing databases (benchmarks/HISTORY.md: "Re-timing the top 8").
+"""Re-timing the best candidates of existing databases (what ``ps.tune`` does before it names a best).
 
 ``retime``: run :func:`probsched.tuning.selection.retime` on databases written by ``probsched bench``
 or ``probsched tune`` (one per workload, ``DIR/ours_W.db``), so that ``bench_tvm.py

@@ -1,4 +1,4 @@
-"""The lever measurements behind ``benchmarks/THROUGHPUT.md`` (issue #53), each rerunnable.
+"""The tuning-throughput levers of ``benchmarks/README.md`` (issue #53), each measured alone and rerunnable.
 
 They take the databases a ``bench_throughput.py run`` wrote (its JSON lists them under
 ``runs[].db``) or any database of one suite workload:

@@ -64,6 +64,7 @@ _LAZY_NAMES = {
     "Graph": "graph",
     "Task": "graph",
     "from_jax": "graph",
+    "from_onnx": "graph",
     "ModelTuneResult": "tuning",
     "TuneResult": "tuning",
     "TuningOptions": "tuning",

@@ -2,9 +2,9 @@
 
 numpy only promises 16-byte alignment, so a large array starts at 0, 16, 32 or 48 bytes into
 a cache line, depending on the heap. A kernel streaming 32-byte vector loads then splits
-every other load across two lines when the array is 16 bytes off: DEP:0's best kernel reads
-its padded intermediate 15-20% slower at offsets 16 and 48 than at 0 and 32 (146 / 169 / 141
-/ 173 us, one interleaved run). Intermediates the kernel allocates, the outputs of
+every other load across two lines when the array is 16 bytes off, which slows a kernel that
+streams such an array (DEP:0's best, reading its padded intermediate). Intermediates the
+kernel allocates, the outputs of
 :meth:`~probsched.codegen.kernel.Kernel.run` and the arrays candidates are measured and
 compared with are therefore allocated here, so that no measurement depends on where the heap
 put an array.

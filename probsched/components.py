@@ -1,7 +1,7 @@
 """Named components: one way to find a strategy, a task scheduler, a cost model or a measurer.
 
 Each kind of component the tuner plugs together has one :class:`Registry`:
-``ps.search.STRATEGIES``, ``ps.tune.SCHEDULERS``, ``ps.cost_model.COST_MODELS`` and
+``ps.search.STRATEGIES``, ``ps.tuning.SCHEDULERS``, ``ps.cost_model.COST_MODELS`` and
 ``ps.measure.MEASURERS``. A registry maps a name to a factory; ``registry.get(spec,
 **options)`` makes a component from a name (calling the factory with ``options``) or passes
 an object through after checking it has the methods the tuner will call. A user's

@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "probsched"
 LAYERS = [
     {"errors", "aligned", "arguments", "components", "cache", "target", "models", "version"},
     {"ir"},
-    {"te"},
+    {"te", "precision"},
     {"workloads"},
     {"schedule"},
     {"lowering", "graph", "testing"},

@@ -106,21 +106,23 @@ def markdown(rows: List[Dict[str, Any]], header: str) -> str:
     |---|---|---|---|---|---|---|---|---|---|---|
     | GMM:small | 2.0 | 1.8 | 4.0 | - | 3.0 | 1.5 | 2.00x | - | 1.67x | 3 |
     | geomean | | | | | | | 2.00x | - | 1.67x | |
+    >>> print(markdown([{"workload": "GMM:small", "ours_us": 2.0, "numpy_us": 4.0, "jax_us": None, "gflops": 1.5,
+    ...                  "vs_numpy": 2.0, "vs_jax": None, "trials": 3}], "no TVM times").splitlines()[2])
+    | workload | ours µs | ours µs (worker) | numpy µs | jax.jit µs | ours GFLOP/s | vs numpy | vs jax.jit | trials |
     """
-    lines = [
-        header,
-        "",
-        "| workload | ours µs | ours µs (worker) | numpy µs | jax.jit µs | TVM µs | ours GFLOP/s | vs numpy | vs jax.jit | vs TVM | trials |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    tvm = any(r.get("tvm_us") for r in rows)  # a TVM column only with times measured here
+    cols = ["workload", "ours µs", "ours µs (worker)", "numpy µs", "jax.jit µs"] + (["TVM µs"] if tvm else [])
+    cols += ["ours GFLOP/s", "vs numpy", "vs jax.jit"] + (["vs TVM"] if tvm else []) + ["trials"]
+    lines = [header, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append(
-            f"| {r['workload']} | {num(r['ours_us'])} | {num(r.get('ours_worker_us'))} | {num(r['numpy_us'])} | "
-            f"{num(r['jax_us'])} | {num(r.get('tvm_us'))} | {num(r['gflops'])} | {_ratio(r['vs_numpy'])} | "
-            f"{_ratio(r['vs_jax'])} | {_ratio(r.get('vs_tvm'))} | {r['trials']} |"
-        )
+        cells = [r["workload"], num(r["ours_us"]), num(r.get("ours_worker_us")), num(r["numpy_us"]), num(r["jax_us"])]
+        cells += [num(r.get("tvm_us"))] if tvm else []
+        cells += [num(r["gflops"]), _ratio(r["vs_numpy"]), _ratio(r["vs_jax"])] + ([_ratio(r.get("vs_tvm"))] if tvm else [])
+        lines.append("| " + " | ".join(cells + [str(r["trials"])]) + " |")
     gm = {k: geomean([r.get(k) for r in rows]) for k in ("vs_numpy", "vs_jax", "vs_tvm")}
-    lines.append(f"| geomean | | | | | | | {_ratio(gm['vs_numpy'])} | {_ratio(gm['vs_jax'])} | {_ratio(gm['vs_tvm'])} | |")
+    ratios = [_ratio(gm["vs_numpy"]), _ratio(gm["vs_jax"])] + ([_ratio(gm["vs_tvm"])] if tvm else [])
+    blanks = len(cols) - len(ratios) - 2
+    lines.append("| geomean | " + "| " * blanks + " | ".join(ratios) + " | |")
     return "\n".join(lines)
 
 

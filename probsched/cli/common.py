@@ -2,7 +2,8 @@
 
 A *workload spec* on the command line is one of
 
-- a suite entry: ``GMM:2`` (operator and configuration index) or ``GMM:small``;
+- a suite entry: ``GMM:2`` (operator and configuration index) or ``GMM:small``, in bfloat16
+  with a precision suffix: ``GMM:2:bf16`` (:mod:`probsched.precision`);
 - ``path/to/file.py:function`` or ``package.module:function``: a function of no arguments
   returning a ``ps.PrimFunc`` or a :class:`~probsched.workloads.Workload` (a module-level
   PrimFunc or Workload works too).
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequenc
 from ..database import Database, TuningRecord
 from ..database.errors import DatabaseError
 from ..ir.stmt import PrimFunc
+from ..precision import NAMES as PRECISION_NAMES
 from ..tuning.selection import best_schedule
 from ..workloads import Workload, as_workload
 from ..workloads import get as suite_get
@@ -155,6 +157,8 @@ def resolve_workload(spec: str) -> Union[Workload, PrimFunc]:
             f"workload {spec!r}: expected NAME:INDEX (e.g. GMM:2, GMM:small), path/to/file.py:function "
             "or module:function"
         )
+    if attr.lower() in PRECISION_NAMES and where.partition(":")[0].upper() in suite_names():
+        return resolve_workload(where).with_precision(attr)  # GMM:2:bf16, GMM:small:bf16
     # A suite entry when the left side is an operator, or the right side cannot be a Python
     # name (GMM:2, NOPE:small): a typo then gets the suite's message, not an import error.
     if where.upper() in suite_names() or attr.isdigit() or attr == "small":
@@ -339,6 +343,14 @@ def host_records(db: Database, workload: Union[Workload, PrimFunc], key: str, ok
 
 
 # ------------------------------------------------------------------------------ tuning options
+
+
+def add_precision_option(p: argparse.ArgumentParser) -> None:
+    """``--precision``: what the products of the tasks read (float32, or bf16 on CPUs with
+    ``avx512_bf16``, emulated elsewhere)."""
+    p.add_argument("--precision", choices=("float32", "bf16"), default="float32",
+                   help="what the products read: float32 (default) or bf16 (weights and the activations a product "
+                        "reads in bfloat16, accumulating in float32; inputs and outputs stay float32)")
 
 
 def add_measure_options(p: argparse.ArgumentParser) -> None:

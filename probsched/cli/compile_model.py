@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from .common import DB_HELP, check_writable, open_database
+from .common import DB_HELP, add_precision_option, check_writable, open_database
 from .model_import import MODEL_HELP, load_model
 from .progress import CompileBar
 
@@ -23,6 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--db", default=None, help=DB_HELP + "; without it (or without records) schedules are predicted")
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="the model file to write (e.g. model.psm)")
+    add_precision_option(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     db = open_database(args.db, must_exist=True) if args.db else None
     bar = CompileBar(len(graph.tasks()), graph.name, args.quiet)
     try:
-        model = compile_network(graph, database=db, progress=bar)
+        model = compile_network(graph, database=db, progress=bar, precision=args.precision)
     except KeyboardInterrupt:
         print("\ninterrupted: nothing written", file=sys.stderr)
         return 130

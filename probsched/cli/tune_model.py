@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Optional
 from ..tuning import SCHEDULERS
 from .common import (
     DB_HELP,
+    add_precision_option,
     add_search_options,
     budget,
     budget_label,
@@ -31,7 +32,7 @@ from .common import (
     search_label,
     write_json,
 )
-from .model_import import MODEL_HELP, load_model
+from .model_import import MODEL_HELP, add_input_shape_option, load_model, parse_input_shapes
 from .progress import NetworkBar, logs_above
 
 if TYPE_CHECKING:
@@ -44,10 +45,12 @@ def add_parser(sub) -> None:
         description=__doc__.split("\n\n")[0].replace("``", ""),
     )
     p.add_argument("model", help=MODEL_HELP)
+    add_input_shape_option(p)
     p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default=next(iter(SCHEDULERS)),
                    help=f"task scheduler (default {next(iter(SCHEDULERS))})")
     add_search_options(p, trials=1500, trials_help="trials for the whole network", minutes=True)
+    add_precision_option(p)
     p.add_argument("--no-compare", action="store_true", help="do not time the network beside jax.jit")
     p.add_argument("--json", metavar="PATH", help="also write the task table and timings as JSON")
     p.set_defaults(run=run)
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     where = measure_label(args)  # contradicting options fail before anything is opened
     space = resolve_space(args.space)
     options = options_from_args(args, space)
-    fn, example, graph = load_model(args.model)
+    fn, example, graph = load_model(args.model, parse_input_shapes(args.input_shape))
     if args.json:
         check_writable(args.json, "--json")
     db_path = args.db or default_path()
@@ -77,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         with logs_above(bar):
             result = tune_model(
                 graph, trials=trials, minutes=minutes, database=db, measurer=measurer, scheduler=args.scheduler, callbacks=[bar],
+                precision=args.precision,
                 options=options,
             )
     except KeyboardInterrupt:
@@ -99,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         for name, sec in rows:
             print(f"| {name} | {sec * 1e3:.2f} | {sec / ours:.2f}x |")
     print()
-    print(f"database: {db_path}  (ps.compile(fn, *args, database={db_path!r}) rebuilds the network)")
+    source = f"ps.from_onnx({args.model!r})" if args.model.lower().endswith(".onnx") else "fn, *args"
+    print(f"database: {db_path}  (ps.compile({source}, database={db_path!r}) rebuilds the network)")
     if args.json:
         _write_json(args.json, result, rows, db_path)
     return 0

@@ -1,9 +1,9 @@
 """Compiling generated source with numba: options, the SLP setting, errors, warm-up.
 
-Options (measured on this project's CPU with numba 0.68, float32 kernels):
+Options (chosen by timing float32 kernels with the pinned numba):
 
 - ``fastmath`` = :data:`FASTMATH` = ``{nsz, arcp, contract, afn}``. Not ``reassoc`` (it lets
-  the loop vectorizer pick the wrong loop: 17.8 instead of 100 GFLOP/s), not ``ninf``
+  the loop vectorizer pick the wrong loop, several times slower), not ``ninf``
   (max/min reductions start from -inf/+inf, softmax relies on them), not ``nnan`` (a NaN in
   the data must come out as NaN, as in numpy);
 - ``error_model='numpy'`` (no ZeroDivisionError branches), ``boundscheck=False``,
@@ -11,7 +11,7 @@ Options (measured on this project's CPU with numba 0.68, float32 kernels):
 - array arguments are ``noalias`` (numba's internal ``noalias`` flag, which parfors uses
   for its gufuncs, exposed as the njit option ``_probsched_noalias``): without it LLVM
   must assume that writing ``C`` may change ``A`` and keeps every accumulator in memory;
-  with it a 4x16 register block writing into ``C`` runs at 52 instead of 4 GFLOP/s. The
+  with it a 4x16 register block writing into ``C`` runs an order of magnitude faster. The
   kernel wrapper guarantees the promise: an input that overlaps an output is copied, two
   overlapping outputs are an error;
 - LLVM's SLP vectorizer on: numba ships with it off; it is what turns unrolled scalar FMAs
@@ -23,9 +23,9 @@ front end, :func:`generated_options`: numba's rewrites off (``no_rewrites``: con
 getitems, array expressions, dead-branch pruning; generated code indexes with computed
 integers and has no array expressions or constant branches), no closure inlining (it
 defines no closures), no C callback wrapper, and no CPython wrapper for the parallel bodies
-only the launcher calls, by address. Measured on 12 tuned DEP:0 candidates (``python
-benchmarks/bench_throughput_levers.py front-end --db DB --workload DEP:0``): build 0.98 ->
-0.83 s (C2D:2 0.58 -> 0.49), run times equal. numba's SSA reconstruction stays: without it
+only the launcher calls, by address: builds are shorter and kernels run as fast
+(``python benchmarks/bench_throughput_levers.py front-end --db DB --workload W`` compares
+them on tuned candidates). numba's SSA reconstruction stays: without it
 a name assigned twice would take one unified type (float32 and float64 unify to float64)
 instead of one per assignment.
 
@@ -33,7 +33,7 @@ Every function is compiled eagerly with its explicit signature (1-D C-contiguous
 int64 scalars), so compile time is paid in :func:`compile_module` and never at a call,
 and each function is compiled exactly once (each compiled function keeps a few MB of
 process memory for good). The first compile of a process also initialises numba's
-code generator (about a second); :func:`warm_up` does that once, outside the measured
+code generator (a noticeable one-time cost); :func:`warm_up` does that once, outside the measured
 compile time of any kernel.
 
 >>> compile_options()["fastmath"] == set(FASTMATH)
@@ -176,9 +176,11 @@ def generated_options(by_address: bool = False) -> dict:
 
 
 def numba_type(kind: str):
-    """numba type of an argument kind: ``"int64"`` or ``"array:<dtype>"`` (1-D, C order)."""
+    """numba type of an argument kind: ``"int64"`` or ``"array:<dtype>"`` (1-D, C order;
+    bfloat16 arrays are their uint16 bits, see :mod:`.bf16`)."""
     types = _numba().types
     scalars = {
+        "bfloat16": types.uint16,
         "float32": types.float32,
         "float64": types.float64,
         "int32": types.int32,

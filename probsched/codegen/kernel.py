@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import KernelArgumentError
+from ..ir.dtypes import as_storage, numpy_dtype, storage_dtype
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
 from ..aligned import aligned_empty
 from .compile import CompiledModule
@@ -41,8 +42,8 @@ from .spin_pool import enabled as spin_pool_enabled
 from .spin_pool import wake as wake_spin_pool
 
 class _Workers:
-    """Persistent daemon threads, each fed by its own queue: one chunk handoff costs ~20 us
-    (a ``ThreadPoolExecutor`` round trip costs ~60 us, which shows on sub-millisecond kernels)."""
+    """Persistent daemon threads, each fed by its own queue: a chunk handoff costs a fraction
+    of a ``ThreadPoolExecutor`` round trip, which shows on sub-millisecond kernels."""
 
     def __init__(self, n: int) -> None:
         self.queues = [queue.SimpleQueue() for _ in range(n)]
@@ -171,8 +172,8 @@ class Kernel:
         self.inputs: Tuple[Buffer, ...] = tuple(b for b in self.params if b.name not in written)
         self._is_output = [b.name in written for b in self.params]
         self._output_positions = [i for i, out in enumerate(self._is_output) if out]
-        self._dtypes = [np.dtype(b.dtype) for b in self.params]
-        self._intermediates = [aligned_empty(b.size, b.dtype) for b in module.wrapper_allocs]
+        self._dtypes = [numpy_dtype(b.dtype) for b in self.params]
+        self._intermediates = [aligned_empty(b.size, storage_dtype(b.dtype)) for b in module.wrapper_allocs]
         # the launchers' and parallel bodies' addresses in this process (the entry's last arguments)
         self._addresses = list(compiled.addresses)
         self._segments = module.segments
@@ -234,7 +235,7 @@ class Kernel:
                         "share memory; pass separate arrays"
                     )
                 flat[other_pos] = other.copy()  # an input that is also written: read a snapshot
-        flat = [a.reshape(-1) for a in flat]
+        flat = [as_storage(a.reshape(-1)) for a in flat]
         flat.extend(self._intermediates if scratch is None else scratch)
         flat.extend(self._addresses)
         return flat
@@ -246,8 +247,8 @@ class Kernel:
         """Check ``arrays`` (every parameter, as for a call) once and return a callable
         without arguments that runs the kernel on them: what a timing loop calls.
 
-        A call checks and flattens its arrays first: on C1D:0's best kernel 80 us called
-        against 63 us bound (one interleaved run). Bound, that cost is paid at binding, as
+        A call checks and flattens its arrays first, a cost that shows on kernels of tens of
+        microseconds such as C1D:0's best. Bound, that cost is paid at binding, as
         TVM's ``time_evaluator`` binds its arguments before it times. The arrays must not be
         resized or replaced while bound (their memory is what the kernel writes), and an input
         the checks copy (not C-contiguous, or sharing memory with an output) is read as it was
@@ -275,8 +276,8 @@ class Kernel:
     def _run_flat(self, flat: list) -> None:
         if self._segments is None:
             if self.parallel_form == "prange":
-                # A bound kernel of ~30 us is called thousands of times: the check costs 0.1 us,
-                # the general setter 0.5
+                # A bound kernel of tens of microseconds is called thousands of times: the
+                # check is a fraction of what the general setter costs
                 if _get_threads is None or _get_threads() != self._numba_threads:
                     _set_numba_threads(self._numba_threads)
                 if self._uses_spin_pool:  # its workers sleep after a millisecond without a loop
@@ -368,8 +369,10 @@ class BoundKernel:
         self.kernel._run_flat(self._flat)
 
     def array(self, pos: int) -> np.ndarray:
-        """The array bound at parameter ``pos``, in the shape the code reads it (laid out)."""
-        return self._flat[pos].reshape(self.kernel.func.params[pos].shape)
+        """The array bound at parameter ``pos``, in the shape the code reads it (laid out) and
+        its own dtype (bfloat16 is bound as its bits)."""
+        param = self.kernel.func.params[pos]
+        return self._flat[pos].view(numpy_dtype(param.dtype)).reshape(param.shape)
 
     def rebound(self, arrays: Dict[int, np.ndarray], scratch: List[np.ndarray]) -> "BoundKernel":
         """This binding with the parameters at the positions of ``arrays`` bound to other
@@ -394,7 +397,7 @@ class BoundKernel:
             b = kernel.params[pos]
             if a.shape != b.shape or a.dtype != kernel._dtypes[pos] or not a.flags.c_contiguous:
                 raise KernelArgumentError(f"{kernel._where(pos)}: rebound to {_describe(a)}, expected C-contiguous {b.shape} {b.dtype}")
-            flat[pos] = a.reshape(-1)
+            flat[pos] = as_storage(a).reshape(-1)
         k = len(kernel._intermediates)
         if [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in kernel._intermediates]:
             raise KernelArgumentError(f"kernel {kernel.func.name}: scratch buffers do not match the kernel's (use new_scratch())")
@@ -406,8 +409,8 @@ class BoundKernel:
 
 
 def _current_numba_threads():
-    """numba's thread count getter: the threading layer's own (0.2 us a call) when this numba
-    has it, else the public one (1.1 us: it checks that the layer started, every call)."""
+    """numba's thread count getter: the threading layer's own when this numba has it, else
+    the public one (several times slower: it checks that the layer started, every call)."""
     import numba
     from numba.np.ufunc import parallel
 

@@ -6,27 +6,28 @@ function ``body(lo, hi, ints..., arrays...)`` that runs the loop's iterations ``
 ``launch(address_of_body, extent, ints..., arrays...)`` where the loop stood. ``launch``
 splits ``range(extent)`` into one contiguous chunk per thread and calls the body on each
 through its address (a numba intrinsic): chunk 0 on the calling thread, the others on the
-spinning workers of :mod:`.spin_pool` (a launch costs ~0.6 µs), or, when those sleep or
-the pool is off, in a ``prange`` loop (numba's libgomp pool: ~2.5 µs). It depends only on
-the kinds of the arguments, so every kernel with a parallel loop of one argument signature
-uses the same launcher. Its code holds no address of the process (the pool's slots are
-read through a symbol, the trampoline the workers call is linked in, the thread count is
-read through numba's runtime symbol), so it is compiled once per machine kind: stored in
-the program cache and in saved models, and loaded by other processes (:mod:`.shared`).
+spinning workers of :mod:`.spin_pool` (the cheapest launch), or, when those sleep or
+the pool is off, in a ``prange`` loop (numba's libgomp pool; ``python
+benchmarks/bench_launch.py`` measures both launches). It depends only on the kinds of the
+arguments, so every kernel with a parallel loop of one argument signature uses the same
+launcher. Its code holds no address of the process (the pool's slots are read through a
+symbol, the trampoline the workers call is linked in, the thread count is read through
+numba's runtime symbol), so it is compiled once per machine kind: stored in the program
+cache and in saved models, and loaded by other processes (:mod:`.shared`).
 
 Why not a ``prange`` wrapper per loop: numba lowers each ``prange`` loop into a gufunc
-through a second compile pipeline. That costs ~0.6 s per loop whatever its body (four
-LLVM finalisations and a ``compile_ir``), and more for a big body, which numba links into
-the wrapper and optimises again. On tuned candidates those wrappers were half of the
-compile time (README, "Where a tuned candidate's compile time goes"). The body keeps its
-``noalias`` array arguments: it is compiled as before and only called differently.
+through a second compile pipeline. That costs a large fixed time per loop whatever its
+body (four LLVM finalisations and a ``compile_ir``), and more for a big body, which numba
+links into the wrapper and optimises again: on tuned candidates those wrappers were a
+large share of the compile time (``python benchmarks/bench_compile.py --records DB``
+splits a build by generated function). The body keeps its ``noalias`` array arguments: it
+is compiled as before and only called differently.
 
-Why a chunk per call and not an index: a call by address is not inlined and costs ~20 ns
-(the arrays are passed field by field). Called per index, NRM:2's best kernels (1024
-iterations of ~1000 statements) ran 17-23% slower. Per chunk, a body also allocates its
+Why a chunk per call and not an index: a call by address is not inlined (the arrays are
+passed field by field), and called per index it slowed kernels whose parallel loop has
+many iterations of a large body, such as NRM's. Per chunk, a body also allocates its
 scratch buffers once per thread, not per iteration. The loop around the iteration costs
-some compile time: the same tuned candidates' bodies compiled 4-20% slower as chunks than
-per index (one process, alternating), which is not worth a second mode.
+a little compile time, which is not worth a second mode.
 
 The body is called through numba's own calling convention (return slot, exception slot,
 the arguments' data model), so it must have been compiled for exactly the argument types

@@ -6,7 +6,7 @@ its machine code instead of compiling it again.
 folder of probsched's disk cache (:mod:`probsched.cache`). A measurement worker that
 re-times the best candidates, a tuning run that resumes, a network whose tasks repeat
 earlier ones, a second ``ps.compile`` of a model: each loads what was compiled before
-(~10-50 ms a program instead of 0.5-5 s).
+(a small fraction of a compile's time).
 
 **Key.** An entry is found by the SHA-256 of: the lowered program's structural hash, its
 parallel form and name; the target's code-generation identity (numba's

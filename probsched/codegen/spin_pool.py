@@ -1,7 +1,8 @@
-"""Worker threads that spin between parallel loops, so that a launch costs ~0.6 µs, not ~2.5.
+"""Worker threads that spin between parallel loops, so that a launch costs a fraction of a ``prange``.
 
-numba's ``prange`` (libgomp) costs 2.1-3.1 µs per launch on this project's 2-core machine
-(``python benchmarks/bench_launch.py``), 7-10% of a 30 µs kernel such as C1D:0 or NRM:2.
+numba's ``prange`` (libgomp) costs microseconds per launch, a visible share of a kernel
+that runs for tens of microseconds such as C1D:0 or NRM:2 (``python
+benchmarks/bench_launch.py`` measures both launches).
 TVM's CPU runtime avoids that with a pool of its own whose workers spin on a flag for a
 while after each job; this is the same idea, written with numba and LLVM atomics:
 
@@ -83,13 +84,13 @@ SPINNING -> CLAIMED -> POSTED; the worker POSTED -> DONE; the launcher DONE -> S
 the worker SPINNING -> SLEEPING when idle; the pool -> STOPPING at exit, ABSENT after fork."""
 
 IDLE_TICKS = 3_000_000
-"""Time-stamp-counter ticks a worker spins without a job before it sleeps (~1 ms at 3 GHz)."""
+"""Time-stamp-counter ticks a worker spins without a job before it sleeps (a millisecond at 3 GHz)."""
 SPIN_TICKS = 30_000
-"""Time-stamp-counter ticks (~10 us) a wait spins with ``pause`` before it yields the core
-between checks: a wait on an unloaded machine ends well within it, and a yield is a
-system call (~0.3 us) that returns at once when no other thread waits for the core."""
+"""Time-stamp-counter ticks (10 us at 3 GHz) a wait spins with ``pause`` before it yields
+the core between checks: a wait on an unloaded machine ends well within it, and a yield is
+a cheap system call that returns at once when no other thread waits for the core."""
 WAKE_WAIT_TICKS = 30_000_000
-"""How long a launcher waits for a worker that is being woken (~10 ms) before it goes on
+"""How long a launcher waits for a worker that is being woken (10 ms at 3 GHz) before it goes on
 without it: a woken worker needs the GIL once, which the caller releases in the kernel."""
 BASE_SYMBOL = "probsched_spin_pool_base"
 """The symbol of an int64 holding the slots' address (0 before the pool starts)."""
@@ -425,7 +426,7 @@ class SpinPool:
         self._states = self._words[: workers * SLOT_WORDS : SLOT_WORDS]  # a view: each slot's state word
         self._states[:] = SLEEPING
         self.base = int(self._words.ctypes.data)
-        self._state_words = memoryview(self._states)  # reads a state as a Python int in ~30 ns
+        self._state_words = memoryview(self._states)  # reads a state as a Python int, cheaply
         kick = (workers + 1) * SLOT_WORDS
         self._kick_word = memoryview(self._words[kick : kick + 1])
         self._kicks = itertools.count(1)
@@ -452,8 +453,8 @@ class SpinPool:
                 return
 
     def wake(self) -> None:
-        """Keep the spinning workers awake and wake the sleeping ones (~0.2 us when none
-        sleeps): called before a kernel runs.
+        """Keep the spinning workers awake and wake the sleeping ones (a few loads and a
+        store when none sleeps): called before a kernel runs.
 
         It bumps the kick word first: a spinning worker whose idle time runs out between this
         call and the kernel's first parallel loop sees it and spins on instead of sleeping
@@ -464,7 +465,7 @@ class SpinPool:
         its event set and does not block."""
         self._kick_word[0] = next(self._kicks)  # only a change is read
         states = self._state_words
-        if SLEEPING not in states:  # ~0.1 us
+        if SLEEPING not in states:  # the common case: no lock, no event
             return
         with self._lock:
             for k in range(self.workers):

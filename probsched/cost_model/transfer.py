@@ -6,10 +6,9 @@ The features are workload-agnostic (per store: arithmetic, loop kinds, footprint
 so a model trained on other workloads ranks a new workload's candidates far better than
 chance. ``CostModel.set_transfer`` trains the model on such records at once and keeps them
 beside the workload's own in every later training; ``ps.tune(...,
-cost_model="mlp-transfer")`` (the default) does so with the shipped records. What it buys,
-and how it was measured, is in ``benchmarks/README.md`` (``python
-benchmarks/bench_cost_model.py transfer`` measures the ranking, one workload left out at a
-time).
+cost_model="mlp-transfer")`` (the default) does so with the shipped records. ``python
+benchmarks/bench_cost_model.py transfer`` measures what it buys (the ranking, one workload
+left out at a time).
 
 The shipped records (:data:`TRANSFER_PATHS`) hold features, run times and workload groups of
 up to 128 tuned records per workload, one file per vector width of the CPU they were measured

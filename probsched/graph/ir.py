@@ -25,7 +25,7 @@ array([0.9051482, 0.9051482], dtype=float32)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -94,6 +94,9 @@ class Graph:
     outputs: List[int]
     constants: Dict[int, np.ndarray]
     out_tree: Any = field(default=None, repr=False)  # how fn's outputs nest (a JAX PyTreeDef)
+    #: the names of the inputs and outputs where the source had them (an ONNX model's)
+    input_names: Optional[List[str]] = field(default=None, repr=False)
+    output_names: Optional[List[str]] = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ tasks
     def fuse(self) -> list:
@@ -145,7 +148,7 @@ class Graph:
         """``args`` as numpy arrays, or one :class:`FrontEndError` naming the argument whose
         count, shape or dtype differs from the traced example."""
         specs = [(self.types[v].shape, self.types[v].dtype) for v in self.inputs]
-        return check_arrays(args, specs, who or f"graph {self.name}", error=FrontEndError)
+        return check_arrays(args, specs, who or f"graph {self.name}", self.input_names or None, FrontEndError)
 
     def evaluate(self, *args: Any) -> Tuple[np.ndarray, ...]:
         """Run the graph node by node with JAX (the reference of everything compiled from it)."""

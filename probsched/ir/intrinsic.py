@@ -42,6 +42,8 @@ class Intrinsic:
     panel_axis: Optional[str] = None
     unit_stride: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
     meta: Dict[str, object] = field(default_factory=dict)
+    #: buffer -> {axis: the flat element stride the implementation assumes along it}
+    strides: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
     def kernel(self) -> Callable:
         """The compiled implementation (compiled or loaded from the disk cache on first use)."""
@@ -79,9 +81,14 @@ def register(
     panel_axis: Optional[str] = None,
     unit_stride: Optional[Dict[str, Sequence[str]]] = None,
     meta: Optional[Dict[str, object]] = None,
+    strides: Optional[Dict[str, Dict[str, int]]] = None,
     replace: bool = False,
 ) -> Intrinsic:
-    """Register an intrinsic under ``name`` (``replace=True`` to overwrite one)."""
+    """Register an intrinsic under ``name`` (``replace=True`` to overwrite one).
+
+    ``unit_stride``: buffer -> axes along which its last index must step by 1 (contiguous);
+    ``strides``: buffer -> {axis: flat element stride} the implementation assumes (a
+    pair-interleaved B steps by 2 along N); tensorize checks both."""
     global generation
     if name in _REGISTRY and not replace:
         raise ProbschedError(f"intrinsic {name!r} is already registered (pass replace=True)")
@@ -91,6 +98,9 @@ def register(
     axes = [it.var.name for it in blocks[0].iters]
     if panel_axis is not None and panel_axis not in axes:
         raise ProbschedError(f"intrinsic {name}: panel axis {panel_axis!r} is not one of {axes}")
+    for buf, axis_strides in (strides or {}).items():
+        if not set(axis_strides) <= set(axes):
+            raise ProbschedError(f"intrinsic {name}: strides of {buf} name axes {sorted(set(axis_strides) - set(axes))} it does not have")
     intrin = Intrinsic(
         name,
         description,
@@ -98,6 +108,7 @@ def register(
         panel_axis,
         {k: tuple(v) for k, v in (unit_stride or {}).items()},
         dict(meta or {}),
+        {k: dict(v) for k, v in (strides or {}).items()},
     )
     _REGISTRY[name] = intrin
     generation += 1

@@ -56,9 +56,10 @@ class Node:
         """A copy with some fields changed (through ``__init__``, so checks run again).
 
         When every change passes its class's ``_as_given`` test, the fields are copied
-        without ``__init__``. Replaying one DEP:0 candidate rebuilds ~280 loops on the
+        without ``__init__``. Replaying one candidate rebuilds hundreds of loops on the
         paths its primitives change, and re-checking what did not change (kind, extent,
-        annotations) made each rebuild cost 5.9 µs instead of 2.5.
+        annotations) would more than double the cost of each rebuild
+        (``python benchmarks/bench_search.py`` times the replays).
 
         >>> from probsched.ir.expr import Var
         >>> from probsched.ir.stmt import Loop

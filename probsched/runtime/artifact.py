@@ -57,6 +57,7 @@ import numpy as np
 
 from ..aligned import aligned_copy
 from ..errors import ModelFileError
+from ..ir.dtypes import BF16, numpy_dtype
 from ..ir.layout import layouts_of
 from .interface import ModelInterface, OutputTree, TensorSpec
 
@@ -152,6 +153,7 @@ def save(model: "CompiledModel", path: str) -> None:
             "constants": plain,
         },
         "kernels": {str(n): key for key, n in kernels.items()},
+        "dtypes": {name: BF16 for name, arr in arrays if arr.dtype == numpy_dtype(BF16)},
         "modules": sorted(modules),
         "shared": [f"shared/{n}.bin" for n in range(len(shared_code))],
         "steps": steps,
@@ -170,7 +172,7 @@ def save(model: "CompiledModel", path: str) -> None:
                 zf.writestr(f"modules/{name}.py", source, compress_type=zipfile.ZIP_DEFLATED)
             for name, arr in arrays:
                 with zf.open(name, "w", force_zip64=arr.nbytes > 2**30) as fh:
-                    np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+                    np.lib.format.write_array(fh, np.ascontiguousarray(_portable(arr)), allow_pickle=False)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -192,6 +194,11 @@ def _kernel_entries(n: int, kernel: Any) -> List[Tuple[str, bytes]]:
     if code is not None:
         out.append((f"kernels/{n}/code.bin", code))
     return out
+
+
+def _portable(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as .npy stores it: bfloat16 (ml_dtypes) as its uint16 bits."""
+    return arr.view(np.uint16) if arr.dtype == numpy_dtype(BF16) else arr
 
 
 def _generated_modules(kernel: Any) -> Dict[str, str]:
@@ -235,10 +242,15 @@ def load(path: str) -> "CompiledModel":
             kernels[int(n)] = _load_kernel(zf, path, int(n), key, rebuild)
         constants: Dict[str, np.ndarray] = {}
 
+        dtypes = manifest.get("dtypes", {})
+
         def constant(member: str) -> np.ndarray:
             if member not in constants:
                 with zf.open(member) as fh:
-                    constants[member] = aligned_copy(np.lib.format.read_array(fh, allow_pickle=False))
+                    arr = np.lib.format.read_array(fh, allow_pickle=False)
+                if member in dtypes:  # stored as its bits (.npy has no bfloat16)
+                    arr = arr.view(numpy_dtype(dtypes[member]))
+                constants[member] = aligned_copy(arr)
             return constants[member]
 
         spec = manifest["interface"]

@@ -40,6 +40,7 @@ import numpy as np
 from ..aligned import aligned_copy, aligned_empty
 from ..arguments import check_arrays
 from ..errors import KernelArgumentError
+from ..ir.dtypes import numpy_dtype
 from .interface import ModelInterface, TensorSpec  # noqa: F401 - TensorSpec: the docstring example
 from .memory import MemoryPlan, plan_memory
 
@@ -92,6 +93,7 @@ class CompiledModel:
         self._constants: Dict[int, np.ndarray] = {
             v: aligned_copy(c.reshape(c.shape or (1,))) for v, c in interface.constants.items()
         }
+        self._converted: Dict[Tuple[int, str], np.ndarray] = {}
         self._local = threading.local()
         self._first = self._bind_first()
         self._local.context = self._first
@@ -113,9 +115,27 @@ class CompiledModel:
         arena, arrays = self._new_arena()
         runs = []
         for s in self.steps:
-            args = [s.laid_out[pos] if pos in s.laid_out else arrays[v] for pos, v in enumerate(s.inputs + s.outputs)]
+            args = []
+            for pos, v in enumerate(s.inputs + s.outputs):
+                if pos in s.laid_out:
+                    args.append(s.laid_out[pos])
+                elif v in self._constants:
+                    args.append(self._constant_as(v, numpy_dtype(s.kernel.params[pos].dtype)))
+                else:
+                    args.append(arrays[v])
             runs.append(s.kernel.bind(*args, laid_out=tuple(s.laid_out)))
         return _Context(arena, arrays, runs)
+
+    def _constant_as(self, value: int, dtype: np.dtype) -> np.ndarray:
+        """Constant ``value`` in ``dtype``: a kernel in bfloat16 reads its weights so,
+        converted once (and shared by every kernel that reads them so)."""
+        array = self._constants[value]
+        if array.dtype == dtype:
+            return array
+        key = (value, dtype.str)
+        if key not in self._converted:
+            self._converted[key] = aligned_copy(array.astype(dtype))
+        return self._converted[key]
 
     def _is_fixed(self, step: KernelStep, pos: int, value: int) -> bool:
         """Whether parameter ``pos`` of ``step`` reads a constant (the same array in every

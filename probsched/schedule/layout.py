@@ -33,7 +33,7 @@ import numpy as np
 
 from ..ir.expr import Const, Load, Var
 from ..ir.layout import LAYOUT_FREE, LAYOUT_TRANSFORMS, Layout, lay_out_inputs, layouts_of, logical_params  # noqa: F401
-from ..ir.stmt import Block, Buffer, Loop, PrimFunc
+from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
 from .analysis import affine
 from .dataflow import map_block_exprs, map_loads
 from .tree import map_blocks, require
@@ -47,9 +47,14 @@ def _set_attr(func: PrimFunc, key: str, value) -> PrimFunc:
 def transform_layout(func: PrimFunc, buffer: str, layout: Layout) -> PrimFunc:
     """``func`` reading its input parameter ``buffer`` stored in ``layout`` (see the module
     docstring); raises ScheduleError for a buffer that is not an unwritten parameter, a
-    layout of another shape, or a buffer laid out already."""
+    layout of another shape, or a buffer laid out already.
+
+    ``buffer`` may also be one the function allocates (a packing stage's local copy): its
+    stores and loads alike go through the layout, and no caller sees it."""
     prim = "transform_layout"
     params = {b.name: b for b in func.params}
+    if buffer not in params and any(b.name == buffer for b in func.allocs):
+        return _transform_alloc(func, buffer, layout)
     require(buffer in params, prim, f"{buffer} is not a parameter of {func.name}")
     written = {b.name for blk in func.blocks() for b, _ in blk.writes()}
     require(buffer not in written, prim, f"parameter {buffer} is written by the function; only inputs can be laid out")
@@ -68,6 +73,26 @@ def transform_layout(func: PrimFunc, buffer: str, layout: Layout) -> PrimFunc:
     out = func.replace(params=tuple(new if b.name == buffer else b for b in func.params), body=body)
     lays = tuple(func.attr(LAYOUT_TRANSFORMS) or ()) + ((buffer, layout.to_json()),)
     return _set_attr(out, LAYOUT_TRANSFORMS, lays)
+
+
+def _transform_alloc(func: PrimFunc, buffer: str, layout: Layout) -> PrimFunc:
+    old = func.buffer(buffer)
+    require(
+        tuple(old.shape) == layout.shape, "transform_layout", f"layout of shape {layout.shape} for {buffer} of shape {old.shape}"
+    )
+    new = Buffer(buffer, layout.physical_shape, old.dtype, old.scope)
+
+    def fix_load(ld: Load) -> Load:
+        return Load(new, layout.index(ld.indices)) if ld.buffer.name == buffer else ld
+
+    def fix_store(st: Store) -> Store:
+        return Store(new, layout.index(st.indices), st.value) if st.buffer.name == buffer else st
+
+    def fix_block(blk: Block) -> Block:
+        return map_block_exprs(blk, lambda e: map_loads(e, fix_load), fix_store)
+
+    body = map_blocks(func.body, fix_block)
+    return func.replace(body=body, allocs=tuple(new if b.name == buffer else b for b in func.allocs))
 
 
 def tile_layout(func: PrimFunc, block: str, buffer: str, loops: Sequence[Loop]) -> Optional[Layout]:

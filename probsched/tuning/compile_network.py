@@ -156,13 +156,16 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     check: bool = True,
     seed: int = 0,
     progress: Union[str, Callable[[str], None], None] = "auto",
+    precision: str = "float32",
 ) -> CompiledModel:
     """Compile a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
     arguments); see the module docstring. ``database``: a path or
     :class:`~probsched.database.Database` whose records to use. ``space``: the design space
     (default ``ps.space.default()``); ``candidates``: programs drawn per task without a
     usable record. ``progress``: ``"auto"`` (a progress bar on stderr when it is a terminal),
-    None, or ``progress(message)`` called as each task is built.
+    None, or ``progress(message)`` called as each task is built. ``precision``:
+    ``"bf16"`` compiles every task with its products in bfloat16 (tasks and records of their
+    own: :mod:`probsched.graph.precision`); the network's inputs and outputs stay float32.
 
     What was chosen and checked is kept on disk (:mod:`.compile_cache`): compiling the same
     network again replays the choices and loads the compiled programs."""
@@ -173,8 +176,8 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     space = space or space_mod.default()
     own_db = database is not None and not isinstance(database, Database)
     db = Database(database) if own_db else database
-    tasks = graph.tasks()
-    by_key = {t.key: t for t in tasks}
+    tasks = [t.in_precision(precision) for t in graph.tasks()]
+    by_key = {t.lowered.func.structural_hash(): t for t in tasks}  # by the float32 function
     producer = graph.producer()
     calls = []
     for grp in graph.fuse():

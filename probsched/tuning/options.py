@@ -22,7 +22,7 @@ otherwise:
   that weighs at least 1% of the estimated latency are measured again together
   (``retime_rounds`` interleaved rounds) and the best is named by that
   (:mod:`probsched.tuning.selection`); None: :func:`default_retime_top`, 8 for one task, 3
-  per task of a network (each costs a compile and about a second of timing); 0: none;
+  per task of a network (each costs a compile and a timing); 0: none;
 - ``target``: the :class:`~probsched.target.Target` the default space schedules for (this
   machine);
 - ``similar_tasks``: a task with no record of its own starts its search from the best

@@ -130,6 +130,7 @@ def tune_model(
     callbacks: Sequence[Callable[[ModelTrial, "ModelTuneResult"], None]] = (),
     compile: bool = True,  # noqa: A002 - the verb the result's model comes from
     candidates: int = DEFAULT_CANDIDATES,
+    precision: str = "float32",
     options: Optional[TuningOptions] = None,
     **option_values: Any,
 ) -> ModelTuneResult:
@@ -144,7 +145,8 @@ def tune_model(
     ``scheduler``: a name of :data:`~.task_scheduler.SCHEDULERS` (``"gradient"``,
     ``"round-robin"``) or an object with ``next_task``. ``callbacks``: called as
     ``cb(model_trial, result_so_far)``. ``compile``: build ``result.model``
-    (``candidates``: programs ranked for a task without a record). The search options
+    (``candidates``: programs ranked for a task without a record). ``precision``: ``"bf16"``
+    tunes every task with its products in bfloat16 (:mod:`probsched.graph.precision`). The search options
     (``space``, ``strategy``, ``cost_model``, ``seed``, ``batch_size``, ``retime_top``,
     ``retime_rounds``, ``target``) are keywords, or an ``options=``
     :class:`~probsched.tuning.options.TuningOptions` they replace fields of; their defaults
@@ -157,7 +159,7 @@ def tune_model(
         raise ValueError(f"tune_model: {exc}") from None
     graph = as_graph(model, example_args)
     fn = model if not isinstance(model, Graph) else None
-    tasks = graph.tasks()
+    tasks = [t.in_precision(precision) for t in graph.tasks()]
     resources = TuningResources(database, measurer)
     start = time.perf_counter()
     try:
@@ -185,7 +187,8 @@ def tune_model(
         if compile:
             resources.settle_borrowed()
             with loop.phase("compile"):
-                result.model = compile_model(graph, database=resources.db, space=loop.space, candidates=candidates, seed=opts.seed or 0)
+                result.model = compile_model(graph, database=resources.db, space=loop.space, candidates=candidates,
+                                             seed=opts.seed or 0, precision=precision, progress=None)
     finally:
         resources.close()
     return result

@@ -126,16 +126,16 @@ class TuneResult:
         return "\n".join(lines)
 
 
-def _resolve_workload(workload) -> Union[Workload, PrimFunc]:
+def _resolve_workload(workload, precision: Optional[str] = None) -> Union[Workload, PrimFunc]:
     if isinstance(workload, str):
         from .. import workloads
 
-        name, _, index = workload.partition(":")
-        if index == "small":
-            return workloads.small(name)
-        return workloads.get(workload)
-    as_workload(workload)  # the TypeError for anything else; the result keeps what was given
-    return workload
+        name, _, rest = workload.partition(":")
+        index, _, suffix = rest.partition(":")  # GMM:small:bf16
+        workload = workloads.small(name, suffix or "float32") if index == "small" else workloads.get(workload)
+    else:
+        as_workload(workload)  # the TypeError for anything else; the result keeps what was given
+    return workload if precision is None else as_workload(workload).with_precision(precision)
 
 
 def tune(
@@ -147,11 +147,17 @@ def tune(
     measurer: Optional["Measurer"] = None,
     callbacks: Sequence[Callable[[Trial, "TuneResult"], None]] = (),
     options: Optional[TuningOptions] = None,
+    precision: Optional[str] = None,
     **option_values: Any,
 ) -> TuneResult:
     """Tune ``workload`` (a Workload, a PrimFunc, or a suite name like ``"GMM:2"``) for
     ``trials`` new measurements, or ``minutes`` of tuning, or whichever ends first; see the
     module docstring.
+
+    ``precision``: ``"bf16"`` tunes the workload with its products in bfloat16
+    (:meth:`~probsched.workloads.Workload.with_precision`; a suite name may say it too,
+    ``"GMM:2:bf16"``), a program of its own with records of its own; None or ``"float32"``
+    as given.
 
     ``database``: a :class:`~probsched.database.Database`, a path, or None (in memory).
     ``measurer``: a :class:`~probsched.measure.LocalMeasurer` (default: one made and closed
@@ -168,7 +174,7 @@ def tune(
         check_budget(trials, minutes)
     except ValueError as exc:
         raise ValueError(f"tune: {exc}") from None
-    workload = _resolve_workload(workload)
+    workload = _resolve_workload(workload, precision)
     flops = getattr(workload, "flops", None)
     resources = TuningResources(database, measurer)
     try:
