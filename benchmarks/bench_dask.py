@@ -134,7 +134,7 @@ def busy_while_work_waited(m: DaskMeasurer, since: float) -> float:
 
 def via_tune(m: DaskMeasurer, strategy: str, trials: int, batch: int, seed: int) -> tuple:
     """``ps.tune`` as it is: trials per minute of the loop, workers' busy share."""
-    cost_model = None if strategy == "replay" else ps.tuner.DEFAULT_COST_MODEL
+    cost_model = None if strategy == "replay" else ps.cost_model.DEFAULT_COST_MODEL
     since = time.time()
     result = ps.tune("GMM:2", trials=trials, strategy=strategy, cost_model=cost_model, measurer=m, seed=seed,
                      retime_top=0, batch_size=batch)
@@ -144,19 +144,17 @@ def via_tune(m: DaskMeasurer, strategy: str, trials: int, batch: int, seed: int)
 
 def pipelined(m: DaskMeasurer, strategy: str, trials: int, batch: int, seed: int) -> tuple:
     """PROTOTYPE of a pipelined loop (not ps.tune): ``ps.tune``'s steps (a
-    :class:`~probsched.task_search.TaskSearch`: propose, record, observe), but batch k+1 is
+    :class:`~probsched.tuning.task_search.TaskSearch`: propose, record, observe), but batch k+1 is
     proposed and queued (``DaskMeasurer.submit``) before batch k is waited for."""
     from probsched.database import Database
-    from probsched.task_search import TaskSearch, fit_on_past, start_model_from_transfer
-    from probsched.tuner import _resolve_model
+    from probsched.tuning.task_search import TaskSearch
+    from probsched.tuning.warm_start import warm_start
 
     w = ps.workloads.get("GMM:2")
-    model, transfer = _resolve_model(None if strategy == "replay" else ps.tuner.DEFAULT_COST_MODEL, seed)
+    model = None if strategy == "replay" else ps.cost_model.get(ps.cost_model.DEFAULT_COST_MODEL, seed=seed)
     with Database(":memory:") as db:
         search = TaskSearch(w, db, strategy=strategy, model=model, seed=seed)
-        if transfer:
-            start_model_from_transfer(model, [search.key])
-        fit_on_past(model, [search])
+        warm_start(model, [search])
         since = time.time()
 
         def send(n: int):

@@ -30,7 +30,7 @@ import numpy as np
 import probsched as ps
 import probsched.codegen.stackalloc as stackalloc
 import probsched.lowering as lowering
-from probsched.codegen.aligned import aligned_copy, aligned_empty
+from probsched.aligned import aligned_copy, aligned_empty
 from probsched.database import Database
 from probsched.lowering.compact import compact_local_buffers
 from probsched.measure.timer import time_interleaved

@@ -18,6 +18,20 @@ For each model, in one process:
    medians of ``--rounds`` rounds.
 
 Prints a Markdown table (and ``--json FILE`` writes the figures) with the CPU model and date.
+
+**Every engine on the same graph** (``--engines``): the canonical ONNX exports of the
+torchvision / Hugging Face models (``python benchmarks/export_onnx_models.py --full --out
+DIR``) are imported by probsched with ``ps.from_onnx``, tuned (``--trials``) or compiled from
+a database (``--from-db``), and timed interleaved in one process beside ONNX Runtime (all
+graph optimizations; BERT also after ORT's transformer optimizer), OpenVINO (f32 hint, and
+its default precision, named in the column) and PyTorch eager, each after a 0.2 s pause,
+every engine's output checked against the reference first (ONNX Runtime without graph
+optimizations; OpenVINO's reduced default precision within 5e-2)::
+
+    python benchmarks/bench_models.py --engines --onnx-dir DIR --trials 800 --db-dir D   # tune, then time
+    python benchmarks/bench_models.py --engines --onnx-dir DIR --from-db --db-dir D      # time again, quiet
+    python benchmarks/bench_models.py --engines --tiny --onnx-dir tests/data/onnx \
+        --models resnet50_torchscript --rounds 3 --min-repeat-ms 20                       # does it run?
 """
 
 from __future__ import annotations
@@ -159,6 +173,102 @@ def bench_model(name: str, args: argparse.Namespace) -> dict:
     return row
 
 
+def _torch_module(name: str, tiny: bool):
+    """The PyTorch model an ONNX file of benchmarks/export_onnx_models.py was exported from
+    (same construction, same random weights), or None for another file."""
+    import export_onnx_models as ex
+
+    base = name
+    for suffix in ("_torchscript", "_dynamo"):
+        base = base[: -len(suffix)] if base.endswith(suffix) else base
+    if base not in ex.MODELS:
+        return None
+    ex._torch()
+    module, _ = ex.MODELS[base](tiny)
+    module.eval()
+    ex.randomize(module)
+    return module
+
+
+def _feeds(path: str, name: str) -> dict:
+    """Inputs for the model's inputs: an image, or token ids and a padded attention mask."""
+    import onnx
+    import export_onnx_models as ex
+
+    model = onnx.load(path, load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    shapes = tuple(tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input if i.name not in inits)
+    return ex.example_inputs(name, shapes)
+
+
+def bench_engines(name: str, args: argparse.Namespace) -> dict:
+    """One model of ``--engines`` mode (see the module docstring)."""
+    import engines
+
+    path = os.path.join(args.onnx_dir, f"{name}.onnx")
+    if not os.path.exists(path):
+        raise SystemExit(f"bench_models: no {path}; make it with python benchmarks/export_onnx_models.py --full --out {args.onnx_dir}")
+    feeds = _feeds(path, name)
+    expected = engines.reference(path, feeds)
+    row: dict = {"model": name, "graph": os.path.basename(path)}
+    t = time.perf_counter()
+    graph = ps.from_onnx(path, name=name)
+    tasks = graph.tasks()
+    row["import_s"] = time.perf_counter() - t
+    row["operators"], row["tasks"] = len(graph.nodes), len(tasks)
+    row["gflop"] = sum(tk.flops * tk.weight for tk in tasks) / 1e9
+    args_in = [feeds[n] for n in graph.input_names]
+    os.makedirs(args.db_dir, exist_ok=True)
+    db = os.path.join(args.db_dir, f"{name}.db")
+    if args.trials:
+        t = time.perf_counter()
+        result = ps.tune_model(graph, trials=args.trials, database=db, seed=args.seed, retime_top=args.retime_top)
+        row["tune_s"], row["trials"] = time.perf_counter() - t, len(result.history)
+        print(result.summary(), flush=True)
+        model, label = result.model, "probsched tuned"
+    elif args.from_db:
+        if not os.path.exists(db):
+            raise SystemExit(f"bench_models: --from-db: no database {db} for {name}")
+        model, label = ps.compile(graph, database=db, candidates=args.candidates), "probsched tuned"
+    else:
+        model, label = ps.compile(graph, candidates=args.candidates), "probsched untuned"
+    runners = [(label, lambda: model(*args_in), model(*args_in))]
+    builders = [lambda: engines.ort_runner(path, feeds)]
+    if "bert" in name:
+        heads, hidden = (2, 32) if args.tiny else (12, 768)
+        builders.append(lambda: engines.ort_transformer_runner(path, feeds, heads, hidden))
+    builders += [lambda: engines.openvino_runner(path, feeds, f32=True), lambda: engines.openvino_runner(path, feeds, f32=False)]
+    module = _torch_module(name, args.tiny)
+    if module is not None:
+        builders.append(lambda: engines.torch_runner(module, feeds))
+    for build in builders:
+        try:
+            runners.append(build())
+        except engines.Unavailable as exc:
+            print(f"bench_models: {exc} is not installed: its column is left out", file=sys.stderr)
+    row["rel_err"] = engines.checked(runners, expected, {"openvino default": 5e-2})
+    timings = time_interleaved({lbl: call for lbl, call, _ in runners}, rounds=args.rounds,
+                               min_repeat_ms=args.min_repeat_ms, settle_s=0.2)
+    row["ms"] = {k: v.median * 1e3 for k, v in timings.items()}
+    return row
+
+
+def engines_table(rows: list) -> str:
+    """The every-engine table: one column per engine, probsched's time first."""
+    impls = []
+    for r in rows:
+        impls += [k for k in r["ms"] if k not in impls]
+    order = ["probsched", "onnxruntime", "onnxruntime+", "openvino f32", "openvino default", "pytorch"]
+    impls.sort(key=lambda k: max(i for i, o in enumerate(order) if k.startswith(o)))
+    head = ["model", "GFLOP", "trials (tuning s)"] + [f"{k} ms" for k in impls]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        tuned = f"{r['trials']} ({r['tune_s']:.0f})" if "trials" in r else "-"
+        cells = [r["model"], f"{r['gflop']:.3g}", tuned] + [f"{r['ms'][k]:.2f}" if k in r["ms"] else "-" for k in impls]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table(rows: list) -> str:
     impls = []
     for r in rows:
@@ -190,14 +300,18 @@ def main(argv=None) -> int:
     p.add_argument("--min-repeat-ms", type=float, default=300.0)
     p.add_argument("--onnx", action="store_true", help="also time ONNX Runtime (needs the onnx extra)")
     p.add_argument("--json", default=None, help="write the figures to this file")
+    p.add_argument("--engines", action="store_true", help="every engine on the same ONNX graphs (--onnx-dir)")
+    p.add_argument("--onnx-dir", default=".", help="--engines: where <model>.onnx are (export_onnx_models.py --full)")
+    p.add_argument("--tiny", action="store_true", help="--engines: the files are export_onnx_models.py --tiny's")
     args = p.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # engines.py, export_onnx_models.py
     rows = []
     for name in args.models.split(","):
-        rows.append(bench_model(name.strip(), args))
+        rows.append((bench_engines if args.engines else bench_model)(name.strip(), args))
         print(json.dumps(rows[-1], indent=1), flush=True)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     print(f"\n{cpu_model()}, {os.cpu_count()} cores, {stamp}; load {os.getloadavg()[0]:.1f}\n")
-    print(table(rows))
+    print(engines_table(rows) if args.engines else table(rows))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"cpu": cpu_model(), "date": stamp, "rows": rows}, fh, indent=1)

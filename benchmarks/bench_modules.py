@@ -62,6 +62,7 @@ def run_model(name: str, args: argparse.Namespace) -> dict:
     models = {}
     for config in args.configs.split(","):
         space = ps.space.default(**CONFIGS[config])
+        os.makedirs(args.db_dir, exist_ok=True)
         db = os.path.join(args.db_dir, f"{name}-{config}-s{args.seed}.db")
         done = _records_in(db, graph)
         t = time.perf_counter()

@@ -1,18 +1,28 @@
-"""The machine's float32 ceilings, as numba reaches them: what a tuned kernel can hope for.
+"""The machine's float32 and bfloat16 ceilings, as numba reaches them: what a tuned kernel
+can hope for.
 
 Prints, for one and for all threads:
 
 - ``fma``: independent vector FMAs on values held in registers (12 accumulators of one
-  vector each, enough to cover the FMA latency), no memory traffic: the arithmetic peak;
-- ``matmul_MxN``: each registered micro-kernel on operands that stay in L1 (a K panel of
-  512), called from a numba loop as a tuned kernel calls it: the best a tensorized
-  matmul or convolution can do per core.
+  vector each, enough to cover the FMA latency on one 512-bit FMA pipe or two 256-bit
+  ones: Zen 4, AVX2 CPUs), no memory traffic: the arithmetic peak;
+- ``fma, 16 vectors``: the same with 16 independent 16-lane vectors (:mod:`probsched.intrinsics.simd`):
+  the peak of a CPU with two 512-bit FMA pipes (Intel Xeon since Skylake-SP), which 12
+  accumulators of 8 lanes (6 vectors) cannot keep busy;
+- ``vdpbf16ps``: 16 independent bfloat16 dot products (:func:`~probsched.intrinsics.simd.dot_pairs`,
+  4 flops per float32 lane: two products, two sums), on CPUs with ``avx512_bf16``: the
+  bfloat16 peak, beside the float32 one;
+- ``matmul_MxN``, ``matmul_bf16_MxN``: each named micro-kernel on operands that stay in L1
+  (a K panel of 512), called from a numba loop as a tuned kernel calls it: the best a
+  tensorized matmul or convolution can do per core; a bf16 kernel also as a fraction of
+  the ``vdpbf16ps`` peak (where there is none, it runs its emulated path: the fraction is
+  of the FMA peak).
 
 A tuned GMM, C2D or CBR runs at most at the micro-kernel's rate (its inner loop *is* the
-micro-kernel); the gap between ``fma`` and the kernels is what the register block loses to
+micro-kernel); the gap between the peak and the kernels is what the register block loses to
 loads and broadcasts.
 
-Usage: ``python benchmarks/bench_peak.py [--kernels matmul_3x32,matmul_4x16]``
+Usage: ``python benchmarks/bench_peak.py [--kernels matmul_3x32,matmul_bf16_8x32]``
 """
 
 from __future__ import annotations
@@ -20,10 +30,12 @@ from __future__ import annotations
 import argparse
 import time
 
+import ml_dtypes
 import numba
 import numpy as np
 
 import probsched as ps
+from probsched.intrinsics.matmul_bf16 import native_available
 from probsched.codegen.stackalloc import stack_empty
 
 LANES = 8  # one AVX2 vector of float32; on AVX-512 the loop still vectorizes by 16
@@ -61,22 +73,70 @@ def fma_peak(threads: int, reps: int = 4_000_000) -> float:
     return threads * ACCS * LANES * 2 * reps / float(np.median(times)) / 1e9
 
 
+VECTORS = 16  # independent accumulators of the vector peaks: latency x pipes on any x86 CPU
+
+
+def _vector_peak_loop(op: str):
+    """A numba loop of VECTORS independent ``acc = op(acc, a, b)`` per step on each thread."""
+    accs = [f"c{i}" for i in range(VECTORS)]
+    source = "\n".join(
+        ["def loop(xf, xh, reps, threads):", "    for t in numba.prange(threads):"]
+        + ["        a, b = (broadcast_pair(xh, 0), load_pairs(xh, 0)) if BF16 else (load(xf, 0), load(xf, 16))"]
+        + [f"        {c} = zeros()" for c in accs]
+        + ["        for _ in range(reps):"]
+        + [f"            {c} = {op}({c}, a, b)" for c in accs]
+        + [f"        store(xf, 32 + 16 * ({VECTORS} * t + {i}), {c})" for i, c in enumerate(accs)]  # keep every chain alive
+    )
+    from probsched.intrinsics import simd
+
+    scope = {"numba": numba, "BF16": op != "fma", op: getattr(simd, op), **{f: getattr(simd, f) for f in ("broadcast_pair", "load", "load_pairs", "store", "zeros")}}
+    exec(compile(source, f"<{op} peak>", "exec"), scope)
+    return numba.njit(parallel=True)(scope["loop"])
+
+
+def vector_peak(op: str, threads: int, reps: int = 4_000_000) -> float:
+    """GFLOP/s of register-resident ``fma`` or ``dot_pairs`` on ``threads`` threads (median of 5)."""
+    loop = _vector_peak_loop(op)
+    xf = (np.random.default_rng(0).random(32 + 16 * VECTORS * threads) * 1e-3).astype(np.float32)
+    xh = xf[:64].astype(ml_dtypes.bfloat16).view(np.uint16)
+    loop(xf, xh, 10, threads)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        loop(xf, xh, reps, threads)
+        times.append(time.perf_counter() - t)
+    flops = 16 * (4 if op == "dot_pairs" else 2)  # per vector op: 16 lanes of 2 products + 2 sums, or of an FMA
+    return threads * VECTORS * flops * reps / float(np.median(times)) / 1e9
+
+
 def kernel_peak(name: str, threads: int, k: int = 512, reps: int = 20_000) -> float:
-    """GFLOP/s of micro-kernel ``name`` on L1-resident operands, ``threads`` threads."""
-    meta = ps.intrinsics.get(name).meta
-    m, n = int(meta["M"]), int(meta["N"])
-    mk = ps.intrinsics.get(name).kernel()
-
-    @numba.njit(parallel=True)
-    def loop(C, A, B, reps):
-        for t in numba.prange(threads):
-            for _ in range(reps):
-                mk(C, t * m * n, n, 1, A, t * m * k, k, 1, B, t * k * n, 1, n, k)
-
+    """GFLOP/s of micro-kernel ``name`` (float32 or bf16) on L1-resident operands, ``threads`` threads."""
+    intrin = ps.intrinsics.get(name)
+    m, n = int(intrin.meta["M"]), int(intrin.meta["N"])
+    mk = intrin.kernel()
     rng = np.random.default_rng(0)
-    A = rng.random(threads * m * k, dtype=np.float32)
-    B = rng.random(threads * k * n, dtype=np.float32)
     C = np.zeros(threads * m * n, np.float32)
+    if intrin.meta.get("precision") == "bfloat16":
+        p = k // 2
+
+        @numba.njit(parallel=True)
+        def loop(C, A, B, reps):
+            for t in numba.prange(threads):
+                for _ in range(reps):
+                    mk(C, t * m * n, n, 1, A, t * m * k, k, 2, 1, B, t * k * n, 2, 2 * n, 1, p)
+
+        A = rng.random(threads * m * k).astype(ml_dtypes.bfloat16).view(np.uint16)
+        B = rng.random(threads * k * n).astype(ml_dtypes.bfloat16).view(np.uint16)
+    else:
+
+        @numba.njit(parallel=True)
+        def loop(C, A, B, reps):
+            for t in numba.prange(threads):
+                for _ in range(reps):
+                    mk(C, t * m * n, n, 1, A, t * m * k, k, 1, B, t * k * n, 1, n, k)
+
+        A = rng.random(threads * m * k, dtype=np.float32)
+        B = rng.random(threads * k * n, dtype=np.float32)
     loop(C, A, B, 1)
     times = []
     for _ in range(5):
@@ -88,14 +148,32 @@ def kernel_peak(name: str, threads: int, k: int = 512, reps: int = 20_000) -> fl
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kernels", default="matmul_3x32,matmul_4x16,matmul_6x16", help="comma-separated micro-kernels")
+    ap.add_argument(
+        "--kernels",
+        default="matmul_3x32,matmul_4x16,matmul_6x16,matmul_bf16_4x32,matmul_bf16_8x32,matmul_bf16_12x32,matmul_bf16fma_8x32,matmul_bf16fma_4x64",
+        help="comma-separated micro-kernels",
+    )
     args = ap.parse_args(argv)
     threads = numba.config.NUMBA_NUM_THREADS
-    print(f"| kernel | GFLOP/s, 1 thread | GFLOP/s, {threads} threads |")
-    print("|---|---:|---:|")
-    print(f"| fma ({ACCS} x {LANES}-lane accumulators) | {fma_peak(1):.1f} | {fma_peak(threads):.1f} |")
+    target = ps.Target.host()
+    print(f"{target}")
+    print()
+    print(f"| kernel | GFLOP/s, 1 thread | GFLOP/s, {threads} threads | of the peak (1, {threads} threads) |")
+    print("|---|---:|---:|---:|")
+    print(f"| fma ({ACCS} x {LANES}-lane accumulators) | {fma_peak(1):.1f} | {fma_peak(threads):.1f} | |")
+    fma = (vector_peak("fma", 1), vector_peak("fma", threads))
+    print(f"| fma, {VECTORS} vectors | {fma[0]:.1f} | {fma[1]:.1f} | |")
+    bf16 = None
+    if native_available():
+        bf16 = (vector_peak("dot_pairs", 1), vector_peak("dot_pairs", threads))
+        print(f"| vdpbf16ps, {VECTORS} vectors | {bf16[0]:.1f} | {bf16[1]:.1f} | {bf16[0] / fma[0]:.0%}, {bf16[1] / fma[1]:.0%} of fma |")
     for name in args.kernels.split(","):
-        print(f"| {name} (L1, K={512}) | {kernel_peak(name, 1):.1f} | {kernel_peak(name, threads):.1f} |")
+        one, all_ = kernel_peak(name, 1), kernel_peak(name, threads)
+        meta = ps.intrinsics.get(name).meta
+        is_bf16 = meta.get("precision") == "bfloat16"
+        peak, label = (bf16, "vdpbf16ps") if is_bf16 and bf16 else (fma, "fma")
+        emulated = is_bf16 and (meta.get("dot") == "fma" or not bf16)
+        print(f"| {name}{' (FMAs)' if emulated else ''} (L1, K={512}) | {one:.1f} | {all_:.1f} | {one / peak[0]:.0%}, {all_ / peak[1]:.0%} of {label} |")
 
 
 if __name__ == "__main__":

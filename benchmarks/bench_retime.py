@@ -1,6 +1,6 @@
-"""Re-timing the best candidates of existing databases (benchmarks/HISTORY.md: "Re-timing the top 8").
+"""Re-timing the best candidates of existing databases (what ``ps.tune`` does before it names a best).
 
-``retime``: run :func:`probsched.selection.retime` on databases written by ``probsched bench``
+``retime``: run :func:`probsched.tuning.selection.retime` on databases written by ``probsched bench``
 or ``probsched tune`` (one per workload, ``DIR/ours_W.db``), so that ``bench_tvm.py
 compare`` times the re-timed best; prints each workload's eight, search median -> re-timed
 median, fastest re-timed first::
@@ -24,7 +24,7 @@ def retime_dbs(args: argparse.Namespace) -> None:
     import probsched as ps
     from probsched.database import Database
     from probsched.measure import LocalMeasurer
-    from probsched.selection import retime
+    from probsched.tuning.selection import retime
 
     with LocalMeasurer() as m:
         for spec in args.workloads.split(","):
@@ -42,7 +42,7 @@ def protocols(args: argparse.Namespace) -> None:
     import numpy as np
 
     import probsched as ps
-    from probsched.codegen.aligned import aligned_copy, aligned_empty
+    from probsched.aligned import aligned_copy, aligned_empty
     from probsched.database import Database
     from probsched.measure.timer import time_interleaved
 

@@ -31,13 +31,13 @@ import numpy as np
 def main() -> None:
     from probsched.baselines import baselines
     from probsched.cli.common import resolve_workload
-    from probsched.codegen.aligned import aligned_copy, aligned_empty
+    from probsched.aligned import aligned_copy, aligned_empty
     from probsched.codegen.spin_pool import counting_launches
     from probsched.database import Database
     from probsched.measure import LocalMeasurer
     from probsched.measure.timer import time_interleaved
-    from probsched.selection import best_schedule
-    from probsched.tuner import TuneResult
+    from probsched.tuning.selection import best_schedule
+    from probsched.tuning import TuneResult
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("workload", help="a suite workload, e.g. GMM:2")

@@ -49,7 +49,7 @@ def best_so_far_us(result: "ps.TuneResult") -> List[Optional[float]]:
 def one_run(spec: str, strategy: str, seed: int, trials: int) -> Dict[str, Any]:
     """Tune ``spec`` with ``strategy`` from an empty database; its curve and what it cost."""
     start = time.perf_counter()
-    cost_model = None if strategy == "replay" else ps.tuner.DEFAULT_COST_MODEL
+    cost_model = None if strategy == "replay" else ps.cost_model.DEFAULT_COST_MODEL
     result = ps.tune(spec, trials=trials, strategy=strategy, cost_model=cost_model, seed=seed, retime_top=0)
     return {
         "workload": spec,
@@ -130,7 +130,7 @@ def table(data: Dict[str, Any]) -> str:
     rows = summarise(data)
     trials = data["trials"]
     lines = [
-        f"Evolutionary ({ps.tuner.DEFAULT_COST_MODEL}) against replay, {trials} trials, worker medians µs; {data.get('host', '')}",
+        f"Evolutionary ({ps.cost_model.DEFAULT_COST_MODEL}) against replay, {trials} trials, worker medians µs; {data.get('host', '')}",
         "",
         "| workload | evolutionary by seed | replay by seed | median evo | median replay | evo / replay | trial where evo's median curve reaches replay's median best |",
         "|---|---|---|---:|---:|---:|---:|",

@@ -1,4 +1,4 @@
-"""The lever measurements behind ``benchmarks/THROUGHPUT.md`` (issue #53), each rerunnable.
+"""The tuning-throughput levers of ``benchmarks/README.md`` (issue #53), each measured alone and rerunnable.
 
 They take the databases a ``bench_throughput.py run`` wrote (its JSON lists them under
 ``runs[].db``) or any database of one suite workload:
@@ -126,7 +126,7 @@ def _bound_calls(w, records) -> dict:
     import numpy as np
 
     import probsched as ps
-    from probsched.codegen.aligned import aligned_copy, aligned_empty
+    from probsched.aligned import aligned_copy, aligned_empty
 
     inputs = [aligned_copy(a) for a in w.random_inputs(np.random.default_rng(0))]
     calls = {}

@@ -15,7 +15,7 @@ Issue #9 quotes MetaSchedule's 128-trial results from a Zen 4 with AVX-512 (``ll
 ``compare``
     For each workload, in one process: TVM's best kernel from ``WORK``, our best kernel from
     the first of the given probsched databases that holds it (``probsched bench --db``), numpy and jax.jit, timed interleaved
-    (:meth:`probsched.tuner.TuneResult.compare`), TVM on its own random inputs. The
+    (:meth:`probsched.tuning.TuneResult.compare`), TVM on its own random inputs. The
     table gives each tuner's best worker median (what it measured while tuning) and the
     same-run medians, TVM's time over ours, and the best of TVM, numpy and jax.jit over
     ours (issue #9's stretch target).
@@ -198,8 +198,8 @@ def compare(args: argparse.Namespace) -> int:
     from probsched.cli.bench import geomean
     from probsched.cli.common import num, open_database, resolve_workload
     from probsched.codegen.spin_pool import counting_launches
-    from probsched.selection import best_schedule
-    from probsched.tuner import TuneResult
+    from probsched.tuning.selection import best_schedule
+    from probsched.tuning import TuneResult
 
     dbs = [open_database(path, must_exist=True) for path in args.db]
     rows = []

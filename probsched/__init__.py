@@ -8,13 +8,14 @@
 ['B']
 """
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 from .errors import (  # noqa: F401
     BuildError,
     FrontEndError,
     IRError,
     KernelArgumentError,
+    ModelFileError,
     ProbschedError,
     ScheduleError,
 )
@@ -51,23 +52,38 @@ from .te import (  # noqa: F401
 from .schedule import BlockRV, InstructionLog, LoopRV, Schedule  # noqa: F401
 from .codegen import Kernel, build, register_stmt_emitter  # noqa: F401,E402
 from .target import Target  # noqa: F401,E402
-from . import workloads  # noqa: E402,F401
-from .workloads import as_workload  # noqa: E402,F401
 from . import intrinsics  # noqa: E402,F401
-from . import space  # noqa: E402,F401
-from . import measure  # noqa: E402,F401
-from . import database  # noqa: E402,F401
-from . import cost_model  # noqa: E402,F401
-from . import search  # noqa: E402,F401
-from .tuner import TuneResult, tune  # noqa: E402,F401
-from .graph import Graph, Task, from_jax  # noqa: E402,F401
-from .graph.compiler import CompiledModel, compile  # noqa: E402,F401
-from . import models  # noqa: E402,F401
-from . import task_scheduler  # noqa: E402,F401
-from .model_tuner import ModelTuneResult, tune_model  # noqa: E402,F401
+from . import runtime  # noqa: E402,F401
+from .runtime import CompiledModel, load  # noqa: E402,F401
+
+# The rest loads when first used (PEP 562): a process that only runs a compiled model
+# (ps.load) never imports the tuner, the design space, the cost model or the database.
+_LAZY_MODULES = ("workloads", "space", "measure", "database", "cost_model", "search", "graph", "tuning", "models")
+_LAZY_NAMES = {
+    "as_workload": "workloads",
+    "Graph": "graph",
+    "Task": "graph",
+    "from_jax": "graph",
+    "from_onnx": "graph",
+    "ModelTuneResult": "tuning",
+    "TuneResult": "tuning",
+    "TuningOptions": "tuning",
+    "compile": "tuning",
+    "tune": "tuning",
+    "tune_model": "tuning",
+    "task_scheduler": "tuning",
+}
 
 
 def __getattr__(name: str) -> object:
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
+        globals()[name] = value  # found once
+        return value
     # ps.ScheduleTrace was renamed ps.InstructionLog (issue #52: "trace" means the handlers'
     # record of sample sites); the old name resolves, with a warning, for one release.
     if name == "ScheduleTrace":
@@ -76,3 +92,7 @@ def __getattr__(name: str) -> object:
         warnings.warn("ps.ScheduleTrace is deprecated; use ps.InstructionLog", DeprecationWarning, stacklevel=2)
         return InstructionLog
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY_MODULES) | set(_LAZY_NAMES))

@@ -14,7 +14,7 @@ C2D,   (``sliding_window_view``) copied to a matrix, one matmul    NDHWC with WI
 C3D,   with the weight (a batched matmul over the groups of GRP);  ``rhs_dilation``, GRP through
 GRP,   chunked along the first output axis when the matrix would   ``feature_group_count``)
 DIL    exceed :data:`CHUNK_BYTES`
-DEP    sum over the k*k kernel taps of strided slices of the       the same sum over taps, fused by XLA (10-25x
+DEP    sum over the k*k kernel taps of strided slices of the       the same sum over taps, fused by XLA (much
        padded input times the tap's weights                        faster than a grouped conv with one group
                                                                    per channel, XLA's slow path for depthwise)
 T2D    the equivalent direct conv: zero-dilate the input by        ``conv_general_dilated`` with
@@ -42,8 +42,8 @@ numpy and jax are first imported (they read it once), e.g. for one thread::
 
 (XLA aborts at import on a flag it does not know, so a misspelt one cannot pass silently.)
 The element-wise numpy stages (DEP, SFM, CBR's epilogue, im2col copies) are single-threaded
-in any case. On a machine busier than its cores, multi-threaded OpenBLAS can be 10-50x slower
-than one thread (its threads wait on each other); compare kernels and baselines with the same
+in any case. On a machine busier than its cores, multi-threaded OpenBLAS can be many times
+slower than one thread (its threads wait on each other); compare kernels and baselines with the same
 thread count, stated next to the numbers.
 
 The jax callables are compiled by :func:`baselines` (their first call costs no compile;
@@ -278,8 +278,8 @@ def _jax_fn(op: str, params: tuple) -> Callable:
         pad = params[-1]
 
         def f(x, w):
-            # The same sum over taps as numpy, fused by XLA into one loop: 10-25x faster on
-            # the CPU than conv_general_dilated with feature_group_count=C (measured on DEP:0-2).
+            # The same sum over taps as numpy, fused by XLA into one loop: an order of
+            # magnitude faster on the CPU than conv_general_dilated with feature_group_count=C.
             xp = jnp.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
             return sum(tap * w[tap_index] for tap_index, tap in _depthwise_taps(xp, params))
     elif op == "T2D":

@@ -18,17 +18,24 @@ clear`` (:func:`clear`) removes them all.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
+import threading
 from pathlib import Path
+from types import ModuleType
 from typing import Iterable, Optional
+
+_IMPORT_LOCK = threading.Lock()
 
 #: The kinds of entries, one folder each: ``kernels`` (micro-kernel modules,
 #: :mod:`probsched.intrinsics.disk_cache`), ``models`` (cost-model trainings,
 #: :mod:`probsched.cost_model.trained_cache`), ``programs`` (compiled scheduled programs,
-#: :mod:`probsched.codegen.program_cache`).
-KINDS = ("kernels", "models", "programs")
+#: :mod:`probsched.codegen.program_cache`), ``choices`` (what ``ps.compile`` chose and
+#: checked, :mod:`probsched.tuning.compile_cache`).
+KINDS = ("kernels", "models", "programs", "choices")
 
 
 def root() -> str:
@@ -59,6 +66,27 @@ def write_atomic(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def import_source(name: str, source: str) -> ModuleType:
+    """Import ``source`` as module ``name``, kept as ``kernels/<name>.py`` (written once,
+    atomically): generated modules need a real file for numba's ``cache=True``. A module
+    of that name imported before is returned as it is."""
+    with _IMPORT_LOCK:
+        if name in sys.modules:
+            return sys.modules[name]
+        path = os.path.join(folder("kernels"), name + ".py")
+        if not os.path.exists(path):
+            write_atomic(path, source.encode())  # concurrent workers never read half a file
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module
 
 
 def clear(kinds: Optional[Iterable[str]] = None) -> int:

@@ -29,3 +29,8 @@ class BuildError(ProbschedError):
 
 class KernelArgumentError(ProbschedError, TypeError):
     """A compiled kernel was called with arrays of the wrong number, shape or dtype."""
+
+
+class ModelFileError(ProbschedError, ValueError):
+    """A saved model file cannot be loaded: not a model, truncated, of a newer format, or
+    built for CPU features this machine lacks."""

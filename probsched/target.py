@@ -11,6 +11,14 @@ accepts ``None`` (the host), a ``Target``, or a string:
 numba always compiles for the host CPU, so a target describes the host; it is recorded
 with tuning results and tells schedule rules the vector width.
 
+Precisions. :attr:`Target.precisions` names the element types the CPU multiplies natively:
+``"float32"`` always, ``"bfloat16"`` with ``avx512_bf16`` (``vdpbf16ps``: pairs of bf16
+products summed into float32 lanes), ``"int8"`` with ``avx512_vnni`` or ``avx_vnni``
+(``vpdpbusd``). They are derived from the ISA flags, which the JSON form carries, so a
+tuning record's target says which precisions its machine ran. AMX (``amx_tile``,
+``amx_bf16``, ``amx_int8``) is detected and reported (:attr:`Target.amx`, ``str(target)``),
+not used by any kernel yet.
+
 >>> t = Target.from_str("cpu -threads=1")
 >>> t.threads, t.kind
 (1, 'cpu')
@@ -18,6 +26,8 @@ with tuning results and tells schedule rules the vector width.
 True
 >>> t.vector_lanes("float32") in (4, 8, 16)
 True
+>>> t.precisions[0], Target(isa=("avx2", "avx512_bf16", "avx512f")).precisions
+('float32', ('float32', 'bfloat16'))
 """
 
 from __future__ import annotations
@@ -29,6 +39,15 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Tuple, Union
 
 _ISA_PREFIXES = ("sse", "ssse", "avx", "fma", "amx", "f16c", "bmi", "popcnt")
+
+#: precision -> the ISA flags of which any one makes the CPU multiply it natively
+NATIVE_PRECISIONS = (
+    ("float32", ()),
+    ("bfloat16", ("avx512_bf16",)),
+    ("int8", ("avx512_vnni", "avx_vnni")),
+)
+#: AMX units: detected and reported only
+AMX_FLAGS = ("amx_tile", "amx_bf16", "amx_int8")
 
 
 def _read_cpuinfo() -> tuple:
@@ -137,8 +156,23 @@ class Target:
         return self.vector_bytes // np.dtype(dtype).itemsize
 
     def has(self, flag: str) -> bool:
-        """Whether the CPU has ISA extension ``flag`` (``"avx2"``, ``"avx512f"``, ``"fma"``)."""
+        """Whether the CPU has ISA extension ``flag`` (``"avx2"``, ``"avx512f"``, ``"fma"``,
+        ``"avx512_bf16"``, ``"amx_bf16"``: the names of ``/proc/cpuinfo``)."""
         return flag in self.isa
+
+    @property
+    def precisions(self) -> Tuple[str, ...]:
+        """The element types this CPU multiplies natively (see the module docstring)."""
+        return tuple(p for p, flags in NATIVE_PRECISIONS if not flags or any(f in self.isa for f in flags))
+
+    def runs_natively(self, precision: str) -> bool:
+        """Whether ``precision`` (``"float32"``, ``"bfloat16"``, ``"int8"``) is native here."""
+        return precision in self.precisions
+
+    @property
+    def amx(self) -> Tuple[str, ...]:
+        """The AMX flags present (tile registers, bf16 and int8 tile multiplies)."""
+        return tuple(f for f in AMX_FLAGS if f in self.isa)
 
     def __str__(self) -> str:
         main = [f for f in ("avx512f", "avx2", "avx", "fma", "sse4_2") if f in self.isa]
@@ -147,7 +181,10 @@ class Target:
         elif "avx2" in main:
             main = [f for f in main if f not in ("avx", "sse4_2")]
         cpu = self.model + (f" ({self.llvm_cpu})" if self.llvm_cpu else "")
-        return f"{self.kind}: {cpu}, {self.cores} cores, {' '.join(main) or 'no SIMD flags'}, {self.threads} threads"
+        precisions = f", precisions {'/'.join(self.precisions)}" if len(self.precisions) > 1 else ""
+        amx = f", AMX {' '.join(self.amx)} (not used)" if self.amx else ""
+        simd = " ".join(main) or "no SIMD flags"
+        return f"{self.kind}: {cpu}, {self.cores} cores, {simd}{precisions}{amx}, {self.threads} threads"
 
     def to_json(self) -> str:
         """JSON text (see :meth:`from_json`)."""

@@ -125,7 +125,7 @@ def _one_step(sch: Schedule, choose: Chooser) -> str:
     elif prim == "annotate":
         sch.annotate(LoopRV(loop), "pragma_auto_unroll_max_step", choose([0, 16, 64]))
     elif prim == "transform_layout":
-        buf = choose([b for b in sch.mod.input_buffers()] or list(sch.mod.params))
+        buf = choose(list(sch.mod.input_buffers()) + list(sch.mod.allocs) or list(sch.mod.params))
         splits = []
         for extent in buf.shape:
             f = choose(_divisors(extent))

@@ -66,7 +66,7 @@ def test_none_as_an_input_is_named_as_none():
 def test_a_compiled_model_called_with_a_pytree_says_what_it_takes():
     x = np.ones((2, 3), np.float32)
     model = ps.compile(lambda a: a * 2.0, x, candidates=1)
-    with pytest.raises(ps.FrontEndError, match="argument 0 is a dict; the model takes arrays"):
+    with pytest.raises(ps.KernelArgumentError, match=r"argument 0 \(input0\) is a dict; .* takes arrays, one per argument"):
         model({"a": x})
 
 

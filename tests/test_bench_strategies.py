@@ -34,7 +34,7 @@ def test_one_run_tunes_from_scratch_without_retiming_and_keeps_the_best_so_far(b
     assert evo["curve_us"] == [None, pytest.approx(2.0), pytest.approx(1.0)] and evo["failed"] == 1
     (_, evo_kw), (_, rnd_kw) = calls
     assert evo_kw["retime_top"] == 0 and evo_kw["seed"] == 3 and evo_kw["trials"] == 3
-    assert evo_kw["cost_model"] == bench.ps.tuner.DEFAULT_COST_MODEL and rnd_kw["cost_model"] is None
+    assert evo_kw["cost_model"] == bench.ps.cost_model.DEFAULT_COST_MODEL and rnd_kw["cost_model"] is None
 
 
 def test_run_alternates_which_strategy_goes_first_and_resumes(bench, monkeypatch, tmp_path):

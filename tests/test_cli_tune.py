@@ -184,7 +184,7 @@ def test_bench_reuses_the_database_best(tuned, capsys):
     assert f"| GMM:small | {num(row['ours_us'])} | {num(row['ours_worker_us'])} | {num(row['numpy_us'])} |" in table
     assert "| geomean |" in table
     assert table.strip() in capsys.readouterr().out
-    assert row["tvm_us"] is None  # issue #9's TVM numbers cover the nine benchmark workloads only
+    assert row["tvm_us"] is None  # no --tvm: no TVM figures from another run or machine
 
 
 def test_shipped_tvm_summary_covers_the_benchmark_workloads():
@@ -376,11 +376,12 @@ def test_bad_input_exits_2(argv, needle, capsys):
 def test_max_family_share_reaches_the_evolutionary_search(tmp_path, monkeypatch, capsys):
     seen = []
 
-    def fake_tune(workload, **kw):
-        seen.append(kw["strategy"])
+    def fake_tune(workload, *, trials, options, **kw):
+        # the strategy the tuning loop makes of the options (sized to the round)
+        seen.append(ps.search.get(options.strategy, batch=options.batch_for(trials, 1), **options.strategy_options))
         raise KeyboardInterrupt  # stop before measuring anything: the strategy is what is checked
 
-    monkeypatch.setattr(ps.tuner, "tune", fake_tune)
+    monkeypatch.setattr(ps.tuning, "tune", fake_tune)
     db = str(tmp_path / "t.db")
     assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "0.25"]) == 130
     assert main(["tune", "GMM:small", "--db", db, "--quiet", "--max-family-share", "1"]) == 130
@@ -389,8 +390,8 @@ def test_max_family_share_reaches_the_evolutionary_search(tmp_path, monkeypatch,
     capped, plain, default, small_rounds = seen
     assert isinstance(capped, EvolutionarySearch) and capped.max_family_share == 0.25
     assert plain.max_family_share == 1.0  # MetaSchedule's top-k
-    assert default == "evolutionary" and EvolutionarySearch().max_family_share == 0.5
-    # the population is sized to the rounds, as ps.tune sizes the named search
+    assert default.max_family_share == 0.5 and EvolutionarySearch().max_family_share == 0.5
+    # the population is sized to the rounds (128 trials: rounds of 32)
     assert (plain.population, small_rounds.population) == (256, 128)
 
 
@@ -427,10 +428,10 @@ def test_progress_bar_says_when_it_re_times():
 
     from tqdm import tqdm
 
-    from probsched.cli.tune import Progress
-    from probsched.tuner import Trial
+    from probsched.cli.progress import TrialBar
+    from probsched.tuning import Trial
 
-    progress = Progress(2, "GMM:small", None, quiet=True, retime_top=8)
+    progress = TrialBar(2, "GMM:small", None, quiet=True, retime_top=8)
     progress.bar = tqdm(total=2, desc="GMM:small", file=io.StringIO())  # a visible bar, off the terminal
     progress(Trial(0, 2e-6, None, 2e-6), None)
     assert "re-timing" not in progress.bar.desc and progress.bar.n == 1

@@ -292,7 +292,7 @@ def test_simulated_16_workers_stay_busy_when_the_next_batch_is_queued_in_time(si
 @pytest.mark.slow(rotation=3)  # beside the shortest long test (tests/conftest.py)
 def test_simulated_16_workers_stay_busy_under_ps_tune(simulated16):
     """SIMULATED: the real tuner loop (generate, rank with the cost model, dispatch, record)
-    feeding 16 workers, one round ahead (probsched.task_search.run_rounds); the issue's
+    feeding 16 workers, one round ahead (probsched.tuning.loop.run_rounds); the issue's
     target is >= 85% busy."""
     from probsched.search.evolutionary import EvolutionarySearch
 

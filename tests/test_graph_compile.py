@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import jax
 
 import probsched as ps
-from probsched.graph.memory import plan_memory
+from probsched.runtime.memory import plan_memory
 
 TINY = ["resnet_tiny", "mobilenet_tiny", "bert_tiny"]
 
@@ -31,6 +31,49 @@ def test_tiny_model_matches_jax_jit_on_new_inputs(compiled, name):
         np.testing.assert_allclose(model(x), np.asarray(jax.jit(fn)(x)), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["bert_tiny", "resnet_tiny"])
+def test_calls_from_several_threads_are_each_right(compiled, name):
+    # a server calls one model from several threads: every result must be its own input's
+    import threading
+
+    fn, args, model = compiled[name]
+    inputs = [np.random.default_rng(s).standard_normal(args[0].shape).astype(np.float32) for s in range(4)]
+    expected = [model(x) for x in inputs]  # this thread's, one call at a time
+    wrong, errors = [], []
+
+    def serve(worker: int) -> None:
+        try:
+            for i in range(150):
+                k = (i + worker) % len(inputs)
+                if not np.array_equal(model(inputs[k]), expected[k]):
+                    wrong.append((worker, i))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=serve, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and not wrong, (errors[:1], len(wrong))
+
+
+@pytest.mark.parametrize("name", ["bert_tiny", "resnet_tiny"])
+def test_a_bound_model_reads_and_writes_the_callers_arrays(compiled, name):
+    fn, args, model = compiled[name]
+    x = np.ascontiguousarray(args[0]).copy()
+    y = np.empty_like(np.asarray(model(x)))
+    run = model.bind(x, outputs=[y])
+    run()
+    np.testing.assert_array_equal(y, model(x))
+    x[...] = np.random.default_rng(3).standard_normal(x.shape)  # a new request, written in place
+    run()
+    np.testing.assert_array_equal(y, model(x))
+    assert x.size >= y.size
+    with pytest.raises(ps.KernelArgumentError, match="shares memory"):  # an output over the input
+        model.bind(x, outputs=[x.reshape(-1)[: y.size].reshape(y.shape)])
+
+
 def test_calls_do_not_leak_state(compiled):
     fn, args, model = compiled["bert_tiny"]
     a = model(*args)
@@ -48,11 +91,11 @@ def test_every_task_got_a_predicted_schedule_and_the_arena_shares_memory(compile
 
 def test_wrong_call_is_one_clear_error(compiled):
     _, args, model = compiled["bert_tiny"]
-    with pytest.raises(ps.FrontEndError, match=r"argument 0 has shape \(1, 8, 32\)"):
+    with pytest.raises(ps.KernelArgumentError, match=r"argument 0 \(input0\) has shape \(1, 8, 32\)"):
         model(np.ones((1, 8, 32), np.float32))
-    with pytest.raises(ps.FrontEndError, match="argument 0 has shape .* float64"):
+    with pytest.raises(ps.KernelArgumentError, match="argument 0 .* has shape .* float64"):
         model(args[0].astype(np.float64))
-    with pytest.raises(ps.FrontEndError, match="expected 1 arguments, got 0"):
+    with pytest.raises(ps.KernelArgumentError, match="expected 1 arguments .*, got 0"):
         model()
 
 
@@ -65,9 +108,15 @@ def test_pytree_outputs_come_back_as_the_function_returns_them():
     np.testing.assert_allclose(out["z"][1], np.maximum(x, 0))
 
 
-def test_function_without_example_arguments_is_refused():
-    with pytest.raises(ps.FrontEndError, match="needs example arguments"):
+def test_function_called_without_its_arguments_is_one_front_end_error():
+    with pytest.raises(ps.FrontEndError, match="missing 1 required positional argument: 'x'"):
         ps.compile(lambda x: x)
+
+
+def test_function_without_inputs_compiles_as_tune_model_takes_it():
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    model = ps.compile(lambda: jax.nn.relu(w - 5.0) * 2.0, candidates=2)
+    np.testing.assert_allclose(model(), np.maximum(w - 5.0, 0) * 2.0)
 
 
 @settings(max_examples=60, deadline=None)

@@ -262,9 +262,9 @@ def test_a_weight_used_twice_is_one_constant():
 
 def test_unsupported_primitive_names_it_and_the_line():
     with pytest.raises(ps.FrontEndError) as err:
-        ps.from_jax(lambda x: jnp.cumsum(x, axis=0), X)
+        ps.from_jax(lambda x: jnp.sort(x, axis=0), X)
     msg = str(err.value)
-    assert "cumsum" in msg and "float32[2, 3, 4]" in msg and "test_graph_import.py" in msg
+    assert "sort" in msg and "float32[2, 3, 4]" in msg and "test_graph_import.py" in msg
 
 
 def test_dynamic_shape_is_refused():
@@ -273,8 +273,8 @@ def test_dynamic_shape_is_refused():
         ps.from_jax(lambda x: x * 2.0, spec)
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.int32, np.float64])
-def test_non_float32_input_is_refused(dtype):
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.uint8])
+def test_non_float32_input_is_refused(dtype):  # int32/int64 (token ids) and bool are taken
     with pytest.raises(ps.FrontEndError, match=f"argument 0 is {np.dtype(dtype).name}"):
         ps.from_jax(lambda x: x * 2, np.ones((2, 2), dtype))
 

@@ -181,7 +181,7 @@ def test_tensorize_refuses_blocks_that_do_not_match(variant, message):
         with pytest.raises(ps.ScheduleError) as info:
             sch.tensorize(sch.blockize(k), intrin)
     finally:  # the design space offers every registered matmul kernel: leave none behind
-        ps.intrinsics.registry._REGISTRY.pop("test_mm_6x16_accumulate_only", None)
+        ps.intrinsics.unregister("test_mm_6x16_accumulate_only")
     assert message in str(info.value), str(info.value)
     assert "tensorize" not in str(sch.mod)
 

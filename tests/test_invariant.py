@@ -33,20 +33,22 @@ from probsched.schedule.layout import lay_out_inputs
 from probsched.testing import random_schedule
 
 NAMES = wl.names()
+#: the workloads with products, whose bfloat16 versions read bfloat16 (probsched.precision)
+BF16_NAMES = [n for n in NAMES if wl.small(n, "bf16").func != wl.small(n).func]
 MAX_COMPILED_LINES = 64
 _INPUTS: dict = {}
 
 
-def inputs_and_reference(name):
-    if name not in _INPUTS:
-        w = wl.small(name)
+def inputs_and_reference(name, precision="float32"):
+    if (name, precision) not in _INPUTS:
+        w = wl.small(name, precision)
         inputs = w.random_inputs(np.random.default_rng(7))
-        _INPUTS[name] = (w, inputs, w.reference(*inputs))
-    return _INPUTS[name]
+        _INPUTS[name, precision] = (w, inputs, w.reference(*inputs))
+    return _INPUTS[name, precision]
 
 
-def walk(data, name, steps):
-    w, inputs, expected = inputs_and_reference(name)
+def walk(data, name, steps, precision="float32"):
+    w, inputs, expected = inputs_and_reference(name, precision)
     sch = ps.Schedule(w.func)
     log = random_schedule(sch, lambda opts: data.draw(st.sampled_from(list(opts))), steps=steps)
     return w, sch, inputs, expected, log
@@ -55,7 +57,17 @@ def walk(data, name, steps):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), name=st.sampled_from(NAMES))
 def test_random_schedules_match_the_reference_interpreted(data, name):
-    w, sch, inputs, expected, log = walk(data, name, steps=14)
+    check_interpreted(data, name, "float32")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), name=st.sampled_from(BF16_NAMES))
+def test_random_schedules_of_bfloat16_workloads_match_the_reference_interpreted(data, name):
+    check_interpreted(data, name, "bfloat16")
+
+
+def check_interpreted(data, name, precision):
+    w, sch, inputs, expected, log = walk(data, name, 14, precision)
     # The scheduled program itself: the lowered run below does not replace this one, since
     # its block bodies may use loop variables and tile-relative indices can hide an
     # out-of-bounds access of the program.
@@ -79,8 +91,8 @@ def code_lines(sch) -> int:
     return sum(1 for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#"))
 
 
-def _compiled_walks(data, name, steps):
-    w, sch, inputs, expected, log = walk(data, name, steps)
+def _compiled_walks(data, name, steps, precision="float32"):
+    w, sch, inputs, expected, log = walk(data, name, steps, precision)
     assume(code_lines(sch) <= MAX_COMPILED_LINES)
     kernel = ps.build(sch)
     outputs = w.empty_outputs()
@@ -95,9 +107,24 @@ def test_random_schedules_match_the_reference_compiled(data, name):
     _compiled_walks(data, name, steps=10)
 
 
+@pytest.mark.parametrize("name", BF16_NAMES)
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_schedules_of_bfloat16_workloads_match_the_reference_compiled(data, name):
+    _compiled_walks(data, name, 10, "bfloat16")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_schedules_match_the_reference_compiled_sweep(data, name):
     _compiled_walks(data, name, steps=16)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BF16_NAMES)
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_schedules_of_bfloat16_workloads_match_the_reference_compiled_sweep(data, name):
+    _compiled_walks(data, name, 16, "bfloat16")

@@ -17,8 +17,9 @@ from probsched.database import Database, TuningRecord
 from probsched.ir.expr import Const, Var
 from probsched.measure import MeasureResult
 from probsched.schedule import InstructionLog
-from probsched.schedule.layout import LAYOUT_FREE, Layout, layouts_of, tile_layout
-from probsched.selection import best_schedule
+from probsched.ir.interpreter import evaluate
+from probsched.schedule.layout import LAYOUT_FREE, LAYOUT_TRANSFORMS, Layout, layouts_of, tile_layout
+from probsched.tuning.selection import best_schedule
 
 
 def _value(e, env):
@@ -73,7 +74,7 @@ def test_bad_layouts_are_refused(shape, splits, order, message):
 def test_transform_layout_checks_its_buffer():
     w = ps.workloads.small("GMM")
     sch = ps.Schedule(w.func)
-    with pytest.raises(ps.ScheduleError, match="Q is not a parameter"):
+    with pytest.raises(ps.ScheduleError, match="Q is neither a parameter nor an allocation"):
         sch.transform_layout("Q", [[2]], [0])
     with pytest.raises(ps.ScheduleError, match="parameter Z is written"):
         sch.transform_layout("Z", [[2], [4], [6]], [0, 1, 2])
@@ -82,6 +83,18 @@ def test_transform_layout_checks_its_buffer():
     sch.transform_layout("Y", [[2], [5], [3, 2]], [0, 2, 1, 3])
     with pytest.raises(ps.ScheduleError, match="laid out already"):
         sch.transform_layout("Y", [[2], [5], [6]], [0, 1, 2])
+
+
+def test_an_allocated_buffer_is_laid_out_where_it_is_written_and_read():
+    w = ps.workloads.small("C2D")  # padded: (1, 8, 9, 3), written by one block, read by the conv
+    sch = ps.Schedule(w.func)
+    sch.transform_layout("padded", [[1], [4, 2], [9], [3]], [0, 1, 3, 4, 2])
+    assert sch.mod.buffer("padded").shape == (1, 4, 9, 3, 2)
+    assert "padded" not in dict(sch.mod.attr(LAYOUT_TRANSFORMS) or ())  # no caller passes it
+    assert "padded[0, v_h // 2, v_w, v_c, v_h % 2] =" in str(sch.mod)
+    x = w.random_inputs(np.random.default_rng(0))
+    w.check(evaluate(sch.mod, *x), w.reference(*x))
+    w.check(ps.build(sch).run(*x), w.reference(*x))
 
 
 def _gmm_with_layout():

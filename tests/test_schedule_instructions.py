@@ -84,7 +84,7 @@ def test_old_trace_names_still_work_and_warn():
     """The instruction log was called a trace (issue #52); the old names live one release."""
     from probsched.database import TuningRecord
     from probsched.measure import MeasureResult
-    from probsched.selection import BestSchedule
+    from probsched.tuning.selection import BestSchedule
 
     sch = tiled_matmul_schedule()
     with pytest.warns(DeprecationWarning, match="ps.InstructionLog"):

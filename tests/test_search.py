@@ -14,7 +14,7 @@ from probsched.measure import LocalMeasurer
 from probsched.schedule.distributions import PerfectTile
 from probsched.search import AnnealedMCMC, EvolutionarySearch, ReplayTrace, SearchContext, best_then_prior, choose_site, new_candidates
 from probsched.search.mutators import algorithm_family, structural_family
-from probsched.selection import DEFAULT_RETIME_ROUNDS
+from probsched.tuning.selection import DEFAULT_RETIME_ROUNDS
 from probsched.space import AutoInline, MultiLevelTiling, ParallelVectorizeUnroll, RewriteReductionBlock, Space
 from handlers import Categorical
 
@@ -181,6 +181,24 @@ def test_resume_never_measures_a_candidate_twice(measurer, tmp_path):
     assert second.best.record.candidate_hash == session[0].candidate_hash
     again = ps.tune(w, trials=0, space=small_space(), database=db_path, measurer=measurer, seed=0)
     assert again.best.retimed == second.best.retimed  # nothing new measured: no re-timing, the naming stands
+
+
+def test_a_second_tuner_on_the_same_database_skips_what_the_first_measured(tmp_path):
+    # two processes tuning one workload into one database: each proposal leaves out the
+    # candidates the other committed since (here two searches, one database file)
+    from probsched.measure import MeasureResult
+    from probsched.tuning import TaskSearch
+
+    w = ps.workloads.small("GMM")
+    path = str(tmp_path / "shared.db")
+    with Database(path) as db_a, Database(path) as db_b:
+        a = TaskSearch(w, db_a, space=small_space(), strategy="replay", seed=0)
+        b = TaskSearch(w, db_b, space=small_space(), strategy="replay", seed=0)  # the same seed: the same draws
+        first = a.propose(4)
+        for i in range(len(first)):
+            a.record(first, i, MeasureResult((1e-6,)))
+        second = b.propose(4)
+    assert first and second and not {c.hash for c in first} & {c.hash for c in second}
 
 
 def test_tune_returns_with_no_worker_starting(measurer):

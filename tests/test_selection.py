@@ -1,11 +1,11 @@
-"""Naming the best: re-timing sessions rank the stored candidates (probsched.selection)."""
+"""Naming the best: re-timing sessions rank the stored candidates (probsched.tuning.selection)."""
 
 import pytest
 
 import probsched as ps
 from probsched.database import Database, TuningRecord
 from probsched.measure import MeasureResult
-from probsched.selection import best_schedule, retime
+from probsched.tuning.selection import best_schedule, retime
 
 W = ps.workloads.small("GMM")
 

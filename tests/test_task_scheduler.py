@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from probsched.task_scheduler import GradientBased, RoundRobin, TaskState, get
+from probsched.tuning.task_scheduler import GradientBased, RoundRobin, TaskState, get
 
 
 def state(i, weight=1, trials=0, rounds=(), best=None, alive=True):

@@ -2,7 +2,6 @@
 how ``ps.tune`` uses them (never a workload's own records)."""
 
 import dataclasses
-import inspect
 import logging
 
 import numpy as np
@@ -16,8 +15,7 @@ from probsched.ir.stmt import PrimFunc
 from probsched.measure import LocalMeasurer, MeasureResult
 from probsched.schedule import InstructionLog, Schedule
 from probsched.search import EvolutionarySearch
-from probsched.task_search import start_model_from_transfer
-from probsched.tuner import _resolve_model
+from probsched.tuning.warm_start import start_model_from_transfer
 
 
 @pytest.fixture(scope="module")
@@ -151,12 +149,8 @@ def test_build_transfer_on_a_base_adds_workloads_and_replaces_the_ones_it_holds(
         built.concat(built)
 
 
-def test_build_transfer_command_and_its_old_module_entry_point(tmp_path, capsys):
-    """``probsched build-transfer`` builds what build_transfer builds; ``python -m
-    probsched.cost_model.transfer`` is the same command; a bad base is exit code 2."""
-    import subprocess
-    import sys
-
+def test_build_transfer_command(tmp_path, capsys):
+    """``probsched build-transfer`` builds what build_transfer builds; a bad base is exit code 2."""
     from probsched.cli import main
 
     g = _record_db(tmp_path / "a.db", ps.workloads.small("GMM"), [2, 4, 8])
@@ -166,10 +160,6 @@ def test_build_transfer_command_and_its_old_module_entry_point(tmp_path, capsys)
     assert transfer.load_transfer(str(out)).groups == [g, g]
     assert main(["build-transfer", str(tmp_path / "a.db"), "--out", str(out), "--base", str(tmp_path / "none.npz")]) == 2
     assert "probsched build-transfer: build_transfer: base" in capsys.readouterr().err
-    again = tmp_path / "again.npz"
-    r = subprocess.run([sys.executable, "-m", "probsched.cost_model.transfer", str(tmp_path / "a.db"), "--out", str(again)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and f"{again}: 3 records" in r.stdout, r.stderr
 
 
 def test_build_transfer_leaves_out_records_that_replay_to_another_program(tmp_path, caplog):
@@ -217,21 +207,21 @@ def test_tune_starts_mlp_transfer_from_the_other_workloads_only(shipped):
     t2d = ps.workloads.get("T2D:0")
     key = t2d.func.structural_hash()
     assert key in shipped.groups
-    model, use_transfer = _resolve_model("mlp-transfer", 0)
-    assert use_transfer and isinstance(model, cm.MLPModel)
+    model = cm.get("mlp-transfer", seed=0)
+    assert model.wants_transfer and isinstance(model, cm.MLPModel)
     start_model_from_transfer(model, [key])
     assert model.n_transfer == len(shipped) - shipped.groups.count(key) and key not in model._transfer_g
-    scratch, use_transfer = _resolve_model("mlp", 0)
-    assert not use_transfer and not scratch.trained
+    scratch = cm.get("mlp", seed=0)
+    assert not scratch.wants_transfer and not scratch.trained
     with pytest.raises(ValueError, match="mlp-transfer"):
-        _resolve_model("xgb", 0)
+        cm.get("xgb", seed=0)
 
 
 def test_mlp_transfer_is_the_default_of_tune_and_the_command_line():
     from probsched.cli import build_parser
 
-    assert inspect.signature(ps.tune).parameters["cost_model"].default == "mlp-transfer"
-    for command in (["tune", "GMM:2"], ["bench"]):
+    assert ps.TuningOptions().cost_model == "mlp-transfer" == ps.cost_model.DEFAULT_COST_MODEL
+    for command in (["tune", "GMM:2"], ["bench"], ["tune-model", "bert_tiny"]):
         assert build_parser().parse_args(command).cost_model == "mlp-transfer", command
 
 

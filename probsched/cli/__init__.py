@@ -2,6 +2,8 @@
 
 - :mod:`.tune` — ``probsched tune``: search with a progress bar, then best vs numpy/jax.jit;
 - :mod:`.tune_model` — ``probsched tune-model``: every task of a network under one budget, then vs jax.jit;
+- :mod:`.compile_model` — ``probsched compile``: a network from a database into one model file;
+- :mod:`.run_model` — ``probsched run``: a saved model on ``.npy`` inputs, ``--bench`` times it;
 - :mod:`.show` — ``probsched show``: the best schedules as Python (instruction log), loop nest, source;
 - :mod:`.bench` — ``probsched bench``: tune a list of suite workloads, Markdown and JSON;
 - :mod:`.plot` — ``probsched plot``: best-so-far curves per strategy from a database;
@@ -11,7 +13,12 @@
   the suite, a loop nest, the on-disk caches;
 - :mod:`.build_transfer` — ``probsched build-transfer``: the cost model's transfer records
   from tuning databases;
-- :mod:`.common` — workload specs, opening databases, :class:`~.common.CLIError` (exit 2).
+- :mod:`.build_records` — ``probsched build-records``: the best records shipped for this
+  CPU family;
+- :mod:`.common` — what the commands share: workload specs, the tuning and measuring
+  options (defaults from :class:`~probsched.tuning.TuningOptions`), opening databases,
+  :class:`~.common.CLIError` (exit 2);
+- :mod:`.progress` — the progress bars of the tuning commands.
 
 Each command module has ``add_parser(subparsers)`` and ``run(args) -> exit code``. Exit
 codes: 0 success, 1 a run that found nothing (e.g. every trial failed) or lost trials (a
@@ -32,14 +39,14 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from .. import __version__
+from ..version import __version__
 from ..errors import ProbschedError
-from . import bench, build_transfer, cache, ir, model_import, plot, show, tune, tune_model, vary, workloads
+from . import bench, build_records, build_transfer, cache, compile_model, ir, model_import, plot, run_model, show, tune, tune_model, vary, workloads
 from .common import CLIError
 from .signals import sigterm_as_interrupt, stop_words
 
 #: In the order ``probsched --help`` lists them.
-COMMANDS = (tune, tune_model, show, bench, plot, vary, model_import, workloads, ir, cache, build_transfer)
+COMMANDS = (tune, tune_model, compile_model, run_model, show, bench, plot, vary, model_import, workloads, ir, cache, build_transfer, build_records)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,35 +13,32 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import math
 import sys
 from typing import Any, Dict, List, Optional
 
-from ..selection import best_schedule
 from ..target import Target
-from ..tuner import TuneResult
+from ..tuning import TuneResult
+from ..tuning.selection import best_schedule
 from .common import (
     CLIError,
+    add_search_options,
+    check_writable,
     comparison,
+    family_share,
     host_records,
     is_suite_workload,
     lost_trials,
+    make_measurer,
+    measure_label,
     num,
     open_database,
     resolve_space,
     resolve_workload,
-)
-from .tune import (
-    add_search_options,
-    check_writable,
-    family_share,
-    make_measurer,
-    measure_label,
     search_label,
-    strategy_from_args,
-    tune_with_progress,
+    strategy_options,
 )
+from .progress import tune_with_progress
 
 #: The workloads of the issue's comparison with TVM MetaSchedule.
 DEFAULT_WORKLOADS = "GMM:2,GMM:3,C1D:0,C2D:2,DEP:0,T2D:0,CBR:1,SFM:2,NRM:2"
@@ -53,12 +50,6 @@ SUITES = {
     "default": DEFAULT_WORKLOADS,
     "all": "GMM:2,C1D:0,C2D:2,C3D:1,GRP:2,DIL:2,DEP:0,T2D:0,CAP:0,NRM:2,SFM:2,CBR:1,TBG:0",
 }
-
-#: TVM MetaSchedule's best medians that ``bench`` shows without ``--tvm``: a file in the
-#: format of ``benchmarks/bench_tvm.py``'s summary, shipped with the package (it says where
-#: its numbers come from under ``_about``).
-TVM_REFERENCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "tvm_reference.json")
-
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -77,7 +68,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--tvm", metavar="SUMMARY.json",
         help="TVM MetaSchedule's best medians on this machine, as `python benchmarks/bench_tvm.py tune --work W` "
-        "writes them to W/summary.json (default: issue #9's numbers, measured on a Zen 4 with AVX-512)",
+        "writes them to W/summary.json (without it the table has no TVM column: figures from another run or "
+        "machine would not compare)",
     )
     add_search_options(p, trials=128)
     p.set_defaults(run=run)
@@ -102,9 +94,9 @@ def markdown(rows: List[Dict[str, Any]], header: str) -> str:
 
     ``ours µs``, numpy and jax.jit are timed in this run; ``ours µs (worker)`` is the best
     median the tuner's search measured (the JSON's ``ours_retimed_us`` is the named best's
-    median when re-timed with the other top candidates). ``TVM µs`` is :data:`TVM_REFERENCE` (issue #9's measurement, another
-    machine) or, with ``--tvm``, MetaSchedule's best on this machine, both what *its* tuner
-    measured, so ``vs TVM`` is TVM's time over ours (worker): like for like.
+    median when re-timed with the other top candidates). ``TVM µs`` (with ``--tvm``) is
+    MetaSchedule's best on this machine as *its* tuner measured it, so ``vs TVM`` is TVM's
+    time over ours (worker): like for like.
 
     >>> print(markdown([{"workload": "GMM:small", "ours_us": 2.0, "ours_worker_us": 1.8, "numpy_us": 4.0,
     ...                  "jax_us": None, "gflops": 1.5, "vs_numpy": 2.0, "vs_jax": None, "tvm_us": 3.0,
@@ -115,32 +107,35 @@ def markdown(rows: List[Dict[str, Any]], header: str) -> str:
     |---|---|---|---|---|---|---|---|---|---|---|
     | GMM:small | 2.0 | 1.8 | 4.0 | - | 3.0 | 1.5 | 2.00x | - | 1.67x | 3 |
     | geomean | | | | | | | 2.00x | - | 1.67x | |
+    >>> print(markdown([{"workload": "GMM:small", "ours_us": 2.0, "numpy_us": 4.0, "jax_us": None, "gflops": 1.5,
+    ...                  "vs_numpy": 2.0, "vs_jax": None, "trials": 3}], "no TVM times").splitlines()[2])
+    | workload | ours µs | ours µs (worker) | numpy µs | jax.jit µs | ours GFLOP/s | vs numpy | vs jax.jit | trials |
     """
-    lines = [
-        header,
-        "",
-        "| workload | ours µs | ours µs (worker) | numpy µs | jax.jit µs | TVM µs | ours GFLOP/s | vs numpy | vs jax.jit | vs TVM | trials |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    tvm = any(r.get("tvm_us") for r in rows)  # a TVM column only with times measured here
+    cols = ["workload", "ours µs", "ours µs (worker)", "numpy µs", "jax.jit µs"] + (["TVM µs"] if tvm else [])
+    cols += ["ours GFLOP/s", "vs numpy", "vs jax.jit"] + (["vs TVM"] if tvm else []) + ["trials"]
+    lines = [header, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append(
-            f"| {r['workload']} | {num(r['ours_us'])} | {num(r.get('ours_worker_us'))} | {num(r['numpy_us'])} | "
-            f"{num(r['jax_us'])} | {num(r.get('tvm_us'))} | {num(r['gflops'])} | {_ratio(r['vs_numpy'])} | "
-            f"{_ratio(r['vs_jax'])} | {_ratio(r.get('vs_tvm'))} | {r['trials']} |"
-        )
+        cells = [r["workload"], num(r["ours_us"]), num(r.get("ours_worker_us")), num(r["numpy_us"]), num(r["jax_us"])]
+        cells += [num(r.get("tvm_us"))] if tvm else []
+        cells += [num(r["gflops"]), _ratio(r["vs_numpy"]), _ratio(r["vs_jax"])] + ([_ratio(r.get("vs_tvm"))] if tvm else [])
+        lines.append("| " + " | ".join(cells + [str(r["trials"])]) + " |")
     gm = {k: geomean([r.get(k) for r in rows]) for k in ("vs_numpy", "vs_jax", "vs_tvm")}
-    lines.append(f"| geomean | | | | | | | {_ratio(gm['vs_numpy'])} | {_ratio(gm['vs_jax'])} | {_ratio(gm['vs_tvm'])} | |")
+    ratios = [_ratio(gm["vs_numpy"]), _ratio(gm["vs_jax"])] + ([_ratio(gm["vs_tvm"])] if tvm else [])
+    blanks = len(cols) - len(ratios) - 2
+    lines.append("| geomean | " + "| " * blanks + " | ".join(ratios) + " | |")
     return "\n".join(lines)
 
 
 def load_tvm_times(path: Optional[str]) -> Dict[str, float]:
     """Median µs of TVM's best kernel per workload: the ``tvm_worker_us`` entries of
-    ``benchmarks/bench_tvm.py``'s summary at ``path`` (default :data:`TVM_REFERENCE`).
+    ``benchmarks/bench_tvm.py``'s summary at ``path`` (None: no TVM times, ``{}``).
 
-    >>> load_tvm_times(None)["GMM:2"]
-    2491.0
+    >>> load_tvm_times(None)
+    {}
     """
-    path = TVM_REFERENCE if path is None else path
+    if path is None:
+        return {}
     try:
         with open(path) as fh:
             data = json.load(fh)
@@ -159,7 +154,7 @@ def bench_row(
     result: TuneResult, trials: int, tvm_us: Optional[Dict[str, float]] = None, search_best_seconds: Optional[float] = None
 ) -> Dict[str, Any]:
     """Time ``result``'s best kernel, numpy and jax.jit now; one row of the table
-    (``tvm_us``: TVM's times per workload, :data:`TVM_REFERENCE`'s by default).
+    (``tvm_us``: TVM's times per workload measured on this machine, if any).
     ``search_best_seconds``: the fastest median the search measured (the worker column,
     like TVM's; default: the best's own), which the re-timed best may not be."""
     from ..codegen.spin_pool import counting_launches
@@ -167,7 +162,7 @@ def bench_row(
     with counting_launches() as launches:  # only our kernel uses the pool: how its parallel loops ran here
         times = {name: row for name, row in ((r["implementation"], r) for r in comparison(result.compare(), result.best.flops))}
     ours, np_row, jax_row = times["probsched"], times.get("numpy"), times.get("jax")
-    tvm = (load_tvm_times(None) if tvm_us is None else tvm_us).get(result.name)
+    tvm = (tvm_us or {}).get(result.name)
     worker_us = (search_best_seconds or result.best.search_seconds) * 1e6
     return {
         "workload": result.name,
@@ -218,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         if not is_suite_workload(w):
             raise CLIError(f"--workloads {spec}: bench compares with numpy and jax.jit, which exist for suite workloads only")
     space = resolve_space(args.space)
-    strategy_from_args(args)  # a bad combination of options fails before any tuning
+    strategy_options(args)  # a bad combination of options fails before any tuning
     measure_label(args)
     tvm_us = load_tvm_times(args.tvm)
     check_writable(args.out_md, "--out-md")
@@ -230,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     header = (
         f"probsched bench, {datetime.date.today()}: {Target.host()}; "
         f"{search_label(args)} search, {args.trials} new trials per workload; numpy and jax.jit timed in the same run; "
-        + (f"TVM: MetaSchedule on this machine ({args.tvm})" if args.tvm else "TVM: issue #9's numbers (a Zen 4 with AVX-512)")
+        + (f"TVM: MetaSchedule on this machine ({args.tvm})" if args.tvm else "no TVM column (--tvm gives this machine's)")
     )
     rows: List[Dict[str, Any]] = []
     errors: List[Optional[str]] = []  # every trial's error kind: lost ones are said at the end

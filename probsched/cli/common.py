@@ -2,7 +2,8 @@
 
 A *workload spec* on the command line is one of
 
-- a suite entry: ``GMM:2`` (operator and configuration index) or ``GMM:small``;
+- a suite entry: ``GMM:2`` (operator and configuration index) or ``GMM:small``, in bfloat16
+  with a precision suffix: ``GMM:2:bf16`` (:mod:`probsched.precision`);
 - ``path/to/file.py:function`` or ``package.module:function``: a function of no arguments
   returning a ``ps.PrimFunc`` or a :class:`~probsched.workloads.Workload` (a module-level
   PrimFunc or Workload works too).
@@ -23,6 +24,7 @@ probsched.cli.common.CLIError: unknown workload 'NOPE'; the suite has ...
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import importlib.util
@@ -35,13 +37,15 @@ from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequenc
 from ..database import Database, TuningRecord
 from ..database.errors import DatabaseError
 from ..ir.stmt import PrimFunc
-from ..selection import best_schedule
+from ..precision import NAMES as PRECISION_NAMES
+from ..tuning.selection import best_schedule
 from ..workloads import Workload, as_workload
 from ..workloads import get as suite_get
 from ..workloads import names as suite_names
 from ..workloads import small as suite_small
 
 if TYPE_CHECKING:
+    from ..measure import Measurer
     from ..space import Space
 
 WORKLOAD_HELP = (
@@ -69,31 +73,50 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (seconds, minutes: ``inf`` is no budget, leave
+    the option out).
+
+    >>> positive_float("1.5")
+    1.5
+    """
+    return _float_where(text, lambda v: 0 < v < math.inf, "a finite number > 0")
+
+
+def budget(args: argparse.Namespace) -> Tuple[Optional[int], Optional[float]]:
+    """``(trials, minutes)`` of a command with a time budget: ``--trials`` as given, its
+    default when neither is given, no trial limit with ``--minutes`` alone."""
+    minutes = getattr(args, "minutes", None)
+    if args.trials is None and minutes is None:
+        return args.default_trials, None
+    return args.trials, minutes
+
+
+def budget_label(trials: Optional[int], minutes: Optional[float]) -> str:
+    """``"128 trials"``, ``"5 minutes"``, ``"128 trials or 5 minutes"``.
+
+    >>> budget_label(128, None), budget_label(None, 5.0), budget_label(64, 0.5)
+    ('128 trials', '5 minutes', '64 trials or 0.5 minutes')
+    """
+    parts = ([f"{trials} trials"] if trials is not None else []) + ([f"{minutes:g} minutes"] if minutes is not None else [])
+    return " or ".join(parts)
+
+
 def share(text: str) -> float:
     """argparse type: a fraction in (0, 1].
 
     >>> share("0.5")
     0.5
     """
-    return _float_in(text, 1.0, "in (0, 1]")
+    return _float_where(text, lambda v: 0 < v <= 1, "in (0, 1]")
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0.
-
-    >>> positive_float("2.5")
-    2.5
-    """
-    return _float_in(text, math.inf, "a finite number > 0")
-
-
-def _float_in(text: str, high: float, what: str) -> float:
-    """``text`` as a number in (0, high] (below it, for an infinite ``high``)."""
+def _float_where(text: str, ok, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (0 < value <= high and value < math.inf):
+    if not ok(value):
         raise argparse.ArgumentTypeError(f"{value} is not {what}")
     return value
 
@@ -137,6 +160,8 @@ def resolve_workload(spec: str) -> Union[Workload, PrimFunc]:
             f"workload {spec!r}: expected NAME:INDEX (e.g. GMM:2, GMM:small), path/to/file.py:function "
             "or module:function"
         )
+    if attr.lower() in PRECISION_NAMES and where.partition(":")[0].upper() in suite_names():
+        return resolve_workload(where).with_precision(attr)  # GMM:2:bf16, GMM:small:bf16
     # A suite entry when the left side is an operator, or the right side cannot be a Python
     # name (GMM:2, NOPE:small): a typo then gets the suite's message, not an import error.
     if where.upper() in suite_names() or attr.isdigit() or attr == "small":
@@ -285,7 +310,7 @@ def stored_workload(db: Database, spec: str) -> Tuple[Union[Workload, PrimFunc],
 class StoredRecords(NamedTuple):
     """What ``show`` and ``plot`` read: the workload, the database path, the records of
     this machine in commit order, the ``top`` fastest distinct successful ones (the best
-    first as :func:`~probsched.selection.best_schedule` names it, then by the search's
+    first as :func:`~probsched.tuning.selection.best_schedule` names it, then by the search's
     medians) and ``retimed``: candidate hash -> run seconds of the current re-timing
     session (empty when there is none)."""
 
@@ -348,6 +373,152 @@ def lost_trials(command: str, errors: Sequence[Optional[str]]) -> bool:
               "workers or the scheduler were lost for longer than the run waits: see the warnings above); run again "
               "to measure them", file=sys.stderr)
     return lost > 0
+
+
+# ------------------------------------------------------------------------------ tuning options
+
+
+def add_precision_option(p: argparse.ArgumentParser) -> None:
+    """``--precision``: what the products of the tasks read (float32, or bf16 on CPUs with
+    ``avx512_bf16``, emulated elsewhere)."""
+    p.add_argument("--precision", choices=("float32", "bf16"), default="float32",
+                   help="what the products read: float32 (default) or bf16 (weights and the activations a product "
+                        "reads in bfloat16, accumulating in float32; inputs and outputs stay float32)")
+
+
+def add_measure_options(p: argparse.ArgumentParser) -> None:
+    """Where candidates are measured: ``--workers`` here, or ``--cluster`` (:func:`make_measurer`)."""
+    p.add_argument("--workers", type=positive_int, default=None, help="measuring worker processes on this machine (default 2)")
+    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+                   help="measure on a Dask cluster instead: its scheduler's address, e.g. tcp://HOST:8786 (needs "
+                        "`pip install 'probsched[dask]'` here and on the workers; README: 'Tuning on a cluster')")
+    p.add_argument("--cluster-timeout", metavar="SECONDS", type=positive_float, default=None,
+                   help="with --cluster: seconds to reach its scheduler (default 30)")
+    p.add_argument("--no-worker-timeout", metavar="SECONDS", type=positive_float, default=None,
+                   help="with --cluster: seconds to wait for a worker while none can measure (at the start, and when "
+                        "all were lost) before the waiting candidates fail as lost (default 120)")
+
+
+def add_search_options(
+    p: argparse.ArgumentParser, trials: int, trials_help: str = "new candidates to measure", minutes: bool = False
+) -> None:
+    """The options of every tuning command (``tune``, ``tune-model``, ``bench``): how to
+    search and measure; their defaults are :class:`~probsched.tuning.TuningOptions`'.
+    ``minutes``: the command also takes a time budget (``--minutes``; see :func:`budget`)."""
+    from ..cost_model import COST_MODELS, DEFAULT_COST_MODEL
+    from ..search import STRATEGIES
+    from ..tuning import TuningOptions
+    from ..tuning.options import RETIME_TOP_ONE_TASK, RETIME_TOP_PER_TASK
+
+    defaults = TuningOptions()
+    if minutes:
+        p.add_argument("--trials", type=non_negative_int, default=None,
+                       help=f"{trials_help} (default {trials}, or no limit with --minutes)")
+        p.add_argument("--minutes", type=positive_float, default=None, metavar="M",
+                       help="stop tuning after M minutes with the best so far (with --trials: whichever ends first)")
+        p.set_defaults(default_trials=trials)
+    else:
+        p.add_argument("--trials", type=non_negative_int, default=trials, help=f"{trials_help} (default {trials})")
+    p.add_argument("--strategy", choices=list(STRATEGIES), default=defaults.strategy, help=f"search strategy (default {defaults.strategy})")
+    p.add_argument("--cost-model", choices=list(COST_MODELS), default=DEFAULT_COST_MODEL,
+                   help=f"model ranking candidates (default {DEFAULT_COST_MODEL}: it also trains on the shipped "
+                        "records of the other workloads, so it ranks the first batch too; mlp: the workload's own "
+                        "records only)")
+    p.add_argument("--space", default="default", metavar="SPACE",
+                   help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
+                        "(or of a function returning one)")
+    p.add_argument("--max-family-share", type=share, default=None, metavar="F",
+                   help="evolutionary search: no algorithm family (write cache and rfactor decisions) takes more "
+                        "than this fraction of a batch's model-ranked candidates (default 0.5; 1: MetaSchedule's "
+                        "plain top-k)")
+    p.add_argument("--seed", type=int, default=defaults.seed, help=f"random seed of the search and the model (default {defaults.seed})")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="candidates per measured round (default: about three rounds per task, 8 to 32)")
+    add_measure_options(p)
+    p.add_argument("--retime-top", type=non_negative_int, default=None, metavar="K",
+                   help=f"after the search, time the K fastest candidates of each weighty task again together and "
+                        f"name the best by that (default {RETIME_TOP_ONE_TASK} for one task, {RETIME_TOP_PER_TASK} per "
+                        "task of a network; 0: the search's fastest)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def measure_label(args: argparse.Namespace) -> str:
+    """Where candidates are measured, as a run's header says it; a CLIError for options that
+    contradict each other or a malformed cluster address (checked before anything is opened)."""
+    for option in ("cluster_timeout", "no_worker_timeout"):
+        if getattr(args, option) is not None and args.cluster is None:
+            raise CLIError(f"--{option.replace('_', '-')} applies with --cluster")
+    if args.cluster is not None:  # "" too: an empty address is a mistake, not "no cluster"
+        from ..measure.address import cluster_address
+
+        try:
+            args.cluster = cluster_address(args.cluster)
+        except ValueError as exc:
+            raise CLIError(f"--cluster: {exc}") from None
+        if args.workers is not None:
+            raise CLIError("--workers counts measuring processes on this machine; with --cluster the cluster's Dask "
+                           "workers measure (`dask worker ... --nthreads N` sets theirs)")
+        return f"Dask cluster {args.cluster}"
+    workers = args.workers or 2
+    return f"{workers} worker{'s' if workers != 1 else ''}"
+
+
+def make_measurer(args: argparse.Namespace) -> "Measurer":
+    """The measurer the options ask for: ``--cluster``'s Dask cluster, else local worker processes."""
+    from .. import measure
+
+    if args.cluster is not None:
+        import logging
+
+        # distributed logs its connections' ups and downs (with tracebacks, at INFO); the
+        # measurer's warnings say what a run waits for and what it lost. After its import,
+        # which sets its loggers' levels (without it, DaskMeasurer says how to install it)
+        with contextlib.suppress(ImportError):
+            import distributed  # noqa: F401
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+        return measure.get("dask", address_or_client=args.cluster, timeout=args.cluster_timeout or 30.0,
+                           no_worker_timeout=args.no_worker_timeout or 120.0)
+    return measure.get("local", workers=args.workers or 2)
+
+
+def strategy_options(args: argparse.Namespace) -> Dict[str, Any]:
+    """The named strategy's options the command-line asks for (``TuningOptions.strategy_options``)."""
+    if args.max_family_share is None:
+        return {}
+    if args.strategy != "evolutionary":
+        raise CLIError(f"--max-family-share applies to --strategy evolutionary, not {args.strategy}")
+    return {"max_family_share": args.max_family_share}
+
+
+def family_share(args: argparse.Namespace) -> Optional[float]:
+    """The family cap the search will run with (its default when the option is not given);
+    None for a strategy that has none."""
+    from ..search import get as get_strategy
+
+    return getattr(get_strategy(args.strategy, **strategy_options(args)), "max_family_share", None)
+
+
+def search_label(args: argparse.Namespace) -> str:
+    """The strategy as a run's header names it (with its family cap, when it has one)."""
+    share = family_share(args)
+    return args.strategy if share is None else f"{args.strategy} (max family share {share:g})"
+
+
+def options_from_args(args: argparse.Namespace, space: Optional["Space"] = None):
+    """The :class:`~probsched.tuning.TuningOptions` the search options of ``args`` ask for."""
+    from ..tuning import TuningOptions
+
+    return TuningOptions(
+        space=space, strategy=args.strategy, strategy_options=strategy_options(args), cost_model=args.cost_model,
+        seed=args.seed, batch_size=args.batch_size, retime_top=args.retime_top,
+    )
+
+
+def check_writable(path: str, option: str) -> None:
+    """Fail before a long run, not after it, when ``path`` cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{option} {path}: no such directory {folder}")
 
 
 # ------------------------------------------------------------------------------ numbers

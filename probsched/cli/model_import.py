@@ -1,7 +1,8 @@
 """``probsched import MODEL``: a network's fused tasks as a table.
 
 ``MODEL`` is a shipped model (``resnet50``, ``mobilenet_v2``, ``bert_base`` and their
-``*_tiny`` variants) or ``path/to/file.py:name`` / ``module:name`` naming a function of no
+``*_tiny`` variants), an ONNX file (``model.onnx``; ``--input-shape NAME=1x128`` fixes a
+dynamic dimension), or ``path/to/file.py:name`` / ``module:name`` naming a function of no
 arguments that returns ``(fn, example_args)`` (as ``ps.models.resnet50`` does) or a
 ``ps.Graph``. For each distinct task: its name, input and output shapes, weight (calls per
 inference), FLOPs per call and its share of the network's FLOPs.
@@ -10,6 +11,7 @@ inference), FLOPs per call and its share of the network's FLOPs.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
 from .common import CLIError, load_object
@@ -18,18 +20,48 @@ if TYPE_CHECKING:
     from ..graph import Graph
 
 MODEL_HELP = (
-    "a shipped model (resnet50, mobilenet_v2, bert_base, resnet_tiny, mobilenet_tiny, bert_tiny) or "
-    "path/to/file.py:name / module:name naming a function that returns (fn, example_args) or a ps.Graph"
+    "a shipped model (resnet50, mobilenet_v2, bert_base, resnet_tiny, mobilenet_tiny, bert_tiny), an ONNX file "
+    "(model.onnx), or path/to/file.py:name / module:name naming a function that returns (fn, example_args) or a ps.Graph"
 )
+INPUT_SHAPE_HELP = "an ONNX model input's shape, NAME=1x128 (fixes its dynamic dimensions); repeatable"
 
 
-def load_model(spec: str) -> Tuple[Optional[Callable], tuple, "Graph"]:
+def add_input_shape_option(p) -> None:
+    """The ``--input-shape`` option of the commands that load a model."""
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS", help=INPUT_SHAPE_HELP)
+
+
+def parse_input_shapes(items) -> dict:
+    """``{"input_ids": (1, 128)}`` of ``["input_ids=1x128"]``; raises CLIError."""
+    shapes = {}
+    for item in items or ():
+        name, sep, dims = item.partition("=")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            shapes[name] = None
+        if not sep or not name or shapes[name] is None or any(d <= 0 for d in shapes[name]):
+            raise CLIError(f"--input-shape {item!r}: expected NAME=DIMS such as input_ids=1x128")
+    return shapes
+
+
+def load_model(spec: str, input_shapes: Optional[dict] = None) -> Tuple[Optional[Callable], tuple, "Graph"]:
     """``(fn, example_args, graph)`` of a command-line model spec (see the module
-    docstring); ``fn`` is None when the spec names a ready ``ps.Graph``. Raises CLIError."""
+    docstring); ``fn`` is None when the spec names a ready ``ps.Graph`` or an ONNX file.
+    Raises CLIError."""
     from .. import models
     from ..errors import FrontEndError
-    from ..graph import Graph, from_jax
+    from ..graph import Graph, from_jax, from_onnx
 
+    if spec.lower().endswith(".onnx"):
+        if not os.path.isfile(spec):
+            raise CLIError(f"{spec}: no such file")
+        try:
+            return None, (), from_onnx(spec, inputs=input_shapes or None)
+        except FrontEndError as exc:
+            raise CLIError(f"{spec}: {exc}") from None
+    if input_shapes:
+        raise CLIError("--input-shape applies to ONNX models only")
     if ":" not in spec:
         try:
             fn, args = models.get(spec)
@@ -78,11 +110,12 @@ def task_table(graph: "Graph") -> str:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("import", help="import a JAX model and print its fused tasks", description=__doc__.split("\n\n")[0].replace("``", ""))
+    p = sub.add_parser("import", help="import a JAX or ONNX model and print its fused tasks", description=__doc__.split("\n\n")[0].replace("``", ""))
     p.add_argument("model", help=MODEL_HELP)
+    add_input_shape_option(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print(task_table(load_model(args.model)[2]))
+    print(task_table(load_model(args.model, parse_input_shapes(args.input_shape))[2]))
     return 0

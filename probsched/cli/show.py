@@ -1,7 +1,7 @@
 """``probsched show WORKLOAD --db tuning.db [--top K] [--source]``: the best schedules found.
 
 For each of the ``K`` fastest distinct candidates measured on this machine (the best first,
-as the last re-timing named it: see :mod:`probsched.selection`): its median time and
+as the last re-timing named it: see :mod:`probsched.tuning.selection`): its median time and
 GFLOP/s (re-timed and as the search measured it), which strategy and space found it, the schedule as Python (its instruction log)
 that replays it, the scheduled loop nest, and with ``--source`` the Python source numba
 compiles for it.

@@ -12,21 +12,33 @@ resumes. ``MODEL`` is a shipped model or ``file.py:name`` / ``module:name`` (see
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from ..search import STRATEGIES
-from ..task_scheduler import SCHEDULERS
-from ..tuner import COST_MODELS, DEFAULT_COST_MODEL
-from .common import DB_HELP, CLIError, lost_trials, non_negative_int, open_database, positive_int, write_json
-from .model_import import MODEL_HELP, load_model
+from ..tuning import SCHEDULERS
+from .common import (
+    DB_HELP,
+    add_precision_option,
+    add_search_options,
+    budget,
+    budget_label,
+    check_writable,
+    lost_trials,
+    make_measurer,
+    measure_label,
+    open_database,
+    options_from_args,
+    resolve_space,
+    search_label,
+    write_json,
+)
+from .model_import import MODEL_HELP, add_input_shape_option, load_model, parse_input_shapes
+from .progress import NetworkBar, logs_above
 from .signals import stop_words
 
 if TYPE_CHECKING:
     from ..measure import Measurer
-from .tune import add_measure_options, check_writable, make_measurer, measure_label
 
 
 def add_parser(sub) -> None:
@@ -35,82 +47,51 @@ def add_parser(sub) -> None:
         description=__doc__.split("\n\n")[0].replace("``", ""),
     )
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument("--trials", type=non_negative_int, default=1500, help="trials for the whole network (default 1500; 0: compile it from the database, measuring nothing)")
+    add_input_shape_option(p)
     p.add_argument("--db", default=None, help=DB_HELP)
-    p.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="gradient", help="task scheduler (default gradient)")
-    p.add_argument("--strategy", choices=sorted(STRATEGIES), default="evolutionary", help="search strategy per task")
-    p.add_argument("--cost-model", choices=COST_MODELS, default=DEFAULT_COST_MODEL, help=f"default {DEFAULT_COST_MODEL}")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=positive_int, default=None, help="candidates per round (default: about three rounds per task)")
-    add_measure_options(p)
-    p.add_argument("--retime-top", type=non_negative_int, default=0, metavar="K",
-                   help="re-time the K best candidates of each weighty task together at the end (default 0)")
+    p.add_argument("--scheduler", choices=list(SCHEDULERS), default=next(iter(SCHEDULERS)),
+                   help=f"task scheduler (default {next(iter(SCHEDULERS))})")
+    add_search_options(p, trials=1500, trials_help="trials for the whole network (0: compile it from the database, measuring nothing)",
+                       minutes=True)
+    add_precision_option(p)
     p.add_argument("--no-compare", action="store_true", help="do not time the network beside jax.jit")
     p.add_argument("--json", metavar="PATH", help="also write the task table and timings as JSON")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
-
-
-class ModelProgress:
-    """A ``tune_model`` callback driving one tqdm bar over the budget."""
-
-    def __init__(self, total: int, desc: str, quiet: bool) -> None:
-        from tqdm import tqdm
-
-        self.failed = 0
-        self.bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True,
-                        disable=quiet or not sys.stderr.isatty())
-
-    def __call__(self, event, result) -> None:
-        self.failed += event.trial.error is not None
-        est = event.estimated_seconds
-        text = f"est. {est * 1e3:.1f} ms" if math.isfinite(est) else "est. -"
-        text += f", {event.task_name.split('/')[-1][:40]}"
-        if self.failed:
-            text += f", {self.failed} failed"
-        self.bar.set_postfix_str(text, refresh=False)
-        self.bar.update(1)
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 def run(args: argparse.Namespace) -> int:
     from ..database import default_path
-    from ..model_tuner import tune_model
+    from ..tuning import tune_model
 
     where = measure_label(args)  # contradicting options fail before anything is opened
-    fn, example, graph = load_model(args.model)
+    space = resolve_space(args.space)
+    options = options_from_args(args, space)
+    fn, example, graph = load_model(args.model, parse_input_shapes(args.input_shape))
     if args.json:
         check_writable(args.json, "--json")
     db_path = args.db or default_path()
     db = open_database(db_path)
     tasks = graph.tasks()
+    trials, minutes = budget(args)
     if not args.quiet:
-        print(f"tuning {graph.name}: {len(tasks)} tasks, {args.trials} trials, {args.scheduler} scheduler, "
-              f"{args.strategy} search, {where}, db {db_path}", file=sys.stderr)
-    progress = ModelProgress(args.trials, graph.name, args.quiet)
+        print(f"tuning {graph.name}: {len(tasks)} tasks, {budget_label(trials, minutes)}, {args.scheduler} scheduler, "
+              f"{search_label(args)} search, {args.cost_model} cost model, {where}, db {db_path}", file=sys.stderr)
+    bar = NetworkBar(trials, graph.name, args.quiet)
     measurer: Optional["Measurer"] = None
     try:
-        if progress.bar.disable:
-            redirect = contextlib.nullcontext()
-        else:
-            from tqdm.contrib.logging import logging_redirect_tqdm
-
-            redirect = logging_redirect_tqdm()
         measurer = make_measurer(args)
-        with redirect:
+        with logs_above(bar):
             result = tune_model(
-                graph, trials=args.trials, database=db, scheduler=args.scheduler, strategy=args.strategy,
-                cost_model=args.cost_model, measurer=measurer, seed=args.seed, batch_size=args.batch_size,
-                retime_top=args.retime_top, callbacks=[progress],
+                graph, trials=trials, minutes=minutes, database=db, measurer=measurer, scheduler=args.scheduler, callbacks=[bar],
+                precision=args.precision,
+                options=options,
             )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
         word, code = stop_words(exc)
         print(f"\n{word}: the records so far are in {db_path}; run again to resume", file=sys.stderr)
         return code
     finally:
-        progress.close()
+        bar.close()
         if measurer is not None:
             measurer.close()
         db.close()
@@ -126,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
         for name, sec in rows:
             print(f"| {name} | {sec * 1e3:.2f} | {sec / ours:.2f}x |")
     print()
-    print(f"database: {db_path}  (ps.compile(fn, *args, database={db_path!r}) rebuilds the network)")
+    source = f"ps.from_onnx({args.model!r})" if args.model.lower().endswith(".onnx") else "fn, *args"
+    print(f"database: {db_path}  (ps.compile({source}, database={db_path!r}) rebuilds the network)")
     if args.json:
         _write_json(args.json, result, rows, db_path)
     return 1 if lost_trials("tune-model", [t.trial.error for t in result.history]) else 0

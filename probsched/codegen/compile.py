@@ -1,9 +1,9 @@
 """Compiling generated source with numba: options, the SLP setting, errors, warm-up.
 
-Options (measured on this project's CPU with numba 0.68, float32 kernels):
+Options (chosen by timing float32 kernels with the pinned numba):
 
 - ``fastmath`` = :data:`FASTMATH` = ``{nsz, arcp, contract, afn}``. Not ``reassoc`` (it lets
-  the loop vectorizer pick the wrong loop: 17.8 instead of 100 GFLOP/s), not ``ninf``
+  the loop vectorizer pick the wrong loop, several times slower), not ``ninf``
   (max/min reductions start from -inf/+inf, softmax relies on them), not ``nnan`` (a NaN in
   the data must come out as NaN, as in numpy);
 - ``error_model='numpy'`` (no ZeroDivisionError branches), ``boundscheck=False``,
@@ -11,21 +11,21 @@ Options (measured on this project's CPU with numba 0.68, float32 kernels):
 - array arguments are ``noalias`` (numba's internal ``noalias`` flag, which parfors uses
   for its gufuncs, exposed as the njit option ``_probsched_noalias``): without it LLVM
   must assume that writing ``C`` may change ``A`` and keeps every accumulator in memory;
-  with it a 4x16 register block writing into ``C`` runs at 52 instead of 4 GFLOP/s. The
+  with it a 4x16 register block writing into ``C`` runs an order of magnitude faster. The
   kernel wrapper guarantees the promise: an input that overlaps an output is copied, two
   overlapping outputs are an error;
 - LLVM's SLP vectorizer on: numba ships with it off; it is what turns unrolled scalar FMAs
   into vector FMAs. ``NUMBA_SLP_VECTORIZE=1`` is put in the environment when this module
   is imported (unless the user set it) and ``numba.config.SLP_VECTORIZE`` follows it.
 
-Generated functions (not the launchers, which are compiled once per process) get a shorter
+Generated functions (not the launchers, which are compiled once per machine kind) get a shorter
 front end, :func:`generated_options`: numba's rewrites off (``no_rewrites``: constant
 getitems, array expressions, dead-branch pruning; generated code indexes with computed
 integers and has no array expressions or constant branches), no closure inlining (it
 defines no closures), no C callback wrapper, and no CPython wrapper for the parallel bodies
-only the launcher calls, by address. Measured on 12 tuned DEP:0 candidates (``python
-benchmarks/bench_throughput_levers.py front-end --db DB --workload DEP:0``): build 0.98 ->
-0.83 s (C2D:2 0.58 -> 0.49), run times equal. numba's SSA reconstruction stays: without it
+only the launcher calls, by address: builds are shorter and kernels run as fast
+(``python benchmarks/bench_throughput_levers.py front-end --db DB --workload W`` compares
+them on tuned candidates). numba's SSA reconstruction stays: without it
 a name assigned twice would take one unified type (float32 and float64 unify to float64)
 instead of one per assignment.
 
@@ -33,7 +33,7 @@ Every function is compiled eagerly with its explicit signature (1-D C-contiguous
 int64 scalars), so compile time is paid in :func:`compile_module` and never at a call,
 and each function is compiled exactly once (each compiled function keeps a few MB of
 process memory for good). The first compile of a process also initialises numba's
-code generator (about a second); :func:`warm_up` does that once, outside the measured
+code generator (a noticeable one-time cost); :func:`warm_up` does that once, outside the measured
 compile time of any kernel.
 
 >>> compile_options()["fastmath"] == set(FASTMATH)
@@ -42,6 +42,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import linecache
 import os
@@ -49,7 +50,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, Iterator, List, Optional
 
 os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")
 
@@ -175,9 +176,11 @@ def generated_options(by_address: bool = False) -> dict:
 
 
 def numba_type(kind: str):
-    """numba type of an argument kind: ``"int64"`` or ``"array:<dtype>"`` (1-D, C order)."""
+    """numba type of an argument kind: ``"int64"`` or ``"array:<dtype>"`` (1-D, C order;
+    bfloat16 arrays are their uint16 bits, see :mod:`.bf16`)."""
     types = _numba().types
     scalars = {
+        "bfloat16": types.uint16,
         "float32": types.float32,
         "float64": types.float64,
         "int32": types.int32,
@@ -217,16 +220,49 @@ def warm_up(parallel: bool = False) -> None:
         _warmed.add(key)
 
 
+@contextlib.contextmanager
+def counting_compiles() -> Iterator[Dict[str, int]]:
+    """Count what numba compiles during a block, in any thread: yields a dict (function name
+    -> compiles) filled as compiles start. Code loaded from bytes (:mod:`.stored`) is not
+    compiled: a process that loads a saved model counts none.
+
+    >>> with counting_compiles() as compiled:
+    ...     _ = _numba().njit(lambda x: x + 1)(1)
+    >>> compiled
+    {'<lambda>': 1}
+    """
+    from numba.core import event
+
+    counts: Dict[str, int] = {}
+
+    class Count(event.Listener):
+        def on_start(self, ev):
+            name = getattr(getattr(ev.data["dispatcher"], "py_func", None), "__name__", "?")
+            counts[name] = counts.get(name, 0) + 1
+
+        def on_end(self, ev):
+            pass
+
+    listener = Count()
+    event.register("numba:compile", listener)
+    try:
+        yield counts
+    finally:
+        event.unregister("numba:compile", listener)
+
+
 @dataclass
 class CompiledModule:
-    """Dispatchers of a compiled module, the entry point, the compile time, and the
-    addresses the entry takes after its arrays (:attr:`.emit.ModuleSource.address_args`)."""
+    """Dispatchers of a compiled module, the entry point, the compile time, the addresses
+    the entry takes after its arrays (:attr:`.emit.ModuleSource.address_args`), and for a
+    module loaded from bytes (:mod:`.program_cache`), those bytes."""
 
     dispatchers: Dict[str, object]
     entry: object
     seconds: float
     filename: str
     addresses: List[int] = field(default_factory=list)
+    stored: Optional[bytes] = field(default=None, repr=False)
 
 
 def compile_module(module: ModuleSource) -> CompiledModule:

@@ -46,11 +46,11 @@ Parallel forms (``parallel=`` of :func:`emit_module`):
   of that argument signature (:mod:`.launch`), which runs one chunk per thread (on the
   spinning workers of :mod:`.spin_pool`, else numba's pool), calling the body by address.
   Works at any depth. The name stayed from when every launcher was a ``prange`` loop.
-- ``"auto"``: prange whenever there is a parallel loop: measured, it ran every suite
-  workload's best kernel at least as fast as the threads form (much faster for small
-  kernels, where the thread handoff is a large share of a call), and since the shared
-  launcher of :mod:`.launch` its extra compile time is small. The measurements, with their
-  dates, are in ``benchmarks/README.md`` ("Parallel form").
+- ``"auto"``: prange whenever there is a parallel loop: it ran every suite workload's
+  best kernel at least as fast as the threads form (much faster for small kernels, where
+  the thread handoff is a large share of a call), and since the shared launcher of
+  :mod:`.launch` its extra compile time is small (``python benchmarks/bench_parallel_form.py``
+  times both forms).
 
 Parallel loops nested in a parallel loop run serially in every form.
 
@@ -78,7 +78,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import BuildError
-from ..ir.expr import BOOL, INT_DTYPES, Const, Expr, Var, all_of, as_expr, binary, eq, free_vars, substitute, walk
+from ..ir.dtypes import BF16, numpy_dtype, storage_dtype
+from ..ir.expr import BOOL, INT_DTYPES, Cast, Const, Expr, Load, Select, Var, all_of, as_expr, binary, eq, free_vars, substitute, walk
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
 from .exprs import ExprWriter, const_src, fold_bool, linear_const, linearize
 from .names import Namer
@@ -87,9 +88,9 @@ from .registry import lookup, lookup_block
 MAX_UNROLL_NODES = 4096
 """Largest :func:`emitted_size` an ``unrolled`` loop may expand to; a larger one stays a loop.
 
-Measured on 1024 tuning records (GMM to T2D): kernels whose largest unrolled loop held up to
-~2200 nodes compiled in at most 7 s; every one holding 5120 (a 256-way unroll of T2D's
-interleave copy) took 20-30 s or hit the 30 s compile timeout."""
+Calibrated on tuning records of the suite: kernels whose largest unrolled loop held about
+half this many nodes still compiled in seconds, while a 256-way unroll of T2D's interleave
+copy (over this bound) took tens of seconds or hit the compile timeout."""
 
 MAX_SCALARISED_ELEMENTS = 256
 """A local buffer with more accessed elements than this stays an array."""
@@ -121,7 +122,8 @@ class LaunchSpec:
     compiled ``body`` (see :mod:`.launch`). Both are int64 arguments of the entry, after its
     arrays, which the kernel passes at each call (:attr:`ModuleSource.address_args`): the
     compiled entry holds no address of this process, and the launcher's code is not linked
-    into it (compiling each entry with its launcher inlined cost ~0.5 s per kernel)."""
+    into it (compiling each entry with its launcher inlined made every kernel's build
+    several times longer)."""
 
     launcher: str
     address: str
@@ -688,13 +690,45 @@ class Emitter:
         idx = tuple(self._sub(i) for i in st.indices)
         flat = self._flat(buf, idx)
         self._record(buf, flat)
-        rhs = self.writer.src(value)
-        if buf.name in self._scalar_set():
-            if value.dtype != buf.dtype or buf.dtype not in ("float32", "float64", "int64"):
+        scalar = buf.name in self._scalar_set()
+        if buf.dtype == BF16:
+            rhs = self._bf16_store_src(value, scalar)
+        else:
+            rhs = self.writer.src(value)
+            if scalar and (value.dtype != buf.dtype or buf.dtype not in ("float32", "float64", "int64")):
                 rhs = f"np.{buf.dtype}({rhs})" if buf.dtype != BOOL else f"bool({rhs})"
         self.line(f"{self._access(buf, flat)} = {rhs}")
 
+    def _bf16_store_src(self, value: Expr, scalar: bool) -> str:
+        """What a bfloat16 buffer element is set to: a float32 holding a bfloat16 for a scalar
+        (see :mod:`.bf16`), the bits for an array element. A copy of another bfloat16 array's
+        element (a pack, a padding select) moves the bits without converting them."""
+        if scalar:
+            text = self.writer.src(value)
+            return text if value.dtype == BF16 else f"{self.writer.bf16('bf16_round')}({text})"
+        return self._bf16_bits_src(value)
+
+    def _bf16_bits_src(self, e: Expr) -> str:
+        if e.dtype == BF16 and isinstance(e, Load) and e.buffer.name not in self._scalar_set():
+            return self._access_of(e.buffer, e.indices)
+        if e.dtype == BF16 and isinstance(e, Select):
+            c = fold_bool(e.cond)
+            if isinstance(c, Const):
+                return self._bf16_bits_src(e.t if c.value else e.f)
+            return f"({self._bf16_bits_src(e.t)} if {self.writer.src(c)} else {self._bf16_bits_src(e.f)})"
+        if isinstance(e, Const):
+            return f"np.uint16({int(np.array(e.value, dtype=numpy_dtype(BF16)).view(np.uint16))})"
+        if isinstance(e, Cast) and e.dtype == BF16 and e.value.dtype == "float32":
+            e = e.value  # rounded by bf16_bits itself
+        return f"{self.writer.bf16('bf16_bits')}({self.writer.src(e)})"
+
     def _load_src(self, buf: Buffer, indices) -> str:
+        text = self._access_of(buf, indices)
+        if buf.dtype == BF16 and buf.name not in self._scalar_set():
+            return f"{self.writer.bf16('bf16_widen')}({text})"
+        return text
+
+    def _access_of(self, buf: Buffer, indices) -> str:
         self._check_buffer(buf)
         flat = self._flat(buf, indices)
         self._record(buf, flat)
@@ -780,11 +814,11 @@ class Emitter:
         for name in self.alloc_scopes.get(key, ()):
             buf = self.buffers[name]
             arr = self.array_names[name]
-            np_dtype = "np.bool_" if buf.dtype == BOOL else f"np.{buf.dtype}"
+            np_dtype = "np.bool_" if buf.dtype == BOOL else f"np.{storage_dtype(buf.dtype)}"
             # imported here: stackalloc compiles with numba, which .compile must configure first
             from .stackalloc import MAX_STACK_BYTES, stack_empty
 
-            if buf.size * np.dtype(buf.dtype).itemsize <= MAX_STACK_BYTES:
+            if buf.size * storage_dtype(buf.dtype).itemsize <= MAX_STACK_BYTES:
                 alloc = self.add_global("stack_empty", stack_empty)
                 self.line(f"{arr} = {alloc}({buf.size}, {np_dtype})  # local {buf}, on the stack")
             else:

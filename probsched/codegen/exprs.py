@@ -4,6 +4,8 @@ Three rules make the text fast under numba:
 
 - float32 constants are written ``np.float32(c)``: a bare literal is float64 in numba and
   would promote the whole expression to float64;
+- a bfloat16 value is a float32 that a bfloat16 represents (:mod:`.bf16`): its constants are
+  float32 constants, a cast to bfloat16 rounds (``bf16_round``), a cast from it is a float32's;
 - integer index arithmetic is written in a canonical affine form (``i0 * 8192 + k + 768``)
   so that constant offsets fold, loop-invariant terms are visible and an index that depends
   only on unrolled loops becomes a literal (which is what lets local buffers become
@@ -33,6 +35,7 @@ from typing import Callable, Optional
 
 from ..errors import BuildError
 from ..ir.expr import (
+    BF16,
     BOOL,
     INT_DTYPES,
     BinOp,
@@ -140,6 +143,8 @@ def const_src(value, dtype: str) -> str:
     """
     if dtype == BOOL:
         return "True" if value else "False"
+    if dtype == BF16:  # the value is a bfloat16's already (Const rounds it)
+        dtype = "float32"
     if dtype in ("float32", "float64"):
         v = float(value)
         if math.isnan(v):
@@ -182,6 +187,15 @@ class ExprWriter:
         if fn is None:
             return f"{'math' if name == 'erf' else 'np'}.{name}({arg})"
         return f"{self.helper(f'{name}_{dtype}', fn)}({arg})"
+
+    def bf16(self, name: str) -> str:
+        """The global name of bfloat16 helper ``name`` (``bf16_widen``, ``bf16_bits``,
+        ``bf16_round``: :mod:`.bf16`)."""
+        if self.helper is None:
+            raise BuildError(f"bfloat16 code needs the helper {name}: this writer binds no helpers")
+        from .bf16 import HELPERS  # compiles with numba, which .compile must configure first
+
+        return self.helper(name, HELPERS[name])
 
     def src(self, e: Expr) -> str:
         """The source text of ``e``."""
@@ -236,9 +250,15 @@ class ExprWriter:
                 return f"({one} / ({one} + {self._math('exp', e.dtype, f'-({args[0]})')}))", ATOM
             raise BuildError(f"unknown math function {e.name!r} in {e}")
         if isinstance(e, Cast):
+            if e.dtype == "float32" and e.value.dtype == BF16:
+                return self._p(e.value)  # a bfloat16 value is a float32 already
             inner = self.src(e.value)
             if e.dtype == BOOL:
                 return f"({inner} != 0)", ATOM
+            if e.dtype == BF16:
+                if e.value.dtype != "float32":
+                    inner = f"np.float32({inner})"
+                return f"{self.bf16('bf16_round')}({inner})", ATOM
             return f"{_NP_TYPE[e.dtype]}({inner})", ATOM
         if isinstance(e, Select):
             c = fold_bool(e.cond)

@@ -7,7 +7,8 @@ parameter: outputs must be C-contiguous and writable; inputs that are not C-cont
 (or read-only) are copied, and so are inputs that share memory with an output (the
 compiled code assumes its arrays do not overlap); two outputs must not overlap. Intermediate (``global``) buffers are allocated once per
 kernel (cache-line aligned, :mod:`.aligned`), so one kernel must not be called from two
-threads at once.
+threads at once; a binding with its own intermediates (:meth:`Kernel.bind` with
+``scratch=kernel.new_scratch()``) may run beside other bindings of the same kernel.
 
 >>> import numpy as np, probsched as ps
 >>> A = ps.placeholder((3,), name="A")
@@ -26,22 +27,23 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import KernelArgumentError
+from ..ir.dtypes import as_storage, numpy_dtype, storage_dtype
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
-from .aligned import aligned_empty
+from ..aligned import aligned_empty
 from .compile import CompiledModule
 from .emit import ModuleSource
-from ..schedule.layout import layouts_of, logical_params
+from ..ir.layout import layouts_of, logical_params
 from .spin_pool import enabled as spin_pool_enabled
 from .spin_pool import wake as wake_spin_pool
 
 class _Workers:
-    """Persistent daemon threads, each fed by its own queue: one chunk handoff costs ~20 us
-    (a ``ThreadPoolExecutor`` round trip costs ~60 us, which shows on sub-millisecond kernels)."""
+    """Persistent daemon threads, each fed by its own queue: a chunk handoff costs a fraction
+    of a ``ThreadPoolExecutor`` round trip, which shows on sub-millisecond kernels."""
 
     def __init__(self, n: int) -> None:
         self.queues = [queue.SimpleQueue() for _ in range(n)]
@@ -152,6 +154,7 @@ class Kernel:
         func = module.func if func is None else func
         self.func: PrimFunc = func
         self.from_cache = from_cache
+        self.module, self.compiled = module, compiled  # what a saved model stores of it
         self.source: str = module.source
         self.compile_seconds: float = compiled.seconds
         self.target = target
@@ -169,8 +172,8 @@ class Kernel:
         self.inputs: Tuple[Buffer, ...] = tuple(b for b in self.params if b.name not in written)
         self._is_output = [b.name in written for b in self.params]
         self._output_positions = [i for i, out in enumerate(self._is_output) if out]
-        self._dtypes = [np.dtype(b.dtype) for b in self.params]
-        self._intermediates = [aligned_empty(b.size, b.dtype) for b in module.wrapper_allocs]
+        self._dtypes = [numpy_dtype(b.dtype) for b in self.params]
+        self._intermediates = [aligned_empty(b.size, storage_dtype(b.dtype)) for b in module.wrapper_allocs]
         # the launchers' and parallel bodies' addresses in this process (the entry's last arguments)
         self._addresses = list(compiled.addresses)
         self._segments = module.segments
@@ -186,7 +189,12 @@ class Kernel:
         role = "output" if self._is_output[pos] else "input"
         return f"kernel {self.func.name}: parameter {self.params[pos].name} (argument {pos + 1}, {role})"
 
-    def _flat_args(self, arrays) -> list:
+    def new_scratch(self) -> List[np.ndarray]:
+        """Fresh intermediate buffers for a binding that runs beside the kernel's other
+        bindings (:meth:`bind`'s ``scratch``): each thread calling the kernel needs its own."""
+        return [aligned_empty(a.shape, a.dtype) for a in self._intermediates]
+
+    def _flat_args(self, arrays, scratch=None, laid_out=()) -> list:
         name = self.func.name
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
@@ -199,6 +207,8 @@ class Kernel:
                 raise KernelArgumentError(
                     f"{self._where(pos)}: expected a numpy array of shape {b.shape} {b.dtype}, got {type(a).__name__}"
                 )
+            if pos in laid_out:  # given in the layout the code reads (a saved model's constants)
+                b = self.func.params[pos]
             if a.shape != b.shape or a.dtype != dt:
                 raise KernelArgumentError(f"{self._where(pos)}: expected shape {b.shape} {b.dtype}, got {_describe(a)}")
             if out:
@@ -208,7 +218,7 @@ class Kernel:
                     )
                 if not a.flags.writeable:
                     raise KernelArgumentError(f"{self._where(pos)}: is read-only but the kernel writes it")
-            elif b.name in self._layouts:
+            elif b.name in self._layouts and pos not in laid_out:
                 a = self._layouts[b.name].apply(a)
             elif not (a.flags.c_contiguous and a.flags.writeable):
                 a = np.array(a, order="C", copy=True)
@@ -225,20 +235,20 @@ class Kernel:
                         "share memory; pass separate arrays"
                     )
                 flat[other_pos] = other.copy()  # an input that is also written: read a snapshot
-        flat = [a.reshape(-1) for a in flat]
-        flat.extend(self._intermediates)
+        flat = [as_storage(a.reshape(-1)) for a in flat]
+        flat.extend(self._intermediates if scratch is None else scratch)
         flat.extend(self._addresses)
         return flat
 
     def __call__(self, *arrays) -> None:
         self._run_flat(self._flat_args(arrays))
 
-    def bind(self, *arrays) -> "BoundKernel":
+    def bind(self, *arrays, scratch: Optional[List[np.ndarray]] = None, laid_out: Sequence[int] = ()) -> "BoundKernel":
         """Check ``arrays`` (every parameter, as for a call) once and return a callable
         without arguments that runs the kernel on them: what a timing loop calls.
 
-        A call checks and flattens its arrays first: on C1D:0's best kernel 80 us called
-        against 63 us bound (one interleaved run). Bound, that cost is paid at binding, as
+        A call checks and flattens its arrays first, a cost that shows on kernels of tens of
+        microseconds such as C1D:0's best. Bound, that cost is paid at binding, as
         TVM's ``time_evaluator`` binds its arguments before it times. The arrays must not be
         resized or replaced while bound (their memory is what the kernel writes), and an input
         the checks copy (not C-contiguous, or sharing memory with an output) is read as it was
@@ -252,14 +262,22 @@ class Kernel:
         >>> run = kern.bind(a, b)
         >>> run(); b.tolist()
         [1.0, 2.0, 3.0]
+
+        ``scratch``: the binding's own intermediate buffers (:meth:`new_scratch`), so that it
+        may run while another binding of this kernel runs in another thread. ``laid_out``:
+        positions of inputs given already in the layout the code reads (the function's own
+        parameter shape, as :meth:`BoundKernel.array` returns them), which binding then does
+        not lay out again.
         """
-        return BoundKernel(self, self._flat_args(arrays))
+        if scratch is not None and [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in self._intermediates]:
+            raise KernelArgumentError(f"kernel {self.func.name}: scratch buffers do not match the kernel's (use new_scratch())")
+        return BoundKernel(self, self._flat_args(arrays, scratch, frozenset(laid_out)))
 
     def _run_flat(self, flat: list) -> None:
         if self._segments is None:
             if self.parallel_form == "prange":
-                # A bound kernel of ~30 us is called thousands of times: the check costs 0.1 us,
-                # the general setter 0.5
+                # A bound kernel of tens of microseconds is called thousands of times: the
+                # check is a fraction of what the general setter costs
                 if _get_threads is None or _get_threads() != self._numba_threads:
                     _set_numba_threads(self._numba_threads)
                 if self._uses_spin_pool:  # its workers sleep after a millisecond without a loop
@@ -350,13 +368,49 @@ class BoundKernel:
     def __call__(self) -> None:
         self.kernel._run_flat(self._flat)
 
+    def array(self, pos: int) -> np.ndarray:
+        """The array bound at parameter ``pos``, in the shape the code reads it (laid out) and
+        its own dtype (bfloat16 is bound as its bits)."""
+        param = self.kernel.func.params[pos]
+        return self._flat[pos].view(numpy_dtype(param.dtype)).reshape(param.shape)
+
+    def rebound(self, arrays: Dict[int, np.ndarray], scratch: List[np.ndarray]) -> "BoundKernel":
+        """This binding with the parameters at the positions of ``arrays`` bound to other
+        C-contiguous arrays of the same shape and dtype, and with ``scratch`` as its
+        intermediates (:meth:`Kernel.new_scratch`); the other parameters keep the arrays
+        checked (and laid out) at binding. What a second thread's copy of a network costs:
+        no argument checks, no weight laid out again.
+
+        >>> import numpy as np, probsched as ps
+        >>> A = ps.placeholder((3,), name="A")
+        >>> B = ps.compute((3,), lambda i: A[i] + 1.0, name="B")
+        >>> kern = ps.build(ps.create_func([A, B], name="inc"))
+        >>> a, b, b2 = np.arange(3, dtype="float32"), np.zeros(3, "float32"), np.zeros(3, "float32")
+        >>> run2 = kern.bind(a, b).rebound({1: b2}, kern.new_scratch())
+        >>> run2(); b.tolist(), b2.tolist()
+        ([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
+        """
+        kernel = self.kernel
+        flat = list(self._flat)
+        n = len(kernel.params)
+        for pos, a in arrays.items():
+            b = kernel.params[pos]
+            if a.shape != b.shape or a.dtype != kernel._dtypes[pos] or not a.flags.c_contiguous:
+                raise KernelArgumentError(f"{kernel._where(pos)}: rebound to {_describe(a)}, expected C-contiguous {b.shape} {b.dtype}")
+            flat[pos] = as_storage(a).reshape(-1)
+        k = len(kernel._intermediates)
+        if [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in kernel._intermediates]:
+            raise KernelArgumentError(f"kernel {kernel.func.name}: scratch buffers do not match the kernel's (use new_scratch())")
+        flat[n : n + k] = scratch
+        return BoundKernel(kernel, flat)
+
     def __repr__(self) -> str:
         return f"<BoundKernel {self.kernel.func.name}>"
 
 
 def _current_numba_threads():
-    """numba's thread count getter: the threading layer's own (0.2 us a call) when this numba
-    has it, else the public one (1.1 us: it checks that the layer started, every call)."""
+    """numba's thread count getter: the threading layer's own when this numba has it, else
+    the public one (several times slower: it checks that the layer started, every call)."""
     import numba
     from numba.np.ufunc import parallel
 

@@ -1,22 +1,21 @@
 """Vectorizable float32 math functions for generated kernels.
 
 numba lowers ``np.exp`` on a float32 to a call of libm's ``expf``: LLVM cannot vectorize a
-loop around an opaque call, so an elementwise exp costs ~5-10 ns per element, and it is
-what made softmax slow (SFM-2: ~80% of its time in ``expf``). :func:`exp_f32` is the
-classic Cody-Waite range reduction plus a degree-6 polynomial (Cephes' ``expf``
-coefficients), written in straight-line numba code that inlines and vectorizes: measured
-at 0.8 ms for 2**20 elements against 5.7 ms for ``np.exp`` in the same numba loop, and
-more accurate than numpy's float32 exp (max relative error 8.1e-8 against float64 over
+loop around an opaque call, and that call was most of a softmax's time.
+:func:`exp_f32` is the classic Cody-Waite range reduction plus a degree-6 polynomial
+(Cephes' ``expf`` coefficients), written in straight-line numba code that inlines and
+vectorizes (several times faster than ``np.exp`` in the same numba loop: ``python
+benchmarks/bench_exp.py``), and more accurate than numpy's float32 exp (max relative error 8.1e-8 against float64 over
 [-100, 100], numpy 1.9e-7). Edge cases follow IEEE exp: ``nan`` stays ``nan``, overflow
 gives ``inf``, underflow goes through the denormals to ``0``.
 
 How the result is scaled by ``2**n`` depends on the CPU numba compiles for. With AVX-512,
-``llvm.ldexp`` becomes one ``vscalefps`` that also gives IEEE overflow and underflow:
-0.283 against 0.384 ns per element on a Zen 4 (``python benchmarks/bench_exp.py``), and
-SFM-2's best kernel went from 314 to 256 us. Compiled for AVX2 (``NUMBA_CPU_NAME=haswell``
-with AVX-512 disabled), the same ``ldexp`` is a libm call per element: 6.6 against 0.75
-ns. So there the scaling is done with integer bit tricks (two normal powers of two and
-explicit overflow/underflow selects). The two variants agree bit for bit.
+``llvm.ldexp`` becomes one ``vscalefps`` that also gives IEEE overflow and underflow,
+faster than the integer form below. Compiled for AVX2 (``NUMBA_CPU_NAME=haswell`` with
+AVX-512 disabled), the same ``ldexp`` is a libm call per element, many times slower; so
+there the scaling is done with integer bit tricks (two normal powers of two and explicit
+overflow/underflow selects). The two variants agree bit for bit (``python
+benchmarks/bench_exp.py`` times both).
 
 The generated source binds it as a global (see :meth:`ExprWriter` ``helper``), so the
 printed kernel reads ``exp_f32(x)``:
@@ -44,12 +43,16 @@ from .compile import FASTMATH
 
 
 @intrinsic
-def _int32_bits_as_float32(typingctx, bits):
-    """Reinterpret an int32's bits as a float32 (an LLVM bitcast: one vector op, no call)."""
-    sig = types.float32(types.int32)
+def bitcast(typingctx, x, to):
+    """``x``'s bits as a number of type ``to`` of the same width (``bitcast(i, np.float32)``:
+    an LLVM bitcast, one vector op, no call). numba widens int32 arithmetic to int64: cast
+    ``x`` to the width first."""
+    if x.bitwidth != to.instance_type.bitwidth:
+        raise TypeError(f"bitcast of {x} to {to.instance_type}: the widths differ")
+    sig = to.instance_type(x, to)
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
+        return builder.bitcast(args[0], context.get_value_type(signature.return_type))
 
     return sig, codegen
 
@@ -109,8 +112,8 @@ def exp_f32_bits(x):
     # 2**n as two normal powers of two, so n in [-150, 128] needs no special case
     k = np.int32(n)
     h = k >> np.int32(1)
-    y = p * _int32_bits_as_float32((h + np.int32(127)) << np.int32(23))
-    y = y * _int32_bits_as_float32((k - h + np.int32(127)) << np.int32(23))
+    y = p * bitcast(np.int32((h + np.int32(127)) << np.int32(23)), np.float32)
+    y = y * bitcast(np.int32((k - h + np.int32(127)) << np.int32(23)), np.float32)
     y = np.float32(0.0) if x < _LO else y
     y = np.float32(np.inf) if x > _HI else y
     return x if x != x else y

@@ -4,8 +4,8 @@ A ``local`` buffer that stays an array (its indices are not all constant) used t
 ``np.empty``: a heap block LLVM knows nothing about, so every ``acc[i] += ...`` of a register
 tile is a load and a store through memory. An ``alloca`` is memory LLVM owns: it proves it
 aliases no argument and, once its own unrolling makes the indices constant, SROA turns the
-elements into registers. Measured on a depthwise-convolution row kernel (4 x 32 float32
-accumulators, 3 x 3 taps, one thread): 647 us with ``np.empty``, 231 us on the stack.
+elements into registers: a depthwise-convolution row kernel with a register tile of
+accumulators runs several times faster with its tile on the stack.
 
 The array is uninitialised, like ``np.empty``, and lives until the function returns (the
 ``alloca`` sits in the function's entry block, so a call inside a loop does not grow the

@@ -53,7 +53,7 @@ BUFFER_FIELDS = (
 
 
 def elem_bytes(dtype: str) -> int:
-    return 8 if dtype in ("float64", "int64") else (1 if dtype == "bool" else 4)
+    return {"float64": 8, "int64": 8, "bfloat16": 2, "bool": 1}.get(dtype, 4)
 
 
 class Buf:

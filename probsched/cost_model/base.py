@@ -131,6 +131,9 @@ class CostModel(ABC):
     #: training nothing asks for (the tuner's update after its last batch) is never paid.
     #: A subclass that sets it calls :meth:`_ensure_trained` before it reads its predictor.
     lazy_training = False
+    #: Whether a tuning run starts the model from the shipped transfer records (the
+    #: ``"mlp-transfer"`` entry of :data:`probsched.cost_model.COST_MODELS` sets it).
+    wants_transfer = False
 
     def __init__(self) -> None:
         self._data_x: List[np.ndarray] = []

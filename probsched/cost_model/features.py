@@ -12,8 +12,8 @@ design space's postprocessors, which ``sch.mod`` already includes): unroll pragm
 applied (the rule of :func:`~probsched.lowering.apply_unroll_pragmas`, during the walk) and
 ``local`` buffers are sized as :func:`~probsched.lowering.compact_local_buffers` would size
 them, estimated from the access boxes the features compute anyway instead of running the
-pass: a full :func:`~probsched.lowering.lower` costs about 1.5 ms per GMM candidate, most of
-the budget for scoring a population. The estimate can be smaller than what the pass does
+pass: a full :func:`~probsched.lowering.lower` per candidate would cost most of the
+budget for scoring a population. The estimate can be smaller than what the pass does
 when a region goes through ``//`` or ``%`` of a fused loop (the pass then keeps the full
 buffer). Passing an already lowered function gives the same features.
 

@@ -161,7 +161,7 @@ class MLPModel(CostModel):
     def _train(self, features: List[np.ndarray], times: List[float], groups: List[Hashable]) -> None:
         # A training on the transfer records alone (the first of every tuning run) is the
         # same in every run of a workload: it is read from the disk cache when one was
-        # stored (4-7 s of training on ~1400 records saved; :mod:`.trained_cache`).
+        # stored (seconds of training saved per run; :mod:`.trained_cache`).
         key = None
         if self.n_transfer and len(features) == self.n_transfer:
             from . import trained_cache

@@ -2,7 +2,7 @@
 
 Every tuning run of a workload with the default ``mlp-transfer`` model first trains the MLP
 on the shipped records of the other workloads alone: the same inputs, the same seed, so the
-same predictor, 4-7 s of training each time on 2 cores. :func:`key` hashes the model's
+same predictor, seconds of training each time. :func:`key` hashes the model's
 configuration, the versions of JAX and optax and the training data; :func:`store` keeps the
 trained arrays under ``models/`` of the disk cache (:mod:`probsched.cache`) and :func:`load`
 returns them to the next run. ``probsched cache clear`` empties it.

@@ -6,10 +6,9 @@ The features are workload-agnostic (per store: arithmetic, loop kinds, footprint
 so a model trained on other workloads ranks a new workload's candidates far better than
 chance. ``CostModel.set_transfer`` trains the model on such records at once and keeps them
 beside the workload's own in every later training; ``ps.tune(...,
-cost_model="mlp-transfer")`` (the default) does so with the shipped records. What it buys,
-and how it was measured, is in ``benchmarks/README.md`` (``python
-benchmarks/bench_cost_model.py transfer`` measures the ranking, one workload left out at a
-time).
+cost_model="mlp-transfer")`` (the default) does so with the shipped records. ``python
+benchmarks/bench_cost_model.py transfer`` measures what it buys (the ranking, one workload
+left out at a time).
 
 The shipped records (:data:`TRANSFER_PATHS`) hold features, run times and workload groups of
 up to 128 tuned records per workload, one file per vector width of the CPU they were measured
@@ -232,17 +231,3 @@ def save_transfer(records: TransferRecords, out: str) -> None:
             schema=np.asarray(feature_schema()),
             n_features=np.asarray(N_FEATURES),
         )
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m probsched.cost_model.transfer DB...``: the command ``probsched build-transfer
-    DB...`` (:mod:`probsched.cli.build_transfer`), kept under its old name."""
-    import sys
-
-    from ..cli import main as cli_main
-
-    return cli_main(["build-transfer", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

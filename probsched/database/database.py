@@ -25,7 +25,7 @@ or ``"cpu -threads=N"``.
 
 Candidates re-timed together (:meth:`LocalMeasurer.measure_together
 <probsched.measure.LocalMeasurer.measure_together>`) are stored as one session; the latest
-session of a workload is what :func:`probsched.tuner.best_schedule` ranks by:
+session of a workload is what :func:`probsched.tuning.selection.best_schedule` ranks by:
 
 >>> session = db.commit_retiming(w, [(sch.mod.structural_hash(), MeasureResult((4e-6, 5e-6), 0.1))])
 >>> [(r.median, r.session == session) for r in db.latest_retiming(w)]
@@ -36,6 +36,7 @@ session of a workload is what :func:`probsched.tuner.best_schedule` ranks by:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -44,12 +45,14 @@ import uuid
 from typing import Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from ..ir.stmt import PrimFunc
-from ..measure.result import MeasureResult
+from ..measure.result import LOST, MeasureResult
 from ..target import Target
 from ..workloads.workload import as_workload
 from .errors import DatabaseError
 from .record import TuningRecord, WorkloadRef, target_json, workload_key
 from .schema import connect, retry
+
+log = logging.getLogger("probsched.database")
 
 HOST = "host"
 JSONL_FORMAT = "probsched-tuning-records"
@@ -94,6 +97,19 @@ class Retiming(NamedTuple):
 def _row_to_record(row: tuple) -> TuningRecord:
     w, c, dec, ins, runs, comp, kind, msg, tgt, space, strat, ts, early = row
     return TuningRecord(w, c, dec, ins, tuple(json.loads(runs)), comp, kind, msg, tgt, space, strat, ts, bool(early))
+
+
+def _rows_to_records(rows: Iterable[tuple], path: str) -> List[TuningRecord]:
+    """The records of ``rows``; a row that does not decode (a database edited by hand or
+    damaged) is skipped with a warning naming it, so one bad row never hides the others."""
+    out = []
+    for row in rows:
+        try:
+            out.append(_row_to_record(row))
+        except (TypeError, ValueError) as exc:
+            log.warning("%s: record of candidate %s skipped: it does not decode (%s: %s)", path, str(row[1])[:12],
+                        type(exc).__name__, exc)
+    return out
 
 
 def _target_filter(target) -> Optional[str]:
@@ -220,7 +236,13 @@ class Database:
             f"FROM retimings WHERE {where} AND session = ? ORDER BY median IS NULL, median, id",
             args + (last[0][0],),
         )
-        return [Retiming(c, tuple(json.loads(runs)), m, k, msg, ses, ts) for c, runs, m, k, msg, ses, ts in rows]
+        out = []
+        for c, runs, m, k, msg, ses, ts in rows:
+            try:
+                out.append(Retiming(c, tuple(json.loads(runs)), m, k, msg, ses, ts))
+            except (TypeError, ValueError) as exc:
+                log.warning("%s: re-timing of candidate %s skipped: it does not decode (%s)", self.path, str(c)[:12], exc)
+        return out
 
     # ------------------------------------------------------------------ reading
     def _where(self, workload, target, extra: str = "") -> tuple:
@@ -235,7 +257,7 @@ class Database:
         """Records of ``workload`` measured on ``target``, in commit order."""
         where, args = self._where(workload, target, "" if include_failed else " AND median IS NOT NULL")
         rows = self._query(f"SELECT {_COLUMNS} FROM records WHERE {where} ORDER BY id", args)
-        return [_row_to_record(r) for r in rows]
+        return _rows_to_records(rows, self.path)
 
     def best(
         self, workload: WorkloadRef, k: int = 1, target: Union[str, Target, None] = HOST, *, candidate_hash: Optional[str] = None
@@ -250,12 +272,14 @@ class Database:
             f"(PARTITION BY candidate_hash ORDER BY median, id) AS nth FROM records WHERE {where}) "
             "WHERE nth = 1 ORDER BY median, id LIMIT ?"
         )
-        return [_row_to_record(r) for r in self._query(sql, args + (int(k),))]
+        return _rows_to_records(self._query(sql, args + (int(k),)), self.path)
 
     def candidate_hashes(self, workload: WorkloadRef, target: Union[str, Target, None] = HOST) -> Set[str]:
-        """Structural hashes of every candidate measured (successfully or not) for ``workload``."""
-        where, args = self._where(workload, target)
-        return {r[0] for r in self._query(f"SELECT DISTINCT candidate_hash FROM records WHERE {where}", args)}
+        """Structural hashes of every candidate measured (successfully or not) for ``workload``;
+        not those a cluster lost (kind ``"lost"``: never measured, a later run measures them)."""
+        where, args = self._where(workload, target, " AND (error_kind IS NULL OR error_kind != ?)")
+        rows = self._query(f"SELECT DISTINCT candidate_hash FROM records WHERE {where}", args + (LOST,))
+        return {r[0] for r in rows}
 
     def has_candidate(self, workload: WorkloadRef, candidate_hash: str, target: Union[str, Target, None] = HOST) -> bool:
         """Whether a candidate with this structural hash was measured for ``workload``."""

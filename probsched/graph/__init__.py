@@ -1,15 +1,19 @@
-"""Whole networks: import a JAX function, fuse it into tasks, compile and run it.
+"""The front end: networks in (a JAX function or an ONNX model), simplified, fused and cut into tasks.
 
-``ps.from_jax(fn, *args)`` traces ``fn`` into a :class:`Graph` (:mod:`.from_jax`),
+``ps.from_jax(fn, *args)`` traces ``fn`` into a :class:`Graph` (:mod:`.from_jax`;
+``ps.from_onnx(path)`` interprets an ONNX model into the same, :mod:`.from_onnx`),
 ``graph.tasks()`` fuses it (:mod:`.fusion`) into de-duplicated :class:`Task` s
-(:mod:`.task`), each an ordinary ``PrimFunc`` that the tuner handles like any workload, and
-``ps.compile`` (:mod:`.compiler`) builds the network from the best schedule of each task.
+(:mod:`.task`), each an ordinary ``PrimFunc`` that the tuner handles like any workload.
+The front end only translates: it imports the IR and the tensor-expression layer, never
+the tuner, the measurer or the database (``ps.compile`` is :mod:`probsched.tuning`'s, the
+compiled model :mod:`probsched.runtime`'s).
 """
 
-from .compiler import CompiledModel, compile
 from .from_jax import from_jax
+from .from_onnx import from_onnx
 from .fusion import Group, fuse
 from .ir import Graph, Node, TensorType
 from .task import Task, TaskCall, extract_tasks, lower_group
 
-__all__ = ["compile", "CompiledModel", "from_jax", "fuse", "Group", "Graph", "Node", "TensorType", "Task", "TaskCall", "extract_tasks", "lower_group"]
+
+__all__ = ["from_jax", "from_onnx", "fuse", "Group", "Graph", "Node", "TensorType", "Task", "TaskCall", "extract_tasks", "lower_group"]

@@ -5,7 +5,8 @@ the import does with the jaxpr:
 
 - nested ``jit``/``pjit``, ``closed_call``, ``remat`` and the bodies of ``custom_jvp_call`` and
   ``custom_vjp_call`` (how ``jax.nn.relu``, ``gelu`` and ``softmax`` appear) are inlined: only
-  their primal computation matters for inference;
+  their primal computation matters for inference; so is ``lax.scan(..., unroll=True)``, one
+  copy of its body per step (a rolled scan is refused);
 - ``stop_gradient``, ``copy`` and a ``convert_element_type`` to the same dtype are the
   identity;
 - closed-over arrays (the weights) and literals become constants of the graph, and a node
@@ -17,9 +18,12 @@ the import does with the jaxpr:
   multiply-add (:mod:`.simplify`).
 
 A primitive outside that set, a dynamic shape, or a tensor that is not float32 (booleans and
-int32 indices that comparisons, ``iota`` and ``argmax`` make excepted) raises one
-:class:`~probsched.errors.FrontEndError` naming the primitive, its shapes and the user's
-source line.
+int32 indices excepted) raises one :class:`~probsched.errors.FrontEndError` naming the
+primitive, its shapes and the user's source line. Arguments may be float32, int32 (token ids)
+or bool. A bfloat16 or float16 weight is accepted only where the function casts it to float32
+itself (the cast is folded here); read by anything else, it is refused with its shape and the
+fix. Boolean constants (a causal mask) are stored as int32 and compared with zero where read
+(:func:`~.simplify.widen_boolean_constants`).
 
 >>> import numpy as np, jax
 >>> import probsched as ps
@@ -41,7 +45,7 @@ import numpy as np
 from ..errors import FrontEndError
 from .ir import Graph, Node, TensorType
 from .ops import OPS, ALLOWED_DTYPES
-from .simplify import fold_affine_chains
+from .simplify import fold_affine_chains, prune_constants, widen_boolean_constants
 
 #: Call-like primitives whose body is inlined (their params hold the jaxpr).
 INLINED = frozenset(
@@ -51,6 +55,9 @@ INLINED = frozenset(
     }
 )
 _BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+#: The name-scope prefix of a node of an imported model, whose scope names it better than
+#: a line of probsched's importer does.
+SOURCE_SCOPE = "ONNX node "
 #: Primitives that compute nothing at inference time.
 IDENTITY = frozenset({"stop_gradient", "copy", "copy_p", "optimization_barrier"})
 #: A folded constant may be at most this many times larger than the largest folded input
@@ -65,6 +72,9 @@ def source_line(eqn) -> str:
     try:
         from jax._src import source_info_util
 
+        scope = str(eqn.source_info.name_stack)
+        if SOURCE_SCOPE in scope:  # an imported model's node (from_onnx) names itself
+            return scope[scope.index(SOURCE_SCOPE):]
         return source_info_util.summarize(eqn.source_info)
     except Exception:  # a private API: a JAX without it only loses the line in messages
         return ""
@@ -74,14 +84,24 @@ def _dtype_name(dtype) -> str:
     return np.dtype(dtype).name
 
 
-def _aval_type(aval, what: Callable[[], str]) -> TensorType:
+#: How to fix a model whose parameters are in a reduced precision.
+CAST_FIX = "cast the parameters to float32 once, e.g. params = jax.tree.map(lambda a: a.astype(np.float32), params)"
+#: Float dtypes a weight may have when the function casts it to float32 itself.
+_CASTABLE = ("bfloat16", "float16", "float64")
+
+
+def _aval_type(aval, what: Callable[[], str], reduced_ok: bool = False) -> TensorType:
     shape = tuple(getattr(aval, "shape", ()))
     for d in shape:
         if not isinstance(d, (int, np.integer)):
             raise FrontEndError(f"{what()}: dynamic shape {shape}; probsched compiles static shapes only")
     dtype = _dtype_name(aval.dtype)
-    if dtype not in ALLOWED_DTYPES:
-        raise FrontEndError(f"{what()}: dtype {dtype} is not supported (the graph computes in float32)")
+    if dtype not in ALLOWED_DTYPES and not (reduced_ok and dtype in _CASTABLE):
+        fix = f"; {CAST_FIX}" if dtype in _CASTABLE else ""
+        raise FrontEndError(
+            f"{what()}: dtype {dtype}{list(shape)} is not supported (the graph computes in float32, with "
+            f"{', '.join(ALLOWED_DTYPES)} values){fix}"
+        )
     return TensorType(tuple(int(d) for d in shape), dtype)
 
 
@@ -110,7 +130,7 @@ class _Importer:
         if key in self._const_ids:
             return self._const_ids[key][1]
         arr = np.asarray(array)
-        t = _aval_type(arr, what)
+        t = _aval_type(arr, what, reduced_ok=True)  # refused below when a node computes with it
         v = self.new_value(t)
         self.graph.constants[v] = np.array(arr, order="C")  # not ascontiguousarray: it makes 0-d arrays 1-d
         self._const_ids[key] = (array, v)
@@ -157,7 +177,10 @@ class _Importer:
             inner, consts = (body.jaxpr, body.consts) if hasattr(body, "consts") else (body, ())
             # custom_vjp_call passes the residual functions' inputs too: the body takes the first n
             return self.run(inner, consts, ins[len(ins) - len(inner.invars):], src)
-        out_types = [_aval_type(o.aval, where) for o in eqn.outvars]
+        if name == "scan":
+            return self.unrolled_scan(eqn, ins, src or "", where)
+        folding = bool(ins) and all(v in self.graph.constants for v in ins)
+        out_types = [_aval_type(o.aval, where, reduced_ok=folding) for o in eqn.outvars]
         if name in IDENTITY or (
             name == "convert_element_type" and out_types[0].dtype == in_types[0].dtype
         ) or (name == "reduce_precision" and out_types[0].dtype == "float32" and
@@ -168,18 +191,59 @@ class _Importer:
                 f"unsupported {where()}; probsched imports: {', '.join(sorted(OPS))}"
             )
         node = Node(name, tuple(ins), (), dict(eqn.params), eqn.primitive, src)
-        OPS[name].check(node, in_types, out_types, where)
         if ins and all(v in self.graph.constants for v in ins) and self._foldable(in_types, out_types):
             results = node.evaluate(*(self.graph.constants[v] for v in ins))
             return [self.constant(r, where) for r in results]
+        for t in in_types + out_types:
+            if t.dtype not in ALLOWED_DTYPES:
+                raise FrontEndError(f"{where()}: computes with a {t} parameter; probsched computes in float32: {CAST_FIX}")
+        OPS[name].check(node, in_types, out_types, where)
         outs = tuple(self.new_value(t) for t in out_types)
         self.graph.nodes.append(Node(name, tuple(ins), outs, node.params, eqn.primitive, src))
         return list(outs)
+
+    def traced(self, fn: Callable, ins: List[int], src: str) -> List[int]:
+        """``fn`` (a small JAX function: an index, a stack) applied to graph values, imported
+        as the equations ``jax.make_jaxpr`` makes of it: the primitives' parameters are JAX's own."""
+        import jax
+
+        specs = [jax.ShapeDtypeStruct(self.graph.types[v].shape, np.dtype(self.graph.types[v].dtype)) for v in ins]
+        closed = jax.make_jaxpr(fn)(*specs)
+        return self.run(closed.jaxpr, closed.consts, ins, src)
+
+    def unrolled_scan(self, eqn, ins: List[int], src: str, where: Callable[[], str]) -> List[int]:
+        """``lax.scan(..., unroll=True)``: the body inlined once per step, the scanned
+        inputs indexed and the per-step outputs stacked (a rolled loop is refused)."""
+        p = eqn.params
+        length, n_consts, n_carry = int(p["length"]), int(p["num_consts"]), int(p["num_carry"])
+        if p.get("unroll") is not True and int(p.get("unroll", 1)) < length:
+            raise FrontEndError(f"{where()}: a loop (lax.scan of {length} steps); probsched imports a scan fully "
+                                f"unrolled: lax.scan(..., unroll=True)")
+        body = p["jaxpr"]
+        consts, carry, xs = ins[:n_consts], ins[n_consts:n_consts + n_carry], ins[n_consts + n_carry:]
+        steps = range(length - 1, -1, -1) if p.get("reverse") else range(length)
+        ys: List[List[int]] = []
+        for t in steps:
+            x_t = [self.traced(lambda a, t=t: a[t], [x], src)[0] for x in xs]
+            outs = self.run(body.jaxpr, body.consts, consts + carry + x_t, src)
+            carry, y_t = outs[:n_carry], outs[n_carry:]
+            ys.append(y_t)
+        if p.get("reverse"):
+            ys.reverse()
+        import jax.numpy as jnp
+
+        stacked = [self.traced(lambda *a: jnp.stack(a), [y[k] for y in ys], src)[0] for k in range(len(eqn.outvars) - n_carry)]
+        return list(carry) + stacked
 
     @staticmethod
     def _foldable(in_types: List[TensorType], out_types: List[TensorType]) -> bool:
         biggest = max(t.size for t in in_types)
         return all(t.size <= max(_FOLD_ALWAYS, _FOLD_GROWTH * biggest) for t in out_types)
+
+
+#: Argument dtypes a model may take, and the graph's dtype for each (JAX computes 64-bit
+#: integers as int32 unless x64 is on).
+ARGUMENT_DTYPES = {"float32": "float32", "int32": "int32", "int64": "int32", "bool": "bool"}
 
 
 def _refuse_pytree(i: int, a: Any) -> None:
@@ -188,7 +252,7 @@ def _refuse_pytree(i: int, a: Any) -> None:
     import jax
 
     if a is None:  # an empty pytree to JAX: no array to trace
-        raise FrontEndError(f"from_jax: argument {i} is None; probsched traces functions of float32 arrays")
+        raise FrontEndError(f"from_jax: argument {i} is None; probsched traces functions of arrays")
     leaves, tree = jax.tree_util.tree_flatten_with_path(a)
     if jax.tree_util.treedef_is_leaf(tree):
         return
@@ -208,12 +272,13 @@ def _example_type(i: int, a: Any) -> TensorType:
     for d in shape:
         if not isinstance(d, (int, np.integer)):
             raise FrontEndError(f"from_jax: argument {i} has the dynamic shape {tuple(shape)}; static shapes only")
-    if _dtype_name(dtype) != "float32":
+    name = _dtype_name(dtype)
+    if name not in ARGUMENT_DTYPES:
         raise FrontEndError(
-            f"from_jax: argument {i} is {_dtype_name(dtype)}{list(shape)}; probsched compiles float32 models "
-            "(cast the input, e.g. x.astype(np.float32))"
+            f"from_jax: argument {i} is {name}{list(shape)}; probsched compiles models of "
+            f"{', '.join(ARGUMENT_DTYPES)} arguments (cast the input, e.g. x.astype(np.float32))"
         )
-    return TensorType(tuple(int(d) for d in shape), "float32")
+    return TensorType(tuple(int(d) for d in shape), ARGUMENT_DTYPES[name])
 
 
 def from_jax(fn: Callable, *example_args: Any, name: Optional[str] = None) -> Graph:
@@ -227,7 +292,7 @@ def from_jax(fn: Callable, *example_args: Any, name: Optional[str] = None) -> Gr
     for i, a in enumerate(example_args):
         _refuse_pytree(i, a)
     types = [_example_type(i, a) for i, a in enumerate(example_args)]
-    specs = [jax.ShapeDtypeStruct(t.shape, np.float32) for t in types]
+    specs = [jax.ShapeDtypeStruct(t.shape, np.dtype(t.dtype)) for t in types]
     try:
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*specs)
     except FrontEndError:
@@ -237,9 +302,13 @@ def from_jax(fn: Callable, *example_args: Any, name: Optional[str] = None) -> Gr
     imp = _Importer(name or getattr(fn, "__name__", "model").strip("<>") or "model")
     imp.graph.inputs = [imp.new_value(t) for t in types]
     outs = imp.run(closed.jaxpr, closed.consts, imp.graph.inputs)
+    for v in outs:
+        t = imp.graph.types[v]
+        if t.dtype not in ALLOWED_DTYPES:
+            raise FrontEndError(f"from_jax: an output is a {t} parameter; probsched computes in float32: {CAST_FIX}")
     imp.graph.outputs = outs
     imp.graph.out_tree = jax.tree_util.tree_structure(out_shape)
-    return fold_affine_chains(imp.graph)
+    return widen_boolean_constants(fold_affine_chains(prune_constants(imp.graph)))
 
 
-__all__ = ["from_jax", "INLINED", "IDENTITY", "source_line"]
+__all__ = ["from_jax", "INLINED", "IDENTITY", "SOURCE_SCOPE", "source_line"]

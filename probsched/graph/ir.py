@@ -25,10 +25,11 @@ array([0.9051482, 0.9051482], dtype=float32)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..arguments import check_arrays
 from ..errors import FrontEndError
 
 
@@ -93,6 +94,9 @@ class Graph:
     outputs: List[int]
     constants: Dict[int, np.ndarray]
     out_tree: Any = field(default=None, repr=False)  # how fn's outputs nest (a JAX PyTreeDef)
+    #: the names of the inputs and outputs where the source had them (an ONNX model's)
+    input_names: Optional[List[str]] = field(default=None, repr=False)
+    output_names: Optional[List[str]] = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ tasks
     def fuse(self) -> list:
@@ -141,24 +145,10 @@ class Graph:
 
     # ------------------------------------------------------------------ running
     def check_arguments(self, args: Sequence[Any], who: str = "") -> List[np.ndarray]:
-        """``args`` as float32 numpy arrays, or one :class:`FrontEndError` naming the
-        argument whose count, shape or dtype differs from the traced example."""
-        who = who or f"graph {self.name}"
-        if len(args) != len(self.inputs):
-            raise FrontEndError(f"{who}: expected {len(self.inputs)} arguments, got {len(args)}")
-        out = []
-        for i, (v, a) in enumerate(zip(self.inputs, args)):
-            t = self.types[v]
-            if isinstance(a, (dict, list, tuple)):  # np.asarray would stack or box it
-                raise FrontEndError(f"{who}: argument {i} is a {type(a).__name__}; the model takes arrays, one per traced argument")
-            arr = np.asarray(a)
-            if arr.shape != t.shape or arr.dtype != np.dtype(t.dtype):
-                raise FrontEndError(
-                    f"{who}: argument {i} has shape {arr.shape} {arr.dtype}, but the model was traced with "
-                    f"{t.dtype}{list(t.shape)}"
-                )
-            out.append(arr)
-        return out
+        """``args`` as numpy arrays, or one :class:`FrontEndError` naming the argument whose
+        count, shape or dtype differs from the traced example."""
+        specs = [(self.types[v].shape, self.types[v].dtype) for v in self.inputs]
+        return check_arrays(args, specs, who or f"graph {self.name}", self.input_names or None, FrontEndError)
 
     def evaluate(self, *args: Any) -> Tuple[np.ndarray, ...]:
         """Run the graph node by node with JAX (the reference of everything compiled from it)."""

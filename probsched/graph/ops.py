@@ -56,6 +56,7 @@ from ..te import min as te_min
 from ..te import reduce_axis
 from ..te import sum as te_sum
 from .operands import Index, LazyOperand, Operand, Stages
+from . import ops_indexing as ix
 
 #: dtypes a graph value may have: float32 data, booleans from comparisons, int32 indices.
 ALLOWED_DTYPES = ("float32", "bool", "int32")
@@ -185,6 +186,8 @@ _ELEMENTWISE: Dict[str, Tuple[str, Callable[..., Expr]]] = {
     "erf": ("erf", erf),
     "erfc": ("erfc", lambda a: _f32(1.0) - erf(a)),
     "sqrt": ("sqrt", sqrt),
+    "floor": ("floor", ix.floor),
+    "ceil": ("ceil", ix.ceil),
     "rsqrt": ("rsqrt", lambda a: _f32(1.0) / sqrt(a)),
     "square": ("square", lambda a: a * a),
     "abs": ("abs", ir_abs),
@@ -220,7 +223,7 @@ def _check_bitwise(node, in_types, out_types, where) -> None:
 
 
 def _check_int_arith(node, in_types, out_types, where) -> None:
-    if node.op in ("div", "pow", "exp", "log", "sqrt", "rsqrt", "tanh", "logistic", "erf", "erfc", "log1p", "expm1") and (
+    if node.op in ("div", "pow", "exp", "log", "sqrt", "floor", "ceil", "rsqrt", "tanh", "logistic", "erf", "erfc", "log1p", "expm1") and (
         out_types[0].dtype != "float32"
     ):
         raise FrontEndError(f"{where()}: {node.op} of {out_types[0].dtype} values is not supported")
@@ -327,6 +330,11 @@ def _lower_reshape(node, ins, stages, out_types):
         raise FrontEndError(f"reshape with dimensions={node.params['dimensions']} is not supported")
     f = reshape_map(x.shape, t.shape)
     return [LazyOperand(t.shape, t.dtype, lambda i: _at(x, f(i)))]
+
+
+def _check_reshape(node, in_types, out_types, where) -> None:
+    if node.params.get("dimensions") not in (None, ()):
+        raise FrontEndError(f"{where()}: reshape with dimensions={node.params['dimensions']} is not supported")
 
 
 def _lower_squeeze(node, ins, stages, out_types):
@@ -760,7 +768,7 @@ def _build_table() -> Dict[str, OpDef]:
     table["integer_pow"] = OpDef(ELEMWISE, _lower_integer_pow, _ew_flops, _check_int_arith)
     table["convert_element_type"] = _view(_lower_convert)
     table["broadcast_in_dim"] = _view(_lower_broadcast)
-    table["reshape"] = _view(_lower_reshape)
+    table["reshape"] = _view(_lower_reshape, _check_reshape)
     table["squeeze"] = _view(_lower_squeeze)
     table["transpose"] = _view(_lower_transpose)
     table["slice"] = _view(_lower_slice)
@@ -769,6 +777,10 @@ def _build_table() -> Dict[str, OpDef]:
     table["split"] = _view(_lower_split)
     table["pad"] = OpDef(ELEMWISE, _lower_pad, lambda *a: 0, _check_pad)
     table["concatenate"] = OpDef(ELEMWISE, _lower_concatenate, lambda *a: 0)
+    table["stack"] = OpDef(ELEMWISE, ix.lower_stack, lambda *a: 0)
+    table["tile"] = _view(ix.lower_tile, ix.check_tile)
+    table["gather"] = _view(ix.lower_gather, ix.check_gather)
+    table["cumsum"] = OpDef(REDUCE, ix.lower_cumsum, ix.cumsum_flops, ix.check_cumsum)
     for prim in _COMBINERS:
         table[prim] = OpDef(REDUCE, _lower_reduce, _reduce_flops)
     table["argmax"] = OpDef(REDUCE, _lower_argminmax, _reduce_flops, _check_argminmax)
@@ -799,6 +811,8 @@ def reduction_length(node, in_types) -> int:
         return int(np.prod([in_types[0].shape[a] for a in _axes_of(node)], dtype=np.int64))
     if node.op in _POOLS:
         return int(np.prod(node.params["window_dimensions"], dtype=np.int64))
+    if node.op == "cumsum":
+        return int(in_types[0].shape[int(node.params["axis"]) % len(in_types[0].shape)])
     return 1
 
 

@@ -1,4 +1,5 @@
-"""Graph simplification: chains of affine operations with constants fold to one multiply-add.
+"""Graph simplification: chains of affine operations with constants fold to one multiply-add;
+boolean constants are stored as int32; unread constants are dropped.
 
 An inference-mode batch norm after a convolution is ``(y - mean) / sqrt(var + eps) * gamma
 + beta``: four elementwise operations per output element, two of them a subtraction and a
@@ -119,6 +120,53 @@ def fold_affine_chains(graph: Graph) -> Graph:
     return graph
 
 
+def prune_constants(graph: Graph) -> Graph:
+    """``graph`` without the constants no node and no output reads (in place): the
+    bfloat16 originals of weights whose cast to float32 was folded, for instance."""
+    used = {v for nd in graph.nodes for v in nd.inputs} | set(graph.outputs)
+    for v in [v for v in graph.constants if v not in used]:
+        del graph.constants[v]
+        del graph.types[v]
+    return graph
+
+
+def widen_boolean_constants(graph: Graph) -> Graph:
+    """``graph`` with every boolean constant of more than one element (a causal mask) held
+    as an int32 constant and a ``ne(c, 0)`` node where it was (in place): a task's
+    parameters are numbers, and the comparison is an index map, substituted where read.
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> import probsched as ps
+    >>> mask = np.tril(np.ones((3, 3), bool))
+    >>> g = ps.from_jax(lambda x: jnp.where(mask, x, 0.0), np.ones((3, 3), np.float32))
+    >>> [n.op for n in g.nodes], sorted(str(t) for v, t in g.types.items() if v in g.constants)
+    (['ne', 'select_n'], ['float32[3, 3]', 'int32[3, 3]', 'int32[]'])
+    """
+    import jax
+    from .ir import TensorType
+
+    masks = [v for v, a in graph.constants.items() if a.dtype == np.bool_ and a.size > 1]
+    if not masks:
+        return graph
+    front: List[Node] = []
+    renamed: Dict[int, int] = {}
+    for v in masks:
+        t = graph.types[v]
+        as_int = _new_value(graph, TensorType(t.shape, "int32"))
+        graph.constants[as_int] = graph.constants.pop(v).astype(np.int32)
+        zero = _new_value(graph, TensorType((), "int32"))
+        graph.constants[zero] = np.zeros((), np.int32)
+        out = _new_value(graph, t)
+        front.append(Node("ne", (as_int, zero), (out,), {}, jax.lax.ne_p, "a boolean constant"))
+        renamed[v] = out
+    graph.nodes = front + [
+        Node(n.op, tuple(renamed.get(v, v) for v in n.inputs), n.outputs, n.params, n.primitive, n.source)
+        for n in graph.nodes
+    ]
+    graph.outputs = [renamed.get(v, v) for v in graph.outputs]
+    return prune_constants(graph)
+
+
 def _new_value(graph: Graph, t) -> int:
     v = max(graph.types) + 1
     graph.types[v] = t
@@ -133,4 +181,4 @@ def _new_constant(graph: Graph, array: np.ndarray) -> int:
     return v
 
 
-__all__ = ["fold_affine_chains"]
+__all__ = ["fold_affine_chains", "prune_constants", "widen_boolean_constants"]

@@ -34,10 +34,10 @@ import numpy as np
 
 from ..errors import FrontEndError
 from ..ir.stmt import PrimFunc
-from ..schedule.layout import LAYOUT_FREE
+from ..ir.layout import LAYOUT_FREE
 from ..te import create_func, placeholder
 from ..workloads import Workload
-from ..workloads.workload import RTOL, tolerance
+from ..workloads.workload import RTOL, tolerance, widening
 from .fusion import COPY, Group, fuse
 from .ir import Graph, Node
 from .operands import Operand, ScalarOperand, Stages, TensorOperand
@@ -162,6 +162,31 @@ class Task:
     calls: List[TaskCall]
     lowered: LoweredGroup = field(repr=False)
     graph: Graph = field(repr=False)
+    #: what its products read: ``"float32"``, or ``"bfloat16"`` (:meth:`in_precision`)
+    precision: str = "float32"
+    #: float32 inputs the function rounds to its precision where a product reads them
+    rounded: Tuple[str, ...] = ()
+
+    def in_precision(self, precision: str) -> "Task":
+        """This task with its products in ``precision`` (see :mod:`.precision`): the same
+        calls and values, another function (so other records), a tolerance of that format;
+        a task without products is returned as it is.
+
+        >>> import numpy as np, jax, probsched as ps
+        >>> w = np.ones((8, 16), np.float32)
+        >>> (task,) = ps.from_jax(lambda x: jax.nn.relu(x @ w), np.ones((4, 8), np.float32)).tasks()
+        >>> half = task.in_precision("bf16")
+        >>> half.name, [(b.name, b.dtype) for b in half.func.input_buffers()], half.key != task.key
+        ('lambda/00_fused_matmul_maximum:bf16', [('x0', 'float32'), ('w0', 'bfloat16')], True)
+        """
+        from .precision import task_function
+
+        func, target, rounded = task_function(self, precision)
+        if target == self.precision or func == self.func:  # no products: nothing to change
+            return self
+        suffix = "" if target == "float32" else ":bf16"
+        return Task(self.name.split(":bf16")[0] + suffix, func, self.flops, self.calls, self.lowered, self.graph, target,
+                    rounded)
 
     @property
     def weight(self) -> int:
@@ -192,7 +217,10 @@ class Task:
     def workload(self) -> Workload:
         """The task as a :class:`~probsched.workloads.Workload` (random inputs, the JAX
         reference, a tolerance scaled to its reduction length and its outputs' size)."""
-        base = Workload(self.name, self.func, self.flops, (self.name,), reference_fn=self.reference)
+        # integer inputs are indices and masks (token ids, an attention mask): 0 and 1 read
+        # two rows of any table and set both sides of any mask (float samples cast to 0)
+        samplers = {b.name: _small_ints for b in self.func.input_buffers() if b.dtype.startswith("int")}
+        base = Workload(self.name, self.func, self.flops, (self.name,), reference_fn=widening(self.reference), samplers=samplers)
         expected = base.reference(*base.random_inputs(np.random.default_rng(0)))
         _, atol = tolerance(self.lowered.reduction_length)
         # outputs of order 1/n (softmax) need an atol of their own size: scale it down by
@@ -200,13 +228,39 @@ class Task:
         rms = max((float(np.sqrt(np.mean(np.square(e.astype(np.float64))))) for e in expected if e.size), default=1.0)
         if math.isfinite(rms) and 0 < rms < 1:
             atol *= rms
-        return Workload(self.name, self.func, self.flops, (self.name,), reference_fn=self.reference, rtol=RTOL, atol=atol)
+        reference, rtol = self.reference, RTOL
+        if self.precision != "float32":  # bfloat16 weights widened, rounded activations rounded alike
+            positions = [i for i, b in enumerate(self.func.input_buffers()) if b.name in self.rounded]
+            reference, rtol = widening(rounding(self.reference, positions, self.precision)), max(RTOL, tolerance(1, self.precision)[0])
+        return Workload(self.name, self.func, self.flops, (self.name,), reference_fn=reference, rtol=rtol, atol=atol,
+                        samplers=samplers)
 
     def describe(self) -> str:
         """``name: input shapes -> output shapes``."""
         ins = ", ".join(f"{b.dtype}{list(b.shape)}" for b in self.func.input_buffers())
         outs = ", ".join(f"{b.dtype}{list(b.shape)}" for b in self.func.output_buffers())
         return f"{self.func.name}({ins}) -> {outs}"
+
+
+def rounding(reference, positions: Sequence[int], precision: str):
+    """``reference`` reading its inputs at ``positions`` rounded to ``precision`` (as the
+    task's own copy of them rounds them) and widened back."""
+    from ..ir.dtypes import numpy_dtype
+
+    if not positions:
+        return reference
+
+    def rounded(*inputs: np.ndarray):
+        inputs = list(inputs)
+        for i in positions:
+            inputs[i] = np.asarray(inputs[i]).astype(numpy_dtype(precision)).astype(np.float32)
+        return reference(*inputs)
+
+    return rounded
+
+
+def _small_ints(rng: np.random.Generator, shape) -> np.ndarray:
+    return rng.integers(0, 2, size=shape).astype(np.int32)
 
 
 def _flops(graph: Graph, nodes: Sequence[Node]) -> int:

@@ -5,11 +5,13 @@
 ['matmul_3x32', 'matmul_4x16', 'matmul_4x24']
 """
 
+from ..ir.intrinsic import Intrinsic, get, list, register, unregister  # noqa: F401
 from .disk_cache import cache_dir, clear  # noqa: F401
 from .matmul import register_all as _register_matmul
-from .registry import Intrinsic, get, list, register  # noqa: F401
+from .matmul_bf16 import register_all as _register_matmul_bf16
 
 _register_matmul()
+_register_matmul_bf16()
 
 
 def _register_codegen() -> None:

@@ -14,22 +14,14 @@ True
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
-import shutil
-import sys
-import threading
-from pathlib import Path
 from types import ModuleType
 
-_LOCK = threading.Lock()
-_LOADED: dict = {}
+from .. import cache
 
 
 def cache_dir() -> str:
-    """The cache directory (created on demand)."""
-    root = os.environ.get("PROBSCHED_CACHE_DIR") or os.path.join(Path.home(), ".cache", "probsched")
-    return os.path.abspath(root)
+    """The cache directory (:func:`probsched.cache.root`)."""
+    return cache.root()
 
 
 def _fingerprint() -> str:
@@ -45,33 +37,12 @@ def _fingerprint() -> str:
 
 
 def load_module(stem: str, source: str) -> ModuleType:
-    """Import ``source`` as a module stored in the cache (written once, atomically)."""
+    """Import ``source`` as a module stored in the cache (written once, atomically), named by
+    ``stem`` and a hash of the source, the numba version and the CPU."""
     digest = hashlib.sha256((source + _fingerprint()).encode()).hexdigest()[:16]
-    name = f"probsched_kernel_{stem}_{digest}"
-    with _LOCK:
-        if name in _LOADED:
-            return _LOADED[name]
-        folder = os.path.join(cache_dir(), "kernels")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, name + ".py")
-        if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as fh:
-                fh.write(source)
-            os.replace(tmp, path)  # atomic: concurrent workers never read half a file
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        _LOADED[name] = module
-        return module
+    return cache.import_source(f"probsched_kernel_{stem}_{digest}", source)
 
 
 def clear() -> int:
     """Delete every cached kernel; returns the number of files removed."""
-    folder = os.path.join(cache_dir(), "kernels")
-    if not os.path.isdir(folder):
-        return 0
-    n = sum(len(files) for _, _, files in os.walk(folder))
-    shutil.rmtree(folder)
-    return n
+    return cache.clear(["kernels"])

@@ -13,8 +13,8 @@ from ..errors import BuildError
 from ..ir.expr import Const, Expr, Load, all_of, children, eq, substitute
 from ..ir.stmt import Block, Buffer
 from ..schedule.analysis import affine_in, conjuncts, is_multiple, simplify
-from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, tile_env, tile_nest, tile_ranges
-from .registry import get
+from ..ir.intrinsic import get
+from ..schedule.tensorize import AXES_KEY, TENSORIZE_KEY, flat_index, tile_env, tile_nest, tile_ranges
 
 
 def _pair(d: Expr, c: Expr, out: Dict[str, Tuple[Buffer, tuple]]) -> None:
@@ -23,15 +23,6 @@ def _pair(d: Expr, c: Expr, out: Dict[str, Tuple[Buffer, tuple]]) -> None:
         return
     for x, y in zip(children(d), children(c)):
         _pair(x, y, out)
-
-
-def _flat(buffer: Buffer, indices: tuple) -> Expr:
-    flat: Expr = Const(0, "int64")
-    stride = 1
-    for dim, ix in reversed(list(zip(buffer.shape, indices))):
-        flat = flat + ix * stride
-        stride *= dim
-    return simplify(flat)
 
 
 def emit_tensorized(block: Block, ctx) -> None:
@@ -57,7 +48,7 @@ def emit_tensorized(block: Block, ctx) -> None:
     args: List[str] = []
     for dname, dep_axes in intrin.operands():
         buf, indices = pairs[dname]
-        flat = _flat(buf, tuple(simplify(substitute(i, env_loops), ranges) for i in indices))
+        flat = flat_index(buf, tuple(simplify(substitute(i, env_loops), ranges) for i in indices))
         coefs = affine_in(flat, set(axes))
         if coefs is None:
             raise BuildError(f"tensorized block {block.name}: index of {buf.name} is not affine in the tile loops")

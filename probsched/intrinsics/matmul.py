@@ -22,11 +22,11 @@ vectorizer turn each row's N scalar FMAs into vector FMAs.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Callable, List
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
+from ..ir.intrinsic import register
 from .disk_cache import load_module
-from .registry import register
 
 # (M, N): AVX2 fits 12 accumulator registers of 8 lanes (6x16, 4x24, 3x32 fill them);
 # AVX-512's 32 registers of 16 lanes take the larger ones.
@@ -51,23 +51,41 @@ def matmul_source(m: int, n: int, zero_start: bool = False) -> str:
         "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sk, B, b_off, b_sj, b_sk, K):",
         f"    # {m}x{n} register block; c_sj and b_sj are 1 (tensorize checks it)",
     ]
+    lines += register_block(
+        m,
+        n,
+        start=lambda r, c: "np.float32(0.0)" if zero_start else f"C[np.uint64(crow{r} + {c})]",
+        loop=["for k in range(K):", "    brow = b_off + k * b_sk"] + [f"    b{c} = B[np.uint64(brow + {c})]" for c in range(n)],
+        row=lambda r: f"a{r} = A[np.uint64(a_off + {r} * a_si + k * a_sk)]",
+        update=lambda r, c: f"c{r}_{c} += a{r} * b{c}",
+        store=lambda r, c: f"C[np.uint64(crow{r} + {c})] = c{r}_{c}",
+    )
+    return "\n".join(lines) + "\n"
+
+
+def register_block(
+    m: int,
+    cols: int,
+    start: Callable[[int, int], str],
+    loop: List[str],
+    row: Callable[[int], str],
+    update: Callable[[int, int], str],
+    store: Callable[[int, int], str],
+) -> List[str]:
+    """Body lines of a register-blocked kernel: accumulators ``c{r}_{c}`` (``m`` rows of C,
+    ``cols`` each, row ``r`` at ``crow{r}``) set by ``start``; the reduction ``loop`` (its
+    header and the loads of B, relative to the loop's indent); per row the load of A
+    (``row``) and the ``update`` of each accumulator; then the ``store`` of each."""
+    lines = []
     for r in range(m):
         lines.append(f"    crow{r} = c_off + {r} * c_si")
-        for c in range(n):
-            start = "np.float32(0.0)" if zero_start else f"C[np.uint64(crow{r} + {c})]"
-            lines.append(f"    c{r}_{c} = {start}")
-    lines.append("    for k in range(K):")
-    lines.append("        brow = b_off + k * b_sk")
-    for c in range(n):
-        lines.append(f"        b{c} = B[np.uint64(brow + {c})]")
+        lines += [f"    c{r}_{c} = {start(r, c)}" for c in range(cols)]
+    lines += [f"    {text}" for text in loop]
     for r in range(m):
-        lines.append(f"        a{r} = A[np.uint64(a_off + {r} * a_si + k * a_sk)]")
-        for c in range(n):
-            lines.append(f"        c{r}_{c} += a{r} * b{c}")
-    for r in range(m):
-        for c in range(n):
-            lines.append(f"    C[np.uint64(crow{r} + {c})] = c{r}_{c}")
-    return "\n".join(lines) + "\n"
+        lines.append(f"        {row(r)}")
+        lines += [f"        {update(r, c)}" for c in range(cols)]
+    lines += [f"    {store(r, c)}" for r in range(m) for c in range(cols)]
+    return lines
 
 
 def matmul_description(m: int, n: int, k: int = 4):
@@ -97,32 +115,32 @@ def _loader(m: int, n: int, zero_start: bool = False) -> Callable[[], Callable]:
     return _implementation(m, n, zero_start)
 
 
-def _variant(n: int) -> Callable[[int], Callable[[], Callable]]:
-    """Loaders of the ``m x n`` kernels (``m`` rows of a partial tile)."""
-    return lambda m: _loader(m, n)
+def register_shapes(prefix: str, shapes, description: Callable, loader: Callable, meta: dict, **options) -> None:
+    """Register ``{prefix}_{M}x{N}`` for each shape (idempotent): ``description(m, n)``,
+    ``loader(m, n, zero_start=False)`` the loader of the compiled kernel; the meta every
+    matmul family shares (rows as the remainder axis, partial-tile and zero-start variants)
+    plus ``meta``; ``options``: :func:`~probsched.ir.intrinsic.register`'s."""
+    from ..ir import intrinsic as registry
 
-
-def _zero_start_variant(m: int, n: int) -> Callable[[Optional[int]], Callable[[], Callable]]:
-    """Loaders of the zero-start kernels: ``rows`` of a partial tile, None for all ``m``."""
-    return lambda rows: _loader(m if rows is None else rows, n, True)
+    for m, n in shapes:
+        name = f"{prefix}_{m}x{n}"
+        if name in registry.list():
+            continue
+        register(
+            name,
+            description(m, n),
+            loader(m, n),
+            meta={
+                "kind": "matmul", "M": m, "N": n, "remainder_axis": "v_i",
+                # loaders of the kernel for ``rows`` of a partial tile, and of the zero-start one (None: all m)
+                "variant": lambda rows, n=n: loader(rows, n),
+                "zero_start_variant": lambda rows, m=m, n=n: loader(m if rows is None else rows, n, True),
+                **meta,
+            },
+            **options,
+        )
 
 
 def register_all() -> None:
     """Register every shipped matmul shape (idempotent)."""
-    from .registry import _REGISTRY
-
-    for m, n in SHAPES:
-        name = f"matmul_{m}x{n}"
-        if name in _REGISTRY:
-            continue
-        register(
-            name,
-            matmul_description(m, n),
-            _loader(m, n),
-            panel_axis="v_k",
-            unit_stride={"C": ("v_j",), "B": ("v_j",)},
-            meta={
-                "kind": "matmul", "M": m, "N": n, "remainder_axis": "v_i",
-                "variant": _variant(n), "zero_start_variant": _zero_start_variant(m, n),
-            },
-        )
+    register_shapes("matmul", SHAPES, matmul_description, _loader, {}, panel_axis="v_k", unit_stride={"C": ("v_j",), "B": ("v_j",)})

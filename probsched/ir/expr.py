@@ -18,22 +18,14 @@ i * 4 + j
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence, Union
+from typing import Callable, Iterable, Sequence, Union
 
 from ..errors import IRError
+from .dtypes import BF16, BOOL, DTYPES, FLOAT_DTYPES, INDEX, INT_DTYPES, arithmetic_dtype, round_to  # noqa: F401
+from .dtypes import is_float as _is_float
 from .node import Node
 
-INDEX = "int64"
-BOOL = "bool"
-FLOAT_DTYPES = ("float32", "float64")
-INT_DTYPES = ("int32", "int64")
-DTYPES = FLOAT_DTYPES + INT_DTYPES + (BOOL,)
-
 ExprLike = Union["Expr", int, float, bool]
-
-
-def _is_float(dtype: str) -> bool:
-    return dtype in FLOAT_DTYPES
 
 
 class Expr(Node):
@@ -150,6 +142,8 @@ class Const(Expr):
             raise IRError(f"unknown dtype {dtype!r}; expected one of {DTYPES}")
         if dtype == BOOL:
             value = bool(value)
+        elif dtype == BF16:
+            value = round_to(BF16, value)  # the value it stands for: structural identity is exact
         elif _is_float(dtype):
             value = float(value)
         else:
@@ -314,14 +308,15 @@ def as_expr(x: ExprLike, like: str | None = None) -> Expr:
 
 
 def _promote(a: Expr, b: Expr, op: str) -> str:
+    """The type ``op`` computes in: bfloat16 operands are computed in float32."""
     if a.dtype == b.dtype:
-        return a.dtype
+        return arithmetic_dtype(a.dtype)
     if _is_float(a.dtype) and _is_float(b.dtype):
-        return "float64"
+        return "float64" if "float64" in (a.dtype, b.dtype) else "float32"
     if _is_float(a.dtype) and b.dtype in INT_DTYPES:
-        return a.dtype
+        return arithmetic_dtype(a.dtype)
     if _is_float(b.dtype) and a.dtype in INT_DTYPES:
-        return b.dtype
+        return arithmetic_dtype(b.dtype)
     if a.dtype in INT_DTYPES and b.dtype in INT_DTYPES:
         return INDEX
     raise IRError(f"'{op}' of {a.dtype} expression {a} and {b.dtype} expression {b} is not defined")
@@ -369,10 +364,11 @@ def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
         raise IRError(f"unknown binary operator {op!r}")
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         a = const(a)
+    # a Python number beside a bfloat16 operand is a float32 constant: the operation is float32
     if not isinstance(a, Expr):
-        a = as_expr(a, b.dtype)  # type: ignore[union-attr]
+        a = as_expr(a, arithmetic_dtype(b.dtype))  # type: ignore[union-attr]
     if not isinstance(b, Expr):
-        b = as_expr(b, a.dtype)
+        b = as_expr(b, arithmetic_dtype(a.dtype))
     if op in LOGICAL:
         if a.dtype != BOOL or b.dtype != BOOL:
             raise IRError(f"'{op}' needs boolean operands, got {a.dtype} {a} and {b.dtype} {b}")
@@ -531,7 +527,7 @@ def cast(dtype: str, value: ExprLike) -> Expr:
 
 def _math(name: str, x: ExprLike) -> Expr:
     x = as_expr(x)
-    if x.dtype in INT_DTYPES and name != "abs":
+    if (x.dtype in INT_DTYPES and name != "abs") or x.dtype == BF16:
         x = cast("float32", x)
     if x.dtype == BOOL:
         raise IRError(f"{name} of a boolean expression {x}")
@@ -580,7 +576,7 @@ def power(x: ExprLike, y: ExprLike) -> Expr:
     <Call pow(x, 2.0)>
     """
     a, b = as_expr(x), as_expr(y)
-    if a.dtype in INT_DTYPES:
+    if a.dtype in INT_DTYPES or a.dtype == BF16:
         a = cast("float32", a)
     if a.dtype == BOOL or b.dtype == BOOL:
         raise IRError(f"pow of a boolean expression ({a}, {b})")
@@ -658,6 +654,18 @@ def substitute(e: Expr, mapping: dict) -> Expr:
         return rebuild(x, new)
 
     return go(e)
+
+
+def map_loads(e: Expr, fn: Callable[[Load], Expr]) -> Expr:
+    """Rewrite every load in ``e`` (inner loads first) with ``fn``."""
+    ch = children(e)
+    if ch:
+        new = [map_loads(c, fn) for c in ch]
+        if any(n is not c for n, c in zip(new, ch)):
+            e = rebuild(e, new)
+    if isinstance(e, Load):
+        return fn(e)
+    return e
 
 
 def walk(e: Expr) -> Iterable[Expr]:

@@ -10,6 +10,8 @@ of the IR. Semantics (TVM's TensorIR):
 - ``Select`` evaluates only the taken branch; ``and``/``or`` short-circuit;
 - ``//`` and ``%`` follow Python's floor semantics; float32 arithmetic stays float32
   (numpy scalars); float results of division by zero are inf/nan, silently;
+- bfloat16 buffers are ``ml_dtypes.bfloat16`` arrays: loads give bfloat16 scalars, which
+  the IR widens to float32 before any arithmetic, and a store rounds to nearest even;
 - every load and store is bounds-checked (numpy would wrap negative indices silently);
 - intermediate buffers (``global`` and ``local`` allocs) start filled with NaN (0 for
   integers), so a read before a write shows up in the result.
@@ -75,6 +77,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import IRError, KernelArgumentError
+from .dtypes import is_float, numpy_dtype
 from .expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var
 from .stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, Loop, PrimFunc, Store, StmtLike
 
@@ -84,7 +87,10 @@ Env = List[object]
 ExprFn = Callable[[Env], object]
 StmtFn = Callable[[Env], None]
 
-_NUMPY_DTYPE = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+_NUMPY_DTYPE = {
+    "float32": np.float32, "float64": np.float64, "bfloat16": numpy_dtype("bfloat16").type,
+    "int32": np.int32, "int64": np.int64, "bool": np.bool_,
+}
 
 
 def _nan_max(a, b):
@@ -132,7 +138,7 @@ def _math_fn(name: str, dtype: str) -> Callable:
 
 
 def _cast_fn(dtype: str) -> Callable:
-    if dtype in ("float32", "float64"):
+    if is_float(dtype):
         return _NUMPY_DTYPE[dtype]
     if dtype in ("int32", "int64"):
         return int  # Python int: truncation toward zero, like a C cast
@@ -234,7 +240,7 @@ class Compiler:
                 ) from None
             return lambda env: env[slot]
         if isinstance(e, Const):
-            v = _NUMPY_DTYPE[e.dtype](e.value) if e.dtype.startswith("float") else e.value
+            v = _NUMPY_DTYPE[e.dtype](e.value) if is_float(e.dtype) else e.value
             return lambda env: v
         if isinstance(e, BinOp):
             return self._binop(e, scope)
@@ -406,11 +412,11 @@ class Compiler:
 
 def _fill_value(buf: Buffer):
     """What an unwritten element of ``buf`` holds: NaN, or 0 (False) for integers (booleans)."""
-    return np.nan if buf.dtype.startswith("float") else 0
+    return np.nan if is_float(buf.dtype) else 0
 
 
 def _fresh(buf: Buffer) -> np.ndarray:
-    return np.full(buf.shape, _fill_value(buf), dtype=buf.dtype)
+    return np.full(buf.shape, _fill_value(buf), dtype=numpy_dtype(buf.dtype))
 
 
 def _refills(func: PrimFunc, lowered: bool) -> Dict[str, List[Buffer]]:
@@ -449,7 +455,7 @@ def interpret(func: PrimFunc, *arrays: np.ndarray, lowered: bool = False) -> Non
         )
     mem: Dict[str, np.ndarray] = {}
     for buf, a in zip(func.params, arrays):
-        if not isinstance(a, np.ndarray) or a.shape != buf.shape or a.dtype != np.dtype(buf.dtype):
+        if not isinstance(a, np.ndarray) or a.shape != buf.shape or a.dtype != numpy_dtype(buf.dtype):
             got = f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
             raise KernelArgumentError(f"{func.name}: parameter {buf} got {got}")
         mem[buf.name] = a

@@ -43,6 +43,11 @@ class Node:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
 
+    def __reduce__(self):
+        # pickled field by field (what a saved model's generated-module record holds);
+        # restored without __init__, as replace() copies fields
+        return _restore, (type(self), tuple(getattr(self, f) for f in self._fields))
+
     #: field -> test that a value is already in the form ``__init__`` would store: a
     #: ``replace`` changing only such fields skips ``__init__`` (see :meth:`replace`)
     _as_given: dict = {}
@@ -51,9 +56,10 @@ class Node:
         """A copy with some fields changed (through ``__init__``, so checks run again).
 
         When every change passes its class's ``_as_given`` test, the fields are copied
-        without ``__init__``. Replaying one DEP:0 candidate rebuilds ~280 loops on the
+        without ``__init__``. Replaying one candidate rebuilds hundreds of loops on the
         paths its primitives change, and re-checking what did not change (kind, extent,
-        annotations) made each rebuild cost 5.9 µs instead of 2.5.
+        annotations) would more than double the cost of each rebuild
+        (``python benchmarks/bench_search.py`` times the replays).
 
         >>> from probsched.ir.expr import Var
         >>> from probsched.ir.stmt import Loop
@@ -75,3 +81,19 @@ class Node:
     @classmethod
     def _init_fields(cls) -> tuple:
         return cls._fields
+
+
+def _restore(cls: type, values: tuple) -> Node:
+    """A node of ``cls`` with its ``_fields`` set to ``values`` (the inverse of pickling it).
+
+    >>> import pickle
+    >>> from probsched.ir.expr import Var
+    >>> from probsched.ir.stmt import Loop
+    >>> loop = Loop(Var("i"), 4, "parallel", (), {"note": 1})
+    >>> pickle.loads(pickle.dumps(loop)) == loop
+    True
+    """
+    node = object.__new__(cls)
+    for f, v in zip(cls._fields, values):
+        object.__setattr__(node, f, v)
+    return node

@@ -27,7 +27,7 @@ def _const_str(c: Const) -> str:
         if math.isnan(v):
             return "nan"
         s = repr(v)
-        return s if c.dtype == "float32" else f"float64({s})"
+        return s if c.dtype == "float32" else f"{c.dtype}({s})"
     return repr(v)
 
 

@@ -23,6 +23,7 @@ import math
 from typing import Any, Callable, Dict, Tuple
 
 from ..errors import IRError
+from .dtypes import is_float
 from .expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var
 from .stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store, StmtLike
 
@@ -90,7 +91,7 @@ def decode_expr(x: Any, buffers: Dict[str, Buffer]) -> Expr:
         return Var(x[1], x[2])
     if tag == "const":
         v = x[1]
-        return Const(_dec_float(v) if x[2].startswith("float") else v, x[2])
+        return Const(_dec_float(v) if is_float(x[2]) else v, x[2])
     if tag == "bin":
         return BinOp(x[1], decode_expr(x[2], buffers), decode_expr(x[3], buffers), x[4])
     if tag == "not":

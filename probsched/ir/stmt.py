@@ -21,7 +21,7 @@ def double(A: float32[4], B: float32[4]):
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple, Union
 
 from ..errors import IRError
 from .expr import BOOL, DTYPES, INT_DTYPES, Const, Expr, Load, Var, as_expr, free_vars, loads
@@ -263,6 +263,19 @@ class Loop(Stmt):
 
 StmtLike = Union[Stmt, Tuple[Stmt, ...]]
 """A statement or a tuple of statements (a loop's or a function's body)."""
+
+
+def map_blocks(s: StmtLike, fn: Callable[[Block], Block]) -> StmtLike:
+    """Apply ``fn`` to every block in ``s`` (statement or tuple), rebuilding the tree."""
+    if isinstance(s, tuple):
+        return tuple(map_blocks(x, fn) for x in s)
+    if isinstance(s, Loop):
+        return s.replace(body=map_blocks(s.body, fn))
+    if isinstance(s, Block):
+        if isinstance(s.body, tuple):
+            s = s.replace(body=map_blocks(s.body, fn))
+        return fn(s)
+    return s
 
 
 def iter_stmts(s: StmtLike) -> Iterator[Stmt]:

@@ -27,14 +27,15 @@ PRAGMA = "pragma_auto_unroll_max_step"
 
 # Unrolled copies of a block with a conditional (a padding select, a partial-tile guard)
 # each add basic blocks, and numba's SSA and type inference are super-linear in basic
-# blocks: 256 unrolled padding stores took 300 s to compile where the loop took 3 s. Such
-# bodies are unrolled only up to this many copies (straight-line bodies keep the pragma's).
+# blocks: hundreds of unrolled padding stores compile about a hundred times slower than
+# the loop. Such bodies are unrolled only up to this many copies (straight-line bodies keep
+# the pragma's).
 BRANCHY_BUDGET = 16
 
 # Copies of a body that still holds a loop (a vectorized row, a kernel's inner loop) are
-# separate loops for numba and LLVM to compile and vectorize one by one: 32 copies of a
-# 16-wide vectorized packing loop took 19 s to compile against 4 s as a loop. Such loops
-# are unrolled only when this short.
+# separate loops for numba and LLVM to compile and vectorize one by one: dozens of copies
+# of a vectorized packing loop compile several times slower than the loop. Such loops are
+# unrolled only when this short.
 LOOP_COPIES = 4
 
 

@@ -72,7 +72,8 @@ from ..schedule import InstructionLog, Schedule
 from ..target import Target
 from ..workloads import Workload, as_workload
 from .address import cluster_address, nothing_listens
-from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, DEFAULT_MIN_REPEAT_MS, LocalMeasurer, MeasureError
+from .local import DEFAULT_MAX_COMPILES, DEFAULT_MAX_RSS_MB, DEFAULT_MIN_REPEAT_MS, MeasureError
+from .protocol import instruction_log_json
 from .reference import from_workload
 from .remote import host_description, measure_task, reference_data
 from .result import LOST, WRONG_RESULT, MeasureResult
@@ -380,7 +381,7 @@ class DaskMeasurer:
         log.warning("DaskMeasurer: a worker can measure again; the waiting candidates go to it")
 
     def _logs(self, schedules, func: PrimFunc) -> List[str]:
-        return [LocalMeasurer._log_json(s, func, i) for i, s in enumerate(schedules)]
+        return [instruction_log_json(s, func, i) for i, s in enumerate(schedules)]
 
     # ------------------------------------------------------------------ measuring
     def submit(

@@ -7,14 +7,14 @@ protocol of :mod:`.timer`. A worker that crashes (segfault, out of memory), hang
 timeout or raises yields a failed :class:`~.result.MeasureResult` with the error text; it
 is replaced and the batch goes on.
 
-Design choices (2 cores, shared):
+Design choices (a few cores, shared with other work):
 
 - **Workers** are fresh interpreters running the package's own entry point,
   ``python -m probsched.measure.worker`` (:mod:`.process`), connected by a socket pair:
   forking a process that has numba's threads is unsafe, and unlike ``multiprocessing``'s
   ``spawn`` they never import the caller's main module, so scripts, notebooks and REPLs
-  measure without an ``if __name__ == "__main__":`` guard. Starting one costs ~2 s of CPU
-  (numba import and initialisation); it happens in the background.
+  measure without an ``if __name__ == "__main__":`` guard. A worker's start-up (numba's
+  import and initialisation) costs seconds of CPU; it happens in the background.
 - **One kernel timed at a time.** A worker that has compiled its kernel waits for the
   caller's go-ahead before it runs: the caller grants it to one worker at a time. (A
   lock shared between processes would stay locked forever when its holder is killed for
@@ -25,22 +25,21 @@ Design choices (2 cores, shared):
   other kernel is; any worker still compiling (or starting) is stopped with SIGSTOP for
   the length of that timing and continued after it (its compile deadline waits with it;
   the running worker itself continues them when it is done, so a killed caller never
-  leaves them stopped). numba compiles on one thread while kernels use every core, so on
-  2 cores a compile running beside a timing takes a core from it: measured on 8 GMM:2
-  candidates (parallel kernels, other tenants at load ~6), letting compiles run during
-  timings (``overlap_builds=True``) made 13 of 16 medians 1.2-3.1x slower (about 2x
-  typically; the other 3 were 0.7-0.8x: it depends on what compiled when, so it scrambles
-  the ranking), for the same wall time (26-30 s against 29-33 s). Pausing costs a compile slot the length of each timing, ~0.5 s per
-  trial on GMM:2. ``overlap_builds=True`` is the choice when throughput matters more than
-  the ranking's noise (or when kernels use fewer threads than there are cores).
+  leaves them stopped). numba compiles on one thread while kernels use every core, so a
+  compile running beside a timing takes a core from the kernel: its median comes out
+  slower by an amount that depends on what compiled when, which scrambles the ranking.
+  Pausing costs a compile slot the length of each timing. ``overlap_builds=True`` is the
+  choice when throughput matters more than the ranking's noise (or when kernels use fewer
+  threads than there are cores).
 - **Across measurers on one machine** (``host_lock=True``: the measuring threads of Dask
   workers, :mod:`.remote`), the go-ahead also needs the machine's
   :class:`~.hostlock.HostLock`, an ``flock`` the kernel releases when its holder dies; while
   another measurer holds it, this one's compiling and starting workers are stopped as for
-  its own timings (it looks every 20 ms).
+  its own timings (polling the lock until it is free).
 - **Workers are recycled** after ``max_compiles_per_worker`` fresh compiles, or when
   their resident memory passes ``max_worker_rss_mb``: numba never frees a compiled
-  function (measured: see :data:`DEFAULT_MAX_COMPILES`).
+  function, so a worker's memory grows with every kernel it builds
+  (``python benchmarks/bench_measure.py --memory`` follows it).
 - **Reference data** (inputs, expected outputs) is made once per workload and shared by
   workers through a file (:mod:`.reference`).
 - **Timing stops early** for a candidate clearly slower than the best (``early_stop``, 2.0
@@ -48,11 +47,10 @@ Design choices (2 cores, shared):
   best median this measurer has timed in full for the workload, the worker stops and the
   result says ``stopped_early``. Such a candidate cannot be the fastest of its run (one
   timed in full was at least twice as fast), the tuner never names it best without timing
-  it in full (:mod:`probsched.selection`), and its record says it
-  (``TuningRecord.stopped_early``). Measured on the records of four 64-trial tunes, 5 to
-  49 of 64 candidates would stop, none of whose full medians was within the factor, none
-  in the run's top 8 (``benchmarks/README.md``, tuning throughput). The calibration's last pass counts as
-  the first repeat (``reuse_calibration``, :mod:`.timer`).
+  it in full (:mod:`probsched.tuning.selection`), and its record says it
+  (``TuningRecord.stopped_early``; ``benchmarks/bench_throughput.py`` counts how many
+  stop in a run). The calibration's last pass counts as the first repeat
+  (``reuse_calibration``, :mod:`.timer`).
 - **Candidates to compare with each other** go to one worker together
   (:meth:`LocalMeasurer.measure_together`): it builds them all, then times them interleaved
   round by round, so that the machine's drift between separate measurements does not rank
@@ -94,38 +92,34 @@ from ..workloads import Workload, as_workload
 from ..target import Target
 from .hostlock import HostLock
 from .process import WorkerProcess
+from .protocol import instruction_log_json
 from .reference import from_workload
 from .result import CRASH, TIMEOUT, WRONG_RESULT, MeasureResult
 from .stats import MeasureStats
 
 log = logging.getLogger("probsched.measure")
 
-#: Fresh compiles a worker makes before it is replaced. Measured with
-#: ``benchmarks/bench_measure.py --memory -n 30`` (GMM:2, default space, one worker): a
-#: worker is at ~165 MiB once numba is initialised and ~204 MiB after its first kernel,
-#: then grows 7.2 MiB per compile on average (362 MiB after 23), in steps: most kernels add
-#: under 1 MiB, a few large unrolled ones 60-75 MiB. 48 compiles keep a worker near
-#: 200 + 48 * 7.2 = ~550 MiB (2 workers ~1.1 GiB, leaving the tuner ~0.9 GiB of a 2 GiB
-#: budget); :data:`DEFAULT_MAX_RSS_MB` catches the unlucky streaks. A restart costs ~2-5 s
-#: of CPU: about 42 of them in a 2,000-trial tune, a few per cent of its time.
+#: Fresh compiles a worker makes before it is replaced. Most kernels add little to a
+#: worker's memory and a few large unrolled ones add much; this many keeps two workers and
+#: the tuner within a small machine's memory, and a restart (seconds of CPU) is rare enough
+#: not to matter. ``python benchmarks/bench_measure.py --memory`` measures the growth.
 DEFAULT_MAX_COMPILES = 48
-#: Resident MiB after which a worker is replaced even before :data:`DEFAULT_MAX_COMPILES`.
+#: Resident MiB after which a worker is replaced even before :data:`DEFAULT_MAX_COMPILES`
+#: (catches a streak of large kernels).
 DEFAULT_MAX_RSS_MB = 768.0
 #: ``min_repeat_ms`` of a :class:`LocalMeasurer` (and :class:`~.dask.DaskMeasurer`): one
-#: repeat of a candidate lasts at least this long. 25 since 2026-12-05 (50 before):
-#: measured with ``benchmarks/bench_throughput_levers.py protocol`` (24 tuned candidates of
-#: DEP:0 and of C2D:2, each protocol four passes, against all 24 timed together), 5 x 25 ms
-#: ranked as 5 x 50 ms did (Spearman 0.935 / 0.727 against 0.935 / 0.755, top-8 overlap 0.84 /
-#: 0.56 against 0.88 / 0.56, median error 5.9 / 2.9% against 5.2 / 2.5%) in half the time
-#: (0.18 / 0.15 s per candidate against 0.34 / 0.30). The final re-timing of the best
-#: candidates (15 interleaved rounds) is what names the best.
+#: repeat of a candidate lasts at least this long. Chosen as the shortest repeat that
+#: ranks tuned candidates as well as twice as long a repeat does, within the pass-to-pass
+#: noise (``python benchmarks/bench_throughput_levers.py protocol`` compares protocols);
+#: the final re-timing of the best candidates (interleaved rounds) is what names the best.
 DEFAULT_MIN_REPEAT_MS = 25.0
 #: ``early_stop`` of a :class:`LocalMeasurer`: stop timing a candidate whose first two
 #: repeats were both slower than this many times the best median timed in full so far.
 DEFAULT_EARLY_STOP = 2.0
 #: ``together_warm_up`` of a :class:`LocalMeasurer`: before each timed repeat of a
-#: :meth:`~LocalMeasurer.measure_together` round, a tenth of a repeat runs untimed (a whole
-#: one until 2026-12-04: the re-timing took twice as long and picked alike).
+#: :meth:`~LocalMeasurer.measure_together` round, a tenth of a repeat runs untimed (enough
+#: to bring the candidate's data into cache and the threads awake; a whole repeat doubled
+#: the re-timing and picked alike).
 DEFAULT_TOGETHER_WARM_UP = 0.1
 
 STARTING, IDLE, COMPILING, READY, RUNNING = "starting", "idle", "compiling", "ready", "running"
@@ -329,9 +323,9 @@ class LocalMeasurer:
         """Return once no worker is starting.
 
         A worker replaced after a batch (recycled, or after a crash) starts at once, and its
-        start-up compiles numba's warm-up kernels: 2-5 s of one core. The measurer pauses it
+        start-up compiles numba's warm-up kernels: seconds of one core. The measurer pauses it
         while it times a kernel itself, but not while its caller does. A caller about to time
-        kernels in its own process (:meth:`~probsched.tuner.TuneResult.compare`) settles
+        kernels in its own process (:meth:`~probsched.tuning.TuneResult.compare`) settles
         the measurer first; :func:`~probsched.tune` does before it returns, so the wait
         (at most one start-up) is paid once per tune.
         """
@@ -385,18 +379,6 @@ class LocalMeasurer:
             "flush_cache": self.flush_cache,
             "reuse_calibration": self.reuse_calibration,
         }
-
-    @staticmethod
-    def _log_json(candidate, func: PrimFunc, index: int) -> str:
-        if isinstance(candidate, Schedule):
-            if candidate.func is not func and candidate.func != func:
-                raise ValueError(f"measure: schedule {index} schedules another function than the workload's")
-            return candidate.instructions.to_json()
-        if isinstance(candidate, InstructionLog):
-            return candidate.to_json()
-        if isinstance(candidate, str):
-            return candidate
-        raise TypeError(f"measure: candidate {index} is a {type(candidate).__name__}, expected a Schedule or InstructionLog")
 
     # ------------------------------------------------------------------ measuring
     def measure(
@@ -457,7 +439,7 @@ class LocalMeasurer:
         if self.closed:
             raise MeasureError("measure: this LocalMeasurer is closed")
         job = self._job(workload, reference)
-        return job, [self._log_json(s, job["func"], i) for i, s in enumerate(schedules)], dict(faults or {})
+        return job, [instruction_log_json(s, job["func"], i) for i, s in enumerate(schedules)], dict(faults or {})
 
     def _budget(self, unit: dict) -> tuple:
         """(compile, run) timeouts of a task: a group's members each get the single budgets,

@@ -31,12 +31,10 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Optional
 
-import probsched
-
-#: The folder holding the ``probsched`` and ``handlers`` packages: put first on the worker's
-#: ``PYTHONPATH`` so that it imports the same code as its caller (a source checkout that is
-#: not installed included).
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(probsched.__file__)))
+#: The folder holding the ``probsched`` and ``handlers`` packages (this file is
+#: ``probsched/measure/process.py``): put first on the worker's ``PYTHONPATH`` so that it
+#: imports the same code as its caller (a source checkout that is not installed included).
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 #: The worker leads a process group of its own: Ctrl-C at a terminal reaches the caller

@@ -39,8 +39,10 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 import numpy as np
 
-from ..codegen.aligned import aligned_copy, aligned_empty
+from ..aligned import aligned_copy, aligned_empty
+from ..ir.dtypes import BF16, as_storage, numpy_dtype
 from ..ir.stmt import Block, PrimFunc
+from ..precision import precision_of
 from ..workloads import Workload, signed_uniform, tolerance
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ class Reference:
 
     def __post_init__(self) -> None:
         # kernels are timed on these arrays: cache-line aligned, as TVM's are, so that no
-        # measurement depends on where the heap put them (see probsched.codegen.aligned)
+        # measurement depends on where the heap put them (see probsched.aligned)
         self.inputs = {k: aligned_copy(v) for k, v in self.inputs.items()}
         self._screens: Dict[str, tuple] = {}  # output name -> (tolerance, scratch) of the fast check
 
@@ -78,7 +80,10 @@ class Reference:
         """Write a ``.npz`` file atomically (readers never see a partial file)."""
         arrays = {f"in:{k}": v for k, v in self.inputs.items()}
         arrays.update({f"out:{k}": v for k, v in self.expected.items()})
-        arrays["meta"] = np.array(json.dumps({"rtol": self.rtol, "atol": self.atol}))
+        # .npz keeps numpy's own dtypes only: a bfloat16 array goes as its bits, named here
+        bf16 = sorted(k for k, v in arrays.items() if v.dtype == numpy_dtype(BF16))
+        arrays.update({k: as_storage(arrays[k]) for k in bf16})
+        arrays["meta"] = np.array(json.dumps({"rtol": self.rtol, "atol": self.atol, "bfloat16": bf16}))
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
@@ -105,8 +110,13 @@ class Reference:
         """Read a file written by :meth:`save`."""
         with np.load(path) as data:
             meta = json.loads(str(data["meta"]))
-            inputs = {k[3:]: data[k] for k in data.files if k.startswith("in:")}
-            expected = {k[4:]: data[k] for k in data.files if k.startswith("out:")}
+            bf16 = set(meta.get("bfloat16", ()))
+
+            def read(k: str) -> np.ndarray:
+                return data[k].view(numpy_dtype(BF16)) if k in bf16 else data[k]
+
+            inputs = {k[3:]: read(k) for k in data.files if k.startswith("in:")}
+            expected = {k[4:]: read(k) for k in data.files if k.startswith("out:")}
         return Reference(inputs, expected, meta["rtol"], meta["atol"])
 
     def check(self, func: PrimFunc, outputs: Dict[str, np.ndarray]) -> None:
@@ -119,7 +129,7 @@ class Reference:
         the rule (checked: :func:`screen_tolerance`), and anything else (a mismatch, NaN,
         an overflow) gets the exact float64 check and its message. Every candidate is
         checked, so this is a per-candidate cost: 3 float32 passes over the outputs instead
-        of 8 float64 ones (C3D:1's 3.2 M outputs: ~15 ms instead of ~65).
+        of 8 float64 ones, which matters for large outputs such as C3D:1's.
         """
         names = [b.name for b in func.output_buffers()]
         if all(self._screen(n, outputs[n]) for n in names):
@@ -212,14 +222,17 @@ def func_inputs(func: PrimFunc, seed: int = 0) -> Dict[str, np.ndarray]:
 
 
 def func_tolerance(func: PrimFunc) -> Tuple[float, float]:
-    """The workloads' tolerance rule with the longest reduction of any block of ``func``.
+    """The workloads' tolerance rule with the longest reduction of any block of ``func``, in
+    its precision (:func:`probsched.precision.precision_of`).
 
     >>> import probsched as ps
     >>> func_tolerance(ps.workloads.small("GMM").func) == ps.workloads.tolerance(5)
+    True
+    >>> func_tolerance(ps.workloads.small("GMM", "bf16").func) == ps.workloads.tolerance(5, "bf16")
     True
     """
     longest = 1
     for blk in func.blocks():
         if isinstance(blk, Block):
             longest = max(longest, math.prod(iv.extent for iv in blk.iters if iv.kind == "R"))
-    return tolerance(longest)
+    return tolerance(longest, precision_of(func))

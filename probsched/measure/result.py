@@ -29,7 +29,7 @@ A result whose timing was stopped early (``stopped_early``: after fewer repeats 
 because even its fastest repeat was slower than twice the best median measured so far; see
 :mod:`.timer`) is ``ok``, and its median ranks it: it cannot be the fastest of its run,
 since a fully timed candidate was at least twice as fast, and the tuner never names it best
-without timing it in full (:mod:`probsched.selection`).
+without timing it in full (:mod:`probsched.tuning.selection`).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ cluster. Every simulated result says ``"simulated"`` in its ``error_message``; i
 made up from the candidate's instruction log (stable, so a search sees a landscape), and is
 never a measurement.
 
-The default durations are what a GMM:2 candidate costs on one 2-core machine of this project
-(``benchmarks/bench_measure.py``: compile 0.81 s, check and timing 0.49 s per trial).
+The default durations are of the order of a GMM:2 candidate's compile and of its check and
+timing on a 2-core machine (``python benchmarks/bench_measure.py`` measures them).
 
 >>> sim = Simulation(compile_seconds=0.01, run_seconds=0.01, spread=0.0)
 >>> d = simulated_task({"logs": ["[]"], "options": {}, "simulate": sim.to_data()}, None)

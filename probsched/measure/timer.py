@@ -27,10 +27,10 @@ workers use both, :mod:`.worker`):
 (2, True)
 
 Implementations compared with each other are timed *interleaved*
-(:func:`time_interleaved`): on this 2-vCPU virtual machine the speed of a two-thread
-kernel drifts by up to 2x over seconds (measured: the same C2D-2 kernel's 50 ms means
-went 1.9 -> 3.5 -> 1.9 ms within 10 s, nothing else running in the guest), so timing one
-implementation after the other compares the drift, not the implementations.
+(:func:`time_interleaved`): on a small shared virtual machine the speed of a two-thread
+kernel drifts over seconds, by up to a factor of two with nothing else running in the
+guest, so timing one implementation after the other compares the drift, not the
+implementations.
 """
 
 from __future__ import annotations
@@ -107,13 +107,14 @@ def time_interleaved(
     each implementation's median is then taken over the same stretch of time as the others'.
 
     Before each repeat: ``settle_s`` of sleep, then ``warm_up`` of a repeat untimed (at
-    least one call; 1.0, the default, is a whole repeat). Measured on GMM-2 (our best
-    kernel, numpy, jax.jit in one process): right after numpy's calls our two-thread kernel
-    ran 2x slower for ~0.1 s (OpenBLAS's threads keep spinning for work), and a repeat
-    started cold after a pause ran ~2x slower too (threads asleep); without both, the
-    interleaved median of our kernel was 3.5-4.6 ms against 1.9-2.4 ms alone. Kernels of
-    ours alone, without pauses (the tuner's re-timing), only need their data back in cache
-    and their threads awake: a tenth of a repeat does that (``benchmarks/README.md``, tuning throughput).
+    least one call; 1.0, the default, is a whole repeat). Both are for timing beside other
+    libraries (our best GMM kernel, numpy and jax.jit in one process): right after numpy's
+    calls a two-thread kernel runs slower for a moment (OpenBLAS's threads keep spinning
+    for work), and a repeat started cold after a pause runs slower too (threads asleep);
+    without both, our kernel's interleaved median came out far above its time alone.
+    Kernels of ours alone, without pauses (the tuner's re-timing), only need their data
+    back in cache and their threads awake: a tenth of a repeat does that (``python
+    benchmarks/bench_retime.py protocols`` compares protocols).
 
     >>> t = time_interleaved({"sum": lambda: np.ones(1000).sum(), "max": lambda: np.ones(1000).max()},
     ...                      rounds=3, min_repeat_ms=1)

@@ -115,7 +115,7 @@ def _with_phases(result: dict, check_seconds: float, timing_seconds: float) -> d
 
 def _build(state: _State, task: dict, log_json: str, fault: Optional[str]):
     """Replay the instruction log, build the candidate (and the unscheduled reference if needed)."""
-    from .. import build
+    from ..codegen import build
     from ..schedule import InstructionLog, Schedule
 
     func = state.func(task["func_key"], task["func_json"])
@@ -243,9 +243,9 @@ def _run_group(state: _State, task: dict, func, ref_kernel, members: list) -> di
     if calls:
         try:
             # no settling pause: it is there for numpy's spinning BLAS threads, absent here.
-            # Measured (benchmarks/bench_retime.py protocols, the 8 best of DEP:0 and T2D:0,
-            # twice each): 15 rounds without pauses picked among the same two or three
-            # candidates as 5 rounds with pauses, in the same 15-20 s, with lower medians
+            # Many rounds without pauses pick among the same few candidates as fewer rounds
+            # with pauses, in the same time, with lower medians (benchmarks/bench_retime.py
+            # protocols compares them)
             timings = time_interleaved(
                 calls, rounds=task["rounds"], min_repeat_ms=task["min_repeat_ms"], settle_s=0.0, warm_up=task.get("warm_up", 1.0)
             )

@@ -182,7 +182,7 @@ def dense_box(indices: Sequence[Expr], ranges: Dict[str, Interval]) -> bool:
 
 
 # Memoized: expressions are immutable and hash structurally, and a search round simplifies
-# the same index expressions over and over (800k calls in one T2D round, 10% of its time).
+# the same index expressions over and over (hundreds of thousands of calls in a round).
 def simplify(e: Expr, ranges: Optional[Dict[str, Interval]] = None) -> Expr:
     """Canonical affine form of integer sub-expressions (keeps variable first-use order).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from ..ir.expr import Expr, Load, children, rebuild
+from ..ir.expr import Expr, map_loads  # noqa: F401 - map_loads: the IR's, imported from here too
 from ..ir.stmt import Block, PrimFunc, Store, StmtLike, iter_stmts
 from .tree import iter_blocks
 
@@ -59,18 +59,6 @@ def writers_of(func: PrimFunc, buffer: str) -> List[Block]:
 def readers_of(func: PrimFunc, buffer: str) -> List[Block]:
     """Blocks that read ``buffer``."""
     return [b for b in iter_blocks(func.body) if buffer in read_buffers(b)]
-
-
-def map_loads(e: Expr, fn: Callable[[Load], Expr]) -> Expr:
-    """Rewrite every load in ``e`` (inner loads first) with ``fn``."""
-    ch = children(e)
-    if ch:
-        new = [map_loads(c, fn) for c in ch]
-        if any(n is not c for n, c in zip(new, ch)):
-            e = rebuild(e, new)
-    if isinstance(e, Load):
-        return fn(e)
-    return e
 
 
 def map_block_exprs(blk: Block, fn: Callable[[Expr], Expr], stores: Callable[[Store], Store] = None) -> Block:

@@ -68,8 +68,8 @@ def _exponent(n: int, p: int) -> int:
 def _factorisations(extent: int, n: int, mif: Optional[int]) -> Optional[Tuple[Tuple[int, ...], ...]]:
     """Ordered ``n``-factorisations of ``extent`` whose last factor is at most ``mif`` (None
     above 20,000 of them). Cached: the search asks for the support of the same tile sites
-    each time it picks a site to mutate (``choose_site``, 5% of an evolutionary round when
-    the support was enumerated on every call)."""
+    each time it picks a site to mutate (``choose_site``; enumerating it on every call
+    showed in an evolutionary round's profile)."""
     out: List[Tuple[int, ...]] = []
 
     def rec(prefix: list, remaining: int, left: int) -> bool:

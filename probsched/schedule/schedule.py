@@ -33,6 +33,7 @@ import handlers
 from handlers import Categorical
 
 from ..errors import ScheduleError
+from ..ir import intrinsic as intrinsic_registry
 from ..ir.stmt import Block, Loop, PrimFunc
 from .distributions import ComputeLocation, PerfectTile
 from . import blockize as blockize_mod
@@ -59,15 +60,11 @@ _TRANSITIONS_MAX = 16384
 
 
 def _tensorize_named(mod: PrimFunc, block: str, intrin: str) -> PrimFunc:
-    from .. import intrinsics
-
-    return tensorize_mod.tensorize(mod, block, intrinsics.get(intrin))
+    return tensorize_mod.tensorize(mod, block, intrinsic_registry.get(intrin))
 
 
 def _memo_key(fn, mod: PrimFunc, args: tuple) -> tuple:
-    from ..intrinsics import registry
-
-    return (fn, id(mod), args, registry.generation)
+    return (fn, id(mod), args, intrinsic_registry.generation)
 
 
 def _memo_get(key: tuple, mod: PrimFunc):
@@ -398,10 +395,11 @@ class Schedule:
     def transform_layout(self, buffer: str, splits: Sequence[Sequence[int]], order: Sequence[int]) -> None:
         """Store the input parameter ``buffer`` split per dimension into ``splits`` and the
         pieces in ``order`` (a :class:`~.layout.Layout`); callers still pass it in its own
-        shape (see :mod:`probsched.schedule.layout`)."""
-        params = {b.name: b for b in self._mod.params}
+        shape (see :mod:`probsched.schedule.layout`). A buffer the function allocates (a
+        packing stage's copy) may be laid out too: nobody outside sees it."""
+        params = {b.name: b for b in self._mod.params + self._mod.allocs}
         if buffer not in params:
-            raise ScheduleError(f"transform_layout: {buffer} is not a parameter of {self._mod.name}")
+            raise ScheduleError(f"transform_layout: {buffer} is neither a parameter nor an allocation of {self._mod.name}")
         if buffer in layout_mod.layouts_of(self._mod):
             raise ScheduleError(f"transform_layout: parameter {buffer} is laid out already")
         try:
@@ -431,9 +429,7 @@ class Schedule:
 
     def tensorize(self, block_or_loop: Union[BlockLike, LoopLike], intrin: str) -> BlockRV:
         """Compute a tile with a registered intrinsic (a loop is blockized first); returns the block."""
-        from .. import intrinsics
-
-        intrinsic = intrinsics.get(intrin)
+        intrinsic = intrinsic_registry.get(intrin)
         if isinstance(block_or_loop, LoopRV) or (
             isinstance(block_or_loop, str) and block_or_loop in self._idx().loops
         ):
@@ -519,7 +515,7 @@ class Schedule:
         try:
             compute_location.compute_inline(self._mod, b, check_only=True)
             # only a tensorized block can refuse the inlined program: build it just then
-            # (building it for every replayed candidate was 8% of a DEP:0 search round)
+            # (building it for every replayed candidate showed in a search round's profile)
             if any(blk.annotation(tensorize_mod.TENSORIZE_KEY) for blk in self._idx().block_nodes):
                 tensorize_mod.check_tensorized(self._mod, compute_location.compute_inline(self._mod, b))
             out.append("inline")

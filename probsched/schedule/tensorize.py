@@ -25,7 +25,7 @@ probsched.errors.ScheduleError: tensorize: block Z is not blockized (use a loop 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, free_vars, substitute
 from ..ir.stmt import Block, Loop, PrimFunc, Store
@@ -34,7 +34,7 @@ from .loops import lookup_block
 from .tree import ScheduleError, TreeIndex, make_room, replace_at, require
 
 if TYPE_CHECKING:
-    from ..intrinsics.registry import Intrinsic
+    from ..ir.intrinsic import Intrinsic
 
 TENSORIZE_KEY = "tensorize"
 AXES_KEY = "tensorize_axes"
@@ -135,6 +135,16 @@ def _match_access(dbuf, didx, cbuf, cidx, ctx) -> None:
         )
     if not affine_ok:
         raise _Mismatch(f"{cbuf.name}[{', '.join(map(str, cidx))}] is not affine in the tile loops")
+    for axis, stride in ctx["strides"].get(dbuf.name, {}).items():
+        loop = ctx["sigma"][axis]
+        flat = flat_index(cbuf, tuple(simplify(substitute(e, ctx["env"]), ctx.get("ranges")) for e in cidx))
+        coefs = affine_in(flat, ctx["loop_names"])
+        if coefs is None or coefs.get(loop, 0) != stride:
+            got = "a non-affine step" if coefs is None else f"a step of {coefs.get(loop, 0)}"
+            raise _Mismatch(
+                f"{cbuf.name} has {got} along loop {loop}; intrinsic needs {stride} (is the operand laid out or packed "
+                "as it reads it?)"
+            )
     for axis in ctx["unit"].get(dbuf.name, ()):
         loop = ctx["sigma"][axis]
         last = simplify(substitute(cidx[-1], ctx["env"]), ctx.get("ranges"))
@@ -142,6 +152,16 @@ def _match_access(dbuf, didx, cbuf, cidx, ctx) -> None:
         others = [simplify(substitute(e, ctx["env"]), ctx.get("ranges")) for e in cidx[:-1]]
         if coefs is None or coefs.get(loop) != 1 or any(loop in free_vars(o) for o in others):
             raise _Mismatch(f"{cbuf.name} is not contiguous along loop {loop} (stride must be 1)")
+
+
+def flat_index(buffer, indices: tuple) -> Expr:
+    """The element offset of ``buffer[indices]`` in its C-order storage."""
+    flat: Expr = Const(0, "int64")
+    stride = 1
+    for dim, ix in reversed(list(zip(buffer.shape, indices))):
+        flat = flat + ix * stride
+        stride *= dim
+    return simplify(flat)
 
 
 def free_vars_of(indices: tuple) -> set:
@@ -261,6 +281,7 @@ def _match_intrinsic(blk: Block, intrin, outer: Tuple[Tuple[str, int], ...] = ()
             continue
         ctx = {
             "bufmap": {}, "sigma": sigma, "env": env, "loop_names": loop_names, "unit": intrin.unit_stride,
+            "strides": intrin.strides,
             "ranges": tile_ranges(loops, outer),
         }
         try:
@@ -296,7 +317,7 @@ def check_tensorized(old: PrimFunc, new: PrimFunc) -> None:
 
     Blocks the change did not rebuild (the same node object as before) are not re-checked.
     """
-    from .. import intrinsics
+    from ..ir import intrinsic as intrinsic_registry
 
     # the indexes are shared (TreeIndex.of): the schedule asks for the new one next anyway
     before = {id(b) for b in TreeIndex.of(old).block_nodes if b.annotation(TENSORIZE_KEY) is not None}
@@ -306,7 +327,7 @@ def check_tensorized(old: PrimFunc, new: PrimFunc) -> None:
         if name is None or id(blk) in before:
             continue
         try:
-            axes, _ = match_intrinsic(blk, intrinsics.get(name), _outer_loops(idx, blk.name))
+            axes, _ = match_intrinsic(blk, intrinsic_registry.get(name), _outer_loops(idx, blk.name))
         except Exception as exc:  # ScheduleError from the matcher, named below
             msg = str(exc).split(": ", 1)[-1]
             require(False, "tensorize", f"the change breaks tensorized block {blk.name} ({name}): {msg}")

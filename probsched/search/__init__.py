@@ -7,12 +7,13 @@
 - :mod:`.evolutionary` — :class:`EvolutionarySearch` (MetaSchedule's default);
 - :mod:`.mcmc` — :class:`AnnealedMCMC` (Metropolis-Hastings with annealing).
 
->>> sorted(STRATEGIES)
-['evolutionary', 'mcmc', 'replay']
+>>> list(STRATEGIES)
+['evolutionary', 'replay', 'mcmc']
 """
 
 from typing import Optional, Union
 
+from ..components import Registry
 from .candidate import Candidate, SearchContext  # noqa: F401
 from .evolutionary import EvolutionarySearch  # noqa: F401
 from .mcmc import AnnealedMCMC  # noqa: F401
@@ -20,29 +21,34 @@ from .mutators import MUTATORS, choose_site  # noqa: F401
 from .replay_trace import ReplayTrace  # noqa: F401
 from .strategy import SearchStrategy, best_then_prior, new_candidates, prior_candidates  # noqa: F401
 
-#: Strategy classes by the name ``ps.tune(strategy=...)`` and ``probsched tune --strategy`` take.
-STRATEGIES = {"replay": ReplayTrace, "evolutionary": EvolutionarySearch, "mcmc": AnnealedMCMC}
+#: Strategies by the name ``ps.tune(strategy=...)`` and ``probsched tune --strategy`` take.
+#: A factory takes the round's ``batch`` (candidates measured per round; None when unknown)
+#: and the strategy's own options; ``STRATEGIES.register("mine", factory)`` adds one.
+STRATEGIES: Registry[SearchStrategy] = Registry("strategy", required=("generate",))
 
 
-def get(strategy: Union[str, SearchStrategy], batch: Optional[int] = None) -> SearchStrategy:
+@STRATEGIES.register("evolutionary")
+def _evolutionary(batch: Optional[int] = None, **options) -> EvolutionarySearch:
+    # sized to the round: the population evolved per measured candidate stays the same
+    return EvolutionarySearch.for_batch(batch, **options) if batch is not None else EvolutionarySearch(**options)
+
+
+STRATEGIES.register("replay", lambda batch=None, **options: ReplayTrace(**options))
+STRATEGIES.register("mcmc", lambda batch=None, **options: AnnealedMCMC(**options))
+
+
+def get(strategy: Union[str, SearchStrategy], batch: Optional[int] = None, **options) -> SearchStrategy:
     """A strategy object from a name of :data:`STRATEGIES` (an object passes through).
     ``batch``: the candidates measured per round, to which the named evolutionary search
     sizes its population (:meth:`EvolutionarySearch.for_batch`, as ``ps.tune`` and
-    ``ps.tune_model`` use it).
+    ``ps.tune_model`` use it); ``options``: the strategy's own.
 
     >>> get("evolutionary", batch=16).population, get("evolutionary").population
     (128, 512)
     """
     if isinstance(strategy, str):
-        if strategy == "evolutionary" and batch is not None:
-            return EvolutionarySearch.for_batch(batch)
-        try:
-            return STRATEGIES[strategy]()
-        except KeyError:
-            raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(sorted(STRATEGIES))}") from None
-    if not hasattr(strategy, "generate"):
-        raise TypeError(f"a strategy needs a generate(ctx, n) method; got {type(strategy).__name__}")
-    return strategy
+        return STRATEGIES.get(strategy, batch=batch, **options)
+    return STRATEGIES.get(strategy, **options)
 
 
 __all__ = [

@@ -85,6 +85,9 @@ class SearchContext:
         self.rng = np.random.default_rng(seed)
         self.measured: Set[str] = set(measured)
         self.records: List[Any] = list(records)
+        #: decision traces of similar workloads (:mod:`probsched.tuning.similar_tasks`),
+        #: replayed after the workload's own records to start a search
+        self.transfer: List[Trace] = []
         self.failures = 0  # space runs that raised (a bad mutation, a rule bug)
 
     # ------------------------------------------------------------------ making candidates
@@ -130,7 +133,8 @@ class SearchContext:
         return candidate.hash not in self.measured
 
     def best_decisions(self, k: int) -> List[Trace]:
-        """Decision traces of the ``k`` best measured records (those that kept them)."""
+        """Decision traces of the ``k`` best measured records (those that kept them), then
+        of similar workloads (:attr:`transfer`) while fewer than ``k``."""
         out = []
         for rec in self.records:
             if len(out) >= k:
@@ -140,7 +144,7 @@ class SearchContext:
                     out.append(Trace.from_json(rec.decisions))
                 except Exception:  # a record written by another version: skip it
                     continue
-        return out
+        return out + self.transfer[: max(0, k - len(out))]
 
 
 __all__ = ["Candidate", "SearchContext"]

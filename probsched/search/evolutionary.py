@@ -15,11 +15,10 @@ One round (``generate``):
    write cache and rfactor decisions) takes more than ``max_family_share`` of the ranked
    part while candidates of other families are ranked. This is where we depart from
    MetaSchedule's plain top-k (``max_family_share=1``): after one round the model tends to
-   fill every batch with the family of the first good records, and on NRM:2 the search
-   then stayed in a slow rfactor family in three runs of five (named best 28.7-48.2 µs,
-   median 41.4). With the cap at 0.5: 28.7-33.2, median 31.8
-   (``benchmarks/data/family_cap_1203.md``). Workloads with one algorithm family (the
-   micro-kernel ones, softmax) search exactly as without it.
+   fill every batch with the family of the first good records, and on a norm (NRM) the
+   search then often stayed in a slow rfactor family; with the cap it reaches the fast
+   one. Workloads with one algorithm family (the micro-kernel ones, softmax) search
+   exactly as without it.
 
 Until the cost model has been trained (the first round of a new tuning run, unless the
 model starts from other workloads' records: :mod:`probsched.cost_model.transfer`), the
@@ -50,7 +49,8 @@ from .strategy import SearchStrategy, best_then_prior, prior_candidates
 
 
 #: Candidates evolved per candidate measured in a round (MetaSchedule: a population of 512
-#: for rounds of 64). Twice this, on four workloads at 64 trials: see benchmarks/README.md.
+#: for rounds of 64). Twice this doubles the search's time per round for kernels no faster
+#: (``python benchmarks/bench_throughput.py run --arm ...`` compares two code trees).
 POPULATION_PER_MEASURED = 8
 
 

@@ -78,7 +78,7 @@ def structural_family(decisions: Trace) -> Tuple:
 def algorithm_family(decisions: Trace) -> Tuple:
     """The values of the sites that choose a block's algorithm: where its writes are staged
     (``write_cache``) and how a reduction is split (``rfactor``). Programs of different
-    algorithms can differ by large factors (NRM:2: rfactor "outer" 29 µs, "inner" 49);
+    algorithms can differ by large factors (a norm's "outer" and "inner" rfactor);
     micro-kernel shape, packing and vector lanes vary within one, where the programs lie
     closer together. :class:`.EvolutionarySearch`'s family cap keys on this.
 

@@ -12,6 +12,16 @@ only through its group, so the rule first splits ``n`` into groups of ``G`` (the
 divides ``G``) and each group is a matmul. Depthwise convolutions are not (no reduction
 over channels).
 
+A block whose product reads bfloat16 operands (:mod:`probsched.precision`) takes the bf16
+kernels (:mod:`probsched.intrinsics.matmul_bf16`), which read the reduction in pairs: the
+rule splits ``k`` into pairs first (``k = 2 p + t``, ``t`` the innermost loop of the tile),
+and B must be stored pair-interleaved, ``B'[.., p, n, t]``: for a constant weight the
+layout rewrite below does it once (its tile layout is that one), otherwise a packing stage
+copies each ``kc x N`` panel into a local buffer of that layout (not sampled: the kernel
+cannot read B otherwise). A must be contiguous along ``k`` (a pair is one 32-bit load).
+A reduction of odd length, or an A strided along ``k``, is left to the other rules, which
+compute it in float32 from the bf16 loads.
+
 The rule samples (sites named after the block ``C``):
 
 - ``C/intrin``: the micro-kernel, among the registered matmul kernels whose N divides the
@@ -43,10 +53,10 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
-from ..ir.expr import BinOp, Const, Load, Var, free_vars, substitute, walk
+from ..ir.expr import BinOp, Cast, Const, Load, Var, free_vars, substitute, walk
 from ..schedule import BlockRV, LoopRV, Schedule
 
 if TYPE_CHECKING:
@@ -68,6 +78,9 @@ class MatmulRoles:
     b: str
     b_read_index: int  # of B among the block's inputs (for cache_read)
     group: Optional[int] = None  # A reads n // group (a grouped convolution), else None
+    precision: str = "float32"  # the dtype A and B are read in (bfloat16: widened to float32)
+    b_k_dim: int = -1  # the dimension of B that k indexes
+    a_k_contiguous: bool = True  # A's last index steps by 1 along k, which no other index uses
 
 
 def _group_of(ld: Load, n: str) -> Optional[int]:
@@ -109,10 +122,13 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     acc, prod = value.a, value.b
     if not (isinstance(acc, Load) and acc.buffer.name == st.buffer.name and acc.indices == st.indices):
         return None
-    lhs, rhs = prod.a, prod.b
+    lhs, rhs = _widened_load(prod.a), _widened_load(prod.b)
     if not (isinstance(lhs, Load) and isinstance(rhs, Load)) or st.buffer.dtype != "float32":
         return None
-    if any(ld.buffer.dtype != "float32" or ld.buffer.name == st.buffer.name for ld in (lhs, rhs)):
+    precision = lhs.buffer.dtype
+    if precision not in ("float32", "bfloat16") or rhs.buffer.dtype != precision:
+        return None
+    if any(ld.buffer.name == st.buffer.name for ld in (lhs, rhs)):
         return None
     kind = {it.var.name: it.kind for it in blk.iters}
     last = st.indices[-1]
@@ -162,7 +178,33 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     inputs = [x for x in an.reads_of(sch, name)]
     if b.buffer.name not in inputs or a.buffer.name == b.buffer.name:
         return None
-    return MatmulRoles(m, n, k, a.buffer.name, b.buffer.name, inputs.index(b.buffer.name), group)
+    b_k_dims = [d for d, ix in enumerate(b.indices) if k in free_vars(ix)]
+    a_last = affine_in(a_indices[-1], (k,))
+    a_k_contiguous = a_last is not None and a_last.get(k) == 1 and not any(k in free_vars(ix) for ix in a_indices[:-1])
+    return MatmulRoles(
+        m, n, k, a.buffer.name, b.buffer.name, inputs.index(b.buffer.name), group, precision,
+        b_k_dims[0] if len(b_k_dims) == 1 and b.indices[b_k_dims[0]] == Var(k) else -1, a_k_contiguous,
+    )
+
+
+def _widened_load(e):
+    """The load under a float32 widening of a bfloat16 operand (the load itself otherwise)."""
+    if isinstance(e, Cast) and e.dtype == "float32" and isinstance(e.value, Load) and e.value.dtype == "bfloat16":
+        return e.value
+    return e
+
+
+def pair_layout(shape: Sequence[int], k_dim: int) -> Tuple[List[List[int]], List[int]]:
+    """``(splits, order)`` storing a B of ``shape`` pair-interleaved along dimension ``k_dim``:
+    ``B[.., k, ..]`` at ``B'[.., k // 2, .., k % 2]``, the pair last (what the bf16 kernels read).
+
+    >>> pair_layout((3, 3, 8, 16), 2)
+    ([[3], [3], [4, 2], [16]], [0, 1, 2, 4, 3])
+    """
+    splits = [[int(e) // 2, 2] if d == k_dim else [int(e)] for d, e in enumerate(shape)]
+    pieces = sum(len(f) for f in splits)
+    t = sum(len(f) for f in splits[: k_dim + 1]) - 1  # the pair's piece
+    return splits, [i for i in range(pieces) if i != t] + [t]
 
 
 def _always(predicate) -> bool:
@@ -192,18 +234,21 @@ def register_budget(target: Optional["Target"] = None) -> int:
     return (32 if lanes >= 16 else 16) - 4
 
 
-def kernel_candidates(n_extent: int, lanes: int, budget: int) -> List[str]:
-    """Registered matmul kernels usable for an N axis of ``n_extent`` on ``lanes``-wide vectors.
+def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "float32") -> List[str]:
+    """Registered matmul kernels of ``precision`` usable for an N axis of ``n_extent`` on
+    ``lanes``-wide vectors.
 
     >>> kernel_candidates(96, 8, 12)
     ['matmul_3x32', 'matmul_4x16', 'matmul_4x24', 'matmul_4x8', 'matmul_6x16', 'matmul_8x8']
+    >>> kernel_candidates(64, 16, 28, "bfloat16")[:3]
+    ['matmul_bf16_12x32', 'matmul_bf16_4x16', 'matmul_bf16_4x32']
     """
     from .. import intrinsics
 
     out = []
     for nm in intrinsics.list():
         meta = intrinsics.get(nm).meta
-        if meta.get("kind") != "matmul":
+        if meta.get("kind") != "matmul" or meta.get("precision", "float32") != precision:
             continue
         mm, nn = int(meta["M"]), int(meta["N"])
         if n_extent % nn == 0 and mm * -(-nn // lanes) <= budget:
@@ -230,17 +275,24 @@ class MultiLevelTilingWithIntrin:
         loop_of = _loop_of_iter(sch, name)
         if loop_of is None:
             return
+        from .. import intrinsics
         from ..target import Target
 
         tgt = self.target or Target.host()
         extent = {it.var.name: it.extent for it in an.block(sch, name).iters}
-        candidates = kernel_candidates(roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt))
+        pairs = roles.precision == "bfloat16"
+        if pairs and (extent[roles.k] % 2 or not roles.a_k_contiguous or roles.b_k_dim < 0):
+            return  # the bf16 kernels read k in pairs, A's two adjacent (module docstring)
+        candidates = kernel_candidates(
+            roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt), roles.precision
+        )
+        if pairs and not tgt.has("avx512_bf16"):  # both bf16 families are the FMA kernels here: offer one
+            candidates = [c for c in candidates if intrinsics.get(c).meta.get("dot") != "fma"]
         # an M axis of one row (the batch of a one-stage T2D) is a matrix-vector product: the kernel's row
         # blocking buys nothing and each call would do one row of padded work
         if not candidates or extent[roles.m] < 2:
             return
         intrin = sch.sample_categorical(candidates, name=f"{name}/intrin")
-        from .. import intrinsics
 
         meta = intrinsics.get(intrin).meta
         M, N = int(meta["M"]), int(meta["N"])
@@ -258,7 +310,11 @@ class MultiLevelTilingWithIntrin:
         if roles.group:  # one matmul per group: the group loop joins the outer spatial loops
             group_loop, n_loop = sch.split(n_loop, [None, roles.group])
         n_out, n_in = sch.split(n_loop, [None, N])
-        k_out, k_in = sch.split(loop_of[roles.k], sch.sample_perfect_tile(loop_of[roles.k], n=2, max_innermost_factor=self.max_panel))
+        k_loop, pair = loop_of[roles.k], None
+        if pairs:  # k = 2 p + t: the panel counts pairs
+            k_loop, pair = sch.split(k_loop, [None, 2])
+        panel = self.max_panel // 2 if pairs else self.max_panel
+        k_out, k_in = sch.split(k_loop, sch.sample_perfect_tile(k_loop, n=2, max_innermost_factor=panel))
         outer_of = {roles.m: m_out, roles.n: n_out}
         s0: List[LoopRV] = []
         s1_b: List[LoopRV] = []
@@ -282,7 +338,7 @@ class MultiLevelTilingWithIntrin:
             if hi is not None:
                 (s1_b if v in b_uses else s1_rest).append(hi)
         reductions.append(k_out)
-        sch.reorder(*s0, *s1_b, *reductions, *s1_rest, k_in, m_in, n_in)
+        sch.reorder(*s0, *s1_b, *reductions, *s1_rest, k_in, m_in, n_in, *([pair] if pair else []))
         sch.annotate(block, "meta_schedule.tiling_structure", "SSRS+intrin")
         before_r = (s0 + s1_b)[-1] if s0 + s1_b else None
         self._fuse_consumer(sch, name, before_r)
@@ -292,9 +348,12 @@ class MultiLevelTilingWithIntrin:
         if "zero_start_variant" not in meta:
             sch.decompose_reduction(block, reductions[0])
         if not (self.rewrite_layout and self._lay_out_weight(sch, block, roles.b)):
-            if sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):
+            if pairs or sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):
                 pack = sch.cache_read(block, roles.b_read_index, "local")
                 sch.compute_at(pack, k_out)
+                if pairs:
+                    local = single_store(an.block(sch, pack.name)).buffer
+                    sch.transform_layout(local.name, *pair_layout(local.shape, roles.b_k_dim))
         sch.tensorize(k_in, intrin)
 
     @staticmethod

@@ -3,18 +3,15 @@ RewriteParallelVectorizeUnroll, applied directly instead of through annotations)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..ir.stmt import Loop
 from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.distributions import PARALLEL, UNROLL
 from ..schedule.tree import iter_blocks, iter_outer_blocks
+from ..target import Target
 from . import analysis as an
-
-if TYPE_CHECKING:
-    from ..target import Target
-from .rules import _target
 
 
 class RewriteReductionBlock:
@@ -62,7 +59,7 @@ class ParallelVectorizeUnroll:
         self.max_jobs_per_core = max_jobs_per_core
         self.max_vectorize_extent = max_vectorize_extent
         self.unroll_max_steps = tuple(unroll_max_steps)
-        self.cores = cores or _target(target).threads
+        self.cores = cores or Target.parse(target).threads
 
     def __call__(self, sch: Schedule) -> None:
         limit = self.max_jobs_per_core * self.cores

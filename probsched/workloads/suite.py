@@ -32,6 +32,7 @@ from .conv import (
 )
 from .matmul import matmul
 from .norm import norm, softmax
+from ..precision import canonical
 from .workload import Workload
 
 Config = Tuple[int, ...]
@@ -163,16 +164,33 @@ def configs(name: str) -> Tuple[Config, ...]:
     return _entry(name).configs
 
 
-def get(name: str, index: Optional[Union[int, str]] = None) -> Workload:
-    """Suite workload ``get("GMM", 2)`` or ``get("GMM:2")`` (index 0..3)."""
+def get(name: str, index: Optional[Union[int, str]] = None, precision: Optional[str] = None) -> Workload:
+    """Suite workload ``get("GMM", 2)`` or ``get("GMM:2")`` (index 0..3); ``precision="bf16"``
+    (or the name ``"GMM:2:bf16"``) its bfloat16 version (:meth:`Workload.with_precision`).
+
+    >>> w = get("GMM:2:bf16")
+    >>> w.name, w == get("GMM", 2, precision="bfloat16"), w.func.params[0].dtype
+    ('GMM:2:bf16', True, 'bfloat16')
+    """
     if index is None:
         if not isinstance(name, str) or ":" not in name:
             raise ValueError(f"workload {name!r}: give a configuration index, e.g. get('GMM', 2) or get('GMM:2')")
         name, _, index = name.partition(":")
+        index, _, suffix = index.partition(":")
+        if suffix:
+            precision = _suffix_precision(name, index, suffix, precision)
     e = _entry(name)
     op = name.upper()
     idx = _index(op, e, index)
-    return e.build(*e.configs[idx]).renamed(f"{op}:{idx}", op, e.configs[idx])
+    return e.build(*e.configs[idx]).renamed(f"{op}:{idx}", op, e.configs[idx]).with_precision(precision or "float32")
+
+
+def _suffix_precision(name: str, index: str, suffix: str, precision: Optional[str]) -> str:
+    """The precision a ``"GMM:2:bf16"`` suffix names (it must agree with ``precision=``)."""
+    named = canonical(suffix)
+    if precision is not None and canonical(precision) != named:
+        raise ValueError(f"workload {name}:{index}:{suffix} with precision={precision!r}: they disagree")
+    return named
 
 
 def _index(op: str, e: SuiteEntry, index: Union[int, str]) -> int:
@@ -190,15 +208,15 @@ def _index(op: str, e: SuiteEntry, index: Union[int, str]) -> int:
     return idx
 
 
-def small(name: str) -> Workload:
+def small(name: str, precision: str = "float32") -> Workload:
     """A reduced-shape version of operator ``name`` with the same stages (named ``"<OP>:small"``).
 
-    >>> small("C2D").params
-    (1, 6, 7, 3, 5, 3, 2, 1)
+    >>> small("C2D").params, small("C2D", "bf16").name
+    ((1, 6, 7, 3, 5, 3, 2, 1), 'C2D:small:bf16')
     """
     e = _entry(name)
     op = name.upper()
-    return e.build(*e.small).renamed(f"{op}:small", op, e.small)
+    return e.build(*e.small).renamed(f"{op}:small", op, e.small).with_precision(precision)
 
 
 def suite() -> List[Workload]:

@@ -16,6 +16,21 @@ Conventions shared by every workload of the suite:
   whose rounding errors do not cancel (``rtol = max(1e-4, L * 2**-24 / 32)``).
 - **Inputs** are float32, never exactly zero: ``|x|`` uniform in ``[0.5, 1]`` with a
   random sign unless a workload says otherwise.
+- **bfloat16** (:meth:`Workload.with_precision`, :mod:`probsched.precision`): the
+  products read their operands in bfloat16, accumulate and output float32. Inputs are the
+  same draws rounded to bfloat16 (still never zero); the reference is the float32 workload's
+  reference on those values, widened to float32 exactly. The tolerance
+  (:func:`tolerance` with ``"bfloat16"``) is derived from bfloat16's 8 significant bits:
+  ``rtol = 2 u = 2^-7`` with ``u = 2^-8`` its unit roundoff, one rounding of a result stored
+  in bfloat16 (``|x - bf16(x)| <= u |x|``), doubled because two correct kernels summing in
+  different orders may round an element to the two neighbours of the exact value; and
+  the float32 rule's ``atol = 1e-4 sqrt(L)`` for the accumulation, which stays float32: a
+  product of two bfloat16 values is exact in float32 (8 + 8 significant bits), and
+  ``vdpbf16ps`` adds each pair of products to its float32 lane rounding to nearest, so
+  nothing else is lost. The rounding of the inputs is *not* in the tolerance: the
+  reference reads the rounded inputs. A bound covering it (products erring by ``2u``
+  each, ``~6 u sqrt(2L/3)`` at six standard deviations: 0.9 for C2D:2's L = 2304) would
+  let a kernel that drops a product of magnitude 0.25 pass.
 
 >>> import numpy as np
 >>> from probsched.workloads import matmul
@@ -34,7 +49,9 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..ir.dtypes import BF16, UNIT_ROUNDOFF, numpy_dtype
 from ..ir.stmt import Buffer, PrimFunc
+from ..precision import SHORT, canonical, convert, precision_of
 
 RTOL = 1e-4
 ATOL_PER_SQRT_TERM = 1e-4
@@ -43,13 +60,20 @@ Sampler = Callable[[np.random.Generator, Tuple[int, ...]], np.ndarray]
 RngLike = Union[np.random.Generator, int, None]
 
 
-def tolerance(reduction_length: int) -> Tuple[float, float]:
-    """``(rtol, atol)`` for a main reduction of ``reduction_length`` terms.
+def tolerance(reduction_length: int, precision: str = "float32") -> Tuple[float, float]:
+    """``(rtol, atol)`` for a main reduction of ``reduction_length`` terms in ``precision``
+    (``"float32"`` or ``"bfloat16"``; see the module docstring).
 
     >>> tolerance(10000)
     (0.0001, 0.01)
+    >>> tolerance(10000, "bf16")
+    (0.0078125, 0.01)
     """
-    return RTOL, ATOL_PER_SQRT_TERM * math.sqrt(max(1, int(reduction_length)))
+    atol = ATOL_PER_SQRT_TERM * math.sqrt(max(1, int(reduction_length)))
+    precision = canonical(precision)
+    if precision == "float32":
+        return RTOL, atol
+    return max(RTOL, 2 * UNIT_ROUNDOFF[precision]), atol
 
 
 def signed_uniform(lo: float = 0.5, hi: float = 1.0) -> Sampler:
@@ -109,6 +133,32 @@ class Workload:
 
     def __hash__(self) -> int:
         return hash(self._key())
+
+    def with_precision(self, precision: str) -> "Workload":
+        """This float32 workload with its products in ``precision`` (module docstring):
+        named ``<name>:bf16``, inputs bfloat16, the reference and FLOPs of this one. A
+        workload without products (softmax) is returned as it is.
+
+        >>> import probsched as ps
+        >>> w = ps.workloads.small("GMM").with_precision("bf16")
+        >>> w.name, [b.dtype for b in w.func.params], w.rtol
+        ('GMM:small:bf16', ['bfloat16', 'bfloat16', 'float32'], 0.0078125)
+        >>> w.with_precision("bfloat16") is w
+        True
+        """
+        target, now = canonical(precision), precision_of(self.func)
+        if target == now:
+            return self
+        if now != "float32":
+            raise ValueError(f"{self.name} is in {now}: make the {target} workload from the float32 one")
+        func = convert(self.func, target)
+        if func == self.func:
+            return self
+        reference = None if self.reference_fn is None else widening(self.reference_fn)
+        rtol, _ = tolerance(1, target)
+        return replace(
+            self, name=f"{self.name}:{SHORT[target]}", func=func, reference_fn=reference, rtol=max(self.rtol, rtol)
+        )
 
     def renamed(self, name: str, func_name: str, params: Optional[tuple] = None) -> "Workload":
         """The same workload under another name (and function name, and params)."""
@@ -180,6 +230,15 @@ class Workload:
             )
         for b, got, exp in zip(self.outputs, outputs, expected):
             check_close(f"{self.name}: output {b.name}", np.asarray(got), np.asarray(exp), self.rtol, self.atol)
+
+
+def widening(reference: Callable[..., Tuple[np.ndarray, ...]]) -> Callable[..., Tuple[np.ndarray, ...]]:
+    """``reference`` taking bfloat16 inputs: it computes on them widened to float32 (exact)."""
+
+    def widened(*inputs: np.ndarray):
+        return reference(*(a.astype(np.float32) if a.dtype == numpy_dtype(BF16) else a for a in inputs))
+
+    return widened
 
 
 def check_close(what: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> None:

@@ -1,0 +1,94 @@
+"""bfloat16 kernels against the machine's bf16 peak (issue #62's kernel-level target).
+
+Tunes GMM:2 and C2D:2 in bfloat16 (``--trials`` more trials each, resuming what ``--db``
+holds; ``--trials 0`` only times the stored bests), then in one process: the bf16
+dot-product peak (``vdpbf16ps``, 16 register-resident vectors) and the FMA peak on all
+threads (:mod:`bench_peak`), and the best kernel of each workload timed interleaved
+(:func:`probsched.measure.timer.time_interleaved`), each checked against its reference
+first. Prints, per workload, the median time, GFLOP/s, and the fraction of each peak; the
+target is 85% of the bf16 peak. ``--float32`` adds the float32 workloads beside them.
+
+Usage::
+
+    python benchmarks/bench_bf16.py --trials 256 --db bf16.db          # tune, then time
+    python benchmarks/bench_bf16.py --trials 0 --db bf16.db --json out.json   # time again, quiet
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numba
+import numpy as np
+
+import probsched as ps
+from probsched.database import Database
+from probsched.intrinsics.matmul_bf16 import native_available
+from probsched.measure.timer import time_interleaved
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_peak import vector_peak  # noqa: E402
+
+TARGET = 0.85
+
+
+def best_kernel(w, db: Database):
+    """The stored best of ``w`` compiled, bound to checked inputs (None without records)."""
+    best = db.best(w, k=1)
+    if not best:
+        return None
+    kernel = ps.build(best[0].schedule(w.func))
+    inputs = w.random_inputs(np.random.default_rng(0))
+    outputs = w.empty_outputs()
+    kernel(*inputs, *outputs)
+    w.check(outputs, w.reference(*inputs))
+    return kernel.bind(*inputs, *outputs)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workloads", default="GMM:2:bf16,C2D:2:bf16")
+    ap.add_argument("--float32", action="store_true", help="also the float32 version of each workload")
+    ap.add_argument("--trials", type=int, default=256, help="more trials per workload (0: time the stored bests)")
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--json", help="write the table's numbers here too")
+    args = ap.parse_args(argv)
+    names = args.workloads.split(",")
+    if args.float32:
+        names += [n.rsplit(":", 1)[0] for n in names if n.endswith(":bf16")]
+    workloads = {n: ps.workloads.get(n) for n in names}
+    if args.trials:
+        for w in workloads.values():
+            ps.tune(w, trials=args.trials, database=args.db, seed=args.seed)
+    threads = numba.config.NUMBA_NUM_THREADS
+    with Database(args.db) as db:
+        kernels = {n: k for n, k in ((n, best_kernel(w, db)) for n, w in workloads.items()) if k is not None}
+    timed = time_interleaved(kernels, rounds=args.rounds)
+    peaks = {"fma": vector_peak("fma", threads)}
+    if native_available():
+        peaks["vdpbf16ps"] = vector_peak("dot_pairs", threads)
+    print(ps.Target.host())
+    print()
+    print(f"peaks on {threads} threads: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in peaks.items()))
+    print()
+    print("| workload | µs | GFLOP/s | of the vdpbf16ps peak | of the FMA peak |")
+    print("|---|---:|---:|---:|---:|")
+    rows = {}
+    for n, t in timed.items():
+        gflops = workloads[n].flops / t.median / 1e9
+        bf16 = gflops / peaks["vdpbf16ps"] if "vdpbf16ps" in peaks else float("nan")
+        rows[n] = {"us": t.median * 1e6, "gflops": gflops, "of_bf16_peak": bf16, "of_fma_peak": gflops / peaks["fma"]}
+        mark = " (target met)" if bf16 >= TARGET and n.endswith(":bf16") else ""
+        print(f"| {n} | {t.median * 1e6:.1f} | {gflops:.1f} | {bf16:.0%}{mark} | {gflops / peaks['fma']:.0%} |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"target": str(ps.Target.host()), "threads": threads, "peaks": peaks, "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

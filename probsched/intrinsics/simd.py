@@ -1,0 +1,216 @@
+"""512-bit vector values in numba code: what the bfloat16 micro-kernels are written with.
+
+numba has no vector types, and LLVM's vectorizers do not form ``vdpbf16ps`` from scalar
+code, so the bf16 kernels (:mod:`.matmul_bf16`) hold their accumulators in two numba types
+whose LLVM form is a vector: :data:`f32x16` (``<16 x float>``, one AVX-512 register, two
+AVX2 ones) and :data:`bf16x32` (``<32 x i16>``: 16 pairs of bfloat16). The functions below
+are numba intrinsics, each a few LLVM instructions inlined where they are called, indexing
+flat 1-D arrays by an element offset (unchecked, unaligned):
+
+- :func:`zeros`, :func:`load`, :func:`store`: float32 vectors;
+- :func:`load_pairs`: 32 bfloat16 (the bits of a uint16 array): 16 lanes of 2;
+- :func:`broadcast_pair`: 2 adjacent bfloat16 copied to all 16 lanes;
+- :func:`fma`: ``acc + a * b`` on float32 vectors, one rounding (``vfmadd``);
+- :func:`dot_pairs` / :func:`dot_pairs_emulated`: ``acc[l] += a[l].odd * b[l].odd``, then
+  ``+= a[l].even * b[l].even`` in float32, rounding to nearest after each: the first is
+  the instruction ``vdpbf16ps`` (``avx512_bf16``; it also flushes denormals to zero), the
+  second the same sum on any CPU, each bfloat16 widened (its bits shifted into a float32's
+  upper half) and two FMAs. They agree bit for bit on normal numbers.
+
+>>> import numba, numpy as np, ml_dtypes
+>>> @numba.njit
+... def dot16(c, a, b):
+...     acc = zeros()
+...     for p in range(a.size // 2):
+...         acc = dot_pairs_emulated(acc, broadcast_pair(a, 2 * p), load_pairs(b, 32 * p))
+...     store(c, 0, acc)
+>>> a = np.arange(1, 5).astype(ml_dtypes.bfloat16)                # a k = 4 vector
+>>> b = np.ones((2, 16, 2), ml_dtypes.bfloat16)                   # B[k // 2, j, k % 2]
+>>> c = np.zeros(16, np.float32)
+>>> dot16(c, a.view(np.uint16), b.view(np.uint16).ravel()); c[:3].tolist()
+[10.0, 10.0, 10.0]
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic, models, register_model
+
+
+class _BFloat(ir.Type):
+    """LLVM's ``bfloat`` (llvmlite has no class for it)."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _BFloat)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+_I32 = ir.IntType(32)
+_F32X16 = ir.VectorType(ir.FloatType(), 16)
+_I16X32 = ir.VectorType(ir.IntType(16), 32)
+_I32X16 = ir.VectorType(_I32, 16)
+DOT_PAIRS = "llvm.x86.avx512bf16.dpbf16ps.512"
+
+
+def _dot_operand_type() -> ir.Type:
+    """What ``vdpbf16ps``'s LLVM intrinsic takes its pairs as: ``<32 x bfloat>`` since LLVM
+    17, ``<16 x i32>`` before (numba's llvmlite decides which LLVM this is)."""
+    import llvmlite.binding as llvm
+
+    return ir.VectorType(_BFloat(), 32) if llvm.llvm_version_info[0] >= 17 else _I32X16
+
+
+_PAIRS = _dot_operand_type()
+
+
+class F32x16(types.Type):
+    """16 float32 lanes."""
+
+    def __init__(self) -> None:
+        super().__init__(name="f32x16")
+
+
+class BF16x32(types.Type):
+    """16 lanes of 2 bfloat16 (32 x 16 bits)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="bf16x32")
+
+
+f32x16 = F32x16()
+bf16x32 = BF16x32()
+
+
+@register_model(F32x16)
+class _F32x16Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type) -> None:
+        super().__init__(dmm, fe_type, _F32X16)
+
+
+@register_model(BF16x32)
+class _BF16x32Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type) -> None:
+        super().__init__(dmm, fe_type, _I16X32)
+
+
+def _element_ptr(context, builder, array_type, array, index, pointee):
+    """Pointer to ``array[index]`` (no bounds check) as a ``pointee*``."""
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.bitcast(builder.gep(data, [index]), pointee.as_pointer())
+
+
+def _check(array, dtype, what: str) -> None:
+    if not (isinstance(array, types.Array) and array.dtype == dtype and array.ndim == 1):
+        raise TypeError(f"{what}: expected a 1-D {dtype} array, got {array}")
+
+
+@intrinsic
+def zeros(typingctx):
+    """A float32 vector of zeros."""
+
+    def codegen(context, builder, sig, args):
+        return ir.Constant(_F32X16, [0.0] * 16)
+
+    return f32x16(), codegen
+
+
+@intrinsic
+def load(typingctx, array, index):
+    """``array[index : index + 16]`` (float32) as a vector."""
+    _check(array, types.float32, "load")
+
+    def codegen(context, builder, sig, args):
+        return builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _F32X16), align=4)
+
+    return f32x16(array, index), codegen
+
+
+@intrinsic
+def store(typingctx, array, index, value):
+    """``array[index : index + 16] = value`` (float32)."""
+    _check(array, types.float32, "store")
+
+    def codegen(context, builder, sig, args):
+        builder.store(args[2], _element_ptr(context, builder, sig.args[0], args[0], args[1], _F32X16), align=4)
+        return context.get_dummy_value()
+
+    return types.void(array, index, value), codegen
+
+
+@intrinsic
+def load_pairs(typingctx, array, index):
+    """The 32 bfloat16 ``array[index : index + 32]`` (uint16 bits): lane ``l`` holds elements
+    ``2l`` (even) and ``2l + 1`` (odd)."""
+    _check(array, types.uint16, "load_pairs")
+
+    def codegen(context, builder, sig, args):
+        return builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _I16X32), align=2)
+
+    return bf16x32(array, index), codegen
+
+
+@intrinsic
+def broadcast_pair(typingctx, array, index):
+    """The two bfloat16 ``array[index]`` (even) and ``array[index + 1]`` (odd) in every lane."""
+    _check(array, types.uint16, "broadcast_pair")
+
+    def codegen(context, builder, sig, args):
+        pair = builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _I32), align=2)
+        one = builder.insert_element(ir.Constant(_I32X16, None), pair, ir.Constant(_I32, 0))
+        every = builder.shuffle_vector(one, one, ir.Constant(_I32X16, [0] * 16))
+        return builder.bitcast(every, _I16X32)
+
+    return bf16x32(array, index), codegen
+
+
+def _fma(builder, acc, a, b):
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16] * 3), "llvm.fma.v16f32")
+    return builder.call(fn, [a, b, acc])
+
+
+@intrinsic
+def fma(typingctx, acc, a, b):
+    """``acc + a * b`` on float32 vectors, rounded once."""
+
+    def codegen(context, builder, sig, args):
+        return _fma(builder, *args)
+
+    return f32x16(acc, a, b), codegen
+
+
+@intrinsic
+def dot_pairs(typingctx, acc, a, b):
+    """``vdpbf16ps``: each float32 lane of ``acc`` plus its two bfloat16 products (needs
+    ``avx512_bf16``: LLVM cannot select it elsewhere)."""
+
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16, _PAIRS, _PAIRS]), DOT_PAIRS)
+        return builder.call(fn, [args[0], builder.bitcast(args[1], _PAIRS), builder.bitcast(args[2], _PAIRS)])
+
+    return f32x16(acc, a, b), codegen
+
+
+@intrinsic
+def dot_pairs_emulated(typingctx, acc, a, b):
+    """What :func:`dot_pairs` computes, with float32 FMAs (any CPU)."""
+
+    def codegen(context, builder, sig, args):
+        upper = ir.Constant(_I32X16, [-65536] * 16)  # 0xFFFF0000: the odd bfloat16 is a float32 already
+        shift = ir.Constant(_I32X16, [16] * 16)
+
+        def halves(v):
+            v = builder.bitcast(v, _I32X16)
+            odd = builder.bitcast(builder.and_(v, upper), _F32X16)
+            even = builder.bitcast(builder.shl(v, shift), _F32X16)
+            return odd, even
+
+        (a_odd, a_even), (b_odd, b_even) = halves(args[1]), halves(args[2])
+        return _fma(builder, _fma(builder, args[0], a_odd, b_odd), a_even, b_even)
+
+    return f32x16(acc, a, b), codegen

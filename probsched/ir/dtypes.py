@@ -1,0 +1,86 @@
+"""Element types of the IR: their names, numpy dtypes, and how compiled kernels store them.
+
+``"bfloat16"`` is a *storage* type: float32's sign and 8-bit exponent with 8 significant
+bits (7 stored), so a bfloat16 is the upper half of a float32. numpy has no bfloat16;
+arrays at the API are ``ml_dtypes.bfloat16`` (the package JAX uses), compiled kernels see
+their bits as ``uint16``. In the IR, arithmetic on bfloat16 values is float32 arithmetic
+(:func:`~probsched.ir.expr.binary` widens the operands, exactly: the bits shifted left by
+16), and a value stored to a bfloat16 buffer is rounded to nearest, ties to even.
+
+>>> numpy_dtype("bfloat16").name, storage_dtype("bfloat16"), storage_dtype("float32")
+('bfloat16', dtype('uint16'), dtype('float32'))
+>>> import numpy as np
+>>> a = np.array([1.0, 1.00390625, 1.01171875], dtype=numpy_dtype(BF16))  # 1 + 2^-8 ties to 1
+>>> a.astype(np.float32).tolist(), as_storage(a).tolist()
+([1.0, 1.0, 1.015625], [16256, 16256, 16258])
+>>> UNIT_ROUNDOFF["bfloat16"] == 2.0 ** -8
+True
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+INDEX = "int64"
+BOOL = "bool"
+BF16 = "bfloat16"
+FLOAT_DTYPES = ("float32", "float64", BF16)
+INT_DTYPES = ("int32", "int64")
+DTYPES = FLOAT_DTYPES + INT_DTYPES + (BOOL,)
+
+#: Half the distance from 1 to the next number (2^-p for p significant bits): the largest
+#: relative error of one rounding to nearest.
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, BF16: 2.0**-8}
+
+_UINT16 = np.dtype(np.uint16)
+
+
+@functools.lru_cache(maxsize=None)
+def _bf16() -> np.dtype:
+    # imported when a bfloat16 array is first made: ml_dtypes takes a second to import
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def _is_bf16(d: np.dtype) -> bool:
+    return d.name == BF16 and d.kind == "V"  # no import of ml_dtypes to answer no
+
+
+def is_float(dtype: str) -> bool:
+    """Whether ``dtype`` is a floating-point type (bfloat16 included)."""
+    return dtype in FLOAT_DTYPES
+
+
+def arithmetic_dtype(dtype: str) -> str:
+    """The type values of ``dtype`` are computed in: float32 for bfloat16, else itself."""
+    return "float32" if dtype == BF16 else dtype
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of arrays of ``dtype`` at the API (``ml_dtypes.bfloat16`` for bfloat16)."""
+    return _bf16() if dtype == BF16 else np.dtype(dtype)
+
+
+def storage_dtype(dtype) -> np.dtype:
+    """What compiled code stores ``dtype`` as: uint16 bits for bfloat16, else the dtype itself."""
+    if isinstance(dtype, str) and dtype == BF16:
+        return _UINT16
+    d = np.dtype(dtype)
+    return _UINT16 if _is_bf16(d) else d
+
+
+def as_storage(array: np.ndarray) -> np.ndarray:
+    """``array`` viewed as compiled code reads it (a bfloat16 array as its uint16 bits; no copy)."""
+    return array.view(_UINT16) if _is_bf16(array.dtype) else array
+
+
+def round_to(dtype: str, value: float) -> float:
+    """``value`` rounded to ``dtype`` (to nearest, ties to even), as a Python float."""
+    if dtype == BF16:
+        return float(np.asarray(value, np.float32).astype(_bf16()))
+    if dtype == "float32":
+        return float(np.float32(value))
+    return float(value)

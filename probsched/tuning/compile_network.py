@@ -1,0 +1,284 @@
+"""``ps.compile``: choose a schedule for each task of a network, build it, hand the kernels
+to the runtime (:class:`probsched.runtime.CompiledModel`).
+
+For each task (:mod:`probsched.graph.task`) the schedule is the first of these that builds
+and computes the task's reference:
+
+1. ``"database"``: the task's records in the tuning database for this machine (without a
+   database: ``"shipped"``, the records the package ships for this CPU family,
+   :mod:`.shipped`), the best
+   first as :func:`~.selection.best_schedule` names it, then the next fastest (a record
+   that no longer replays, e.g. written by another version of the design space or edited
+   by hand, is skipped with a warning naming the task, the record and the database);
+2. ``"predicted"``: ``candidates`` programs drawn from the design space and ranked by the
+   shipped transfer cost model (:mod:`probsched.cost_model.transfer`). Nothing is
+   measured. TVM builds the unscheduled loop nest in this case; a predicted schedule is
+   usually several times faster.
+
+Every kernel is checked once against its task's reference before the model is returned
+(``check=True``), so a compiled model computes what the function it was imported from
+computes.
+
+>>> import numpy as np, jax
+>>> import probsched as ps
+>>> w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+>>> fn = lambda x: jax.nn.relu(x @ w)
+>>> x = np.ones((2, 8), np.float32)
+>>> model = ps.compile(fn, x, candidates=4)
+>>> bool(np.allclose(model(x), jax.jit(fn)(x), rtol=1e-5, atol=1e-5))
+True
+>>> [c.source for c in model.choices]
+['predicted']
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..database import Database
+from ..errors import BuildError
+from ..graph import Graph, Task
+from ..graph.task import lower_group
+from ..runtime import CompiledModel, KernelStep, ModelInterface
+from ..schedule import InstructionLog, Schedule
+from . import compile_cache
+from .selection import best_schedule
+from .shipped import shipped_database
+
+log = logging.getLogger("probsched.compile")
+
+#: Programs drawn from the design space for a task without records (drawing and
+#: featurising them is the cost; ranking is cheap).
+DEFAULT_CANDIDATES = 128
+#: Records of a task tried, fastest first, before falling back to a predicted schedule.
+MAX_RECORDS_TRIED = 8
+
+
+@dataclass
+class TaskChoice:
+    """The schedule a compiled model uses for one task, and where it came from."""
+
+    task: Task
+    schedule: Schedule
+    source: str  # "database" or "predicted"
+    seconds: Optional[float] = None  # its measured median (from the database)
+
+
+@functools.lru_cache(maxsize=4)
+def _transfer_model(seed: int):
+    """An MLP trained on the shipped transfer records (None when they are unavailable);
+    trained once per process and seed, only ever asked to predict."""
+    from ..cost_model import MLPModel
+    from ..cost_model.transfer import load_transfer
+
+    records = load_transfer()
+    if records is None or not len(records):
+        return None
+    model = MLPModel(seed=seed)
+    model.set_transfer(records.features, records.seconds, records.groups, train=True)
+    return model
+
+
+def predicted_schedules(task: Task, model, space, candidates: int, seed: int) -> List[Schedule]:
+    """Distinct programs drawn from ``space`` for ``task``, best predicted first."""
+    from ..search import SearchContext
+
+    ctx = SearchContext(task.workload, space, model, seed=seed)
+    seen, drawn = set(), []
+    for _ in range(max(1, candidates)):
+        c = ctx.draw()
+        if c is not None and c.hash not in seen:
+            seen.add(c.hash)
+            drawn.append(c)
+    if not drawn:
+        return [Schedule(task.func)]
+    scores = ctx.score(drawn)
+    order = np.argsort(-scores, kind="stable")
+    return [drawn[i].schedule for i in order]
+
+
+def check_kernel(task: Task, kernel) -> Optional[str]:
+    """None if ``kernel`` computes the task's reference, else why not."""
+    w = task.workload
+    inputs = w.random_inputs(np.random.default_rng(1))
+    try:
+        outs = kernel.run(*inputs)
+        w.check(outs, w.reference(*inputs))
+    except Exception as exc:  # a failed check (AssertionError) or a crash of the run
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def as_graph(model: Union[Graph, Callable], example_args: Sequence[Any]) -> Graph:
+    """``model`` as a :class:`~probsched.graph.Graph`: a graph as it is, a JAX function traced
+    with ``example_args`` (a function of no arguments is traced as it is)."""
+    if isinstance(model, Graph):
+        return model
+    if not callable(model):
+        raise TypeError(f"compile: expected a ps.Graph or a JAX function, got {type(model).__name__}")
+    from ..graph.from_jax import from_jax
+
+    return from_jax(model, *example_args)
+
+
+def _database_candidates(task: Task, db: Database) -> Iterator[Tuple[Schedule, float]]:
+    """The task's stored schedules that replay, the named best first, then the next fastest;
+    a record that does not replay is skipped with a warning."""
+    best = best_schedule(db, task.workload)
+    if best is None:
+        return
+    records = [best.record] + [r for r in db.best(task.workload, k=MAX_RECORDS_TRIED) if r.candidate_hash != best.record.candidate_hash]
+    for i, rec in enumerate(records[:MAX_RECORDS_TRIED]):
+        try:
+            sch = rec.schedule(task.func)
+        except Exception as exc:  # an unknown instruction, a decision outside its support, bad JSON...
+            log.warning(
+                "compile: task %s: record %s in %s does not replay (%s: %s); trying the next", task.name,
+                rec.candidate_hash[:12], db.path, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+            )
+            continue
+        if sch.mod.structural_hash() != rec.candidate_hash:
+            log.warning("compile: task %s: record %s in %s replays to another program; trying the next", task.name,
+                        rec.candidate_hash[:12], db.path)
+            continue
+        yield sch, (best.seconds if i == 0 else rec.median)
+
+
+def compile(  # noqa: A001 - the library's verb, as ps.build
+    model: Union[Graph, Callable],
+    *example_args: Any,
+    database: Union[str, Database, None] = None,
+    space: Optional[Callable] = None,
+    candidates: int = DEFAULT_CANDIDATES,
+    check: bool = True,
+    seed: int = 0,
+    progress: Union[str, Callable[[str], None], None] = "auto",
+    precision: str = "float32",
+) -> CompiledModel:
+    """Compile a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
+    arguments); see the module docstring. ``database``: a path or
+    :class:`~probsched.database.Database` whose records to use. ``space``: the design space
+    (default ``ps.space.default()``); ``candidates``: programs drawn per task without a
+    usable record. ``progress``: ``"auto"`` (a progress bar on stderr when it is a terminal),
+    None, or ``progress(message)`` called as each task is built. ``precision``:
+    ``"bf16"`` compiles every task with its products in bfloat16 (tasks and records of their
+    own: :mod:`probsched.graph.precision`); the network's inputs and outputs stay float32.
+
+    What was chosen and checked is kept on disk (:mod:`.compile_cache`): compiling the same
+    network again replays the choices and loads the compiled programs."""
+    from .. import space as space_mod
+    from ..codegen import build
+
+    graph = as_graph(model, example_args)
+    space = space or space_mod.default()
+    own_db = database is not None and not isinstance(database, Database)
+    db = Database(database) if own_db else database
+    shipped = shipped_database() if database is None else None
+    tasks = [t.in_precision(precision) for t in graph.tasks()]
+    by_key = {t.lowered.func.structural_hash(): t for t in tasks}  # by the float32 function
+    producer = graph.producer()
+    calls = []
+    for grp in graph.fuse():
+        low = lower_group(graph, grp, producer)
+        calls.append((by_key[low.func.structural_hash()], low.inputs, low.outputs))
+    choices: List[TaskChoice] = []
+    kernels = {}
+    report, close = _progress(progress, graph.name, len(tasks))
+    try:
+        for n, task in enumerate(tasks):
+            start = time.perf_counter()
+            kernel, choice, failures = None, None, []
+            for sch, source, seconds in _ranked(task, db, space, candidates, seed, seed + n, shipped):
+                try:
+                    built = build(sch)
+                except BuildError as exc:
+                    failures.append(f"{source}: build: {exc}")
+                    continue
+                why = _checked(task, sch, built) if check else None
+                if why is None:
+                    kernel, choice = built, TaskChoice(task, sch, source, seconds)
+                    break
+                failures.append(f"{source}: {why}")
+                if source == "database":
+                    log.warning("compile: task %s: a stored schedule fails the check (%s); trying the next", task.name, why)
+            if kernel is None:
+                raise BuildError(f"compile: no schedule of task {task.name} builds and computes its reference:\n" + "\n".join(failures[:3]))
+            if choice.source == "predicted":
+                compile_cache.store_predicted(compile_cache.predicted_key(task.key, space, candidates, seed + n),
+                                              choice.schedule.instructions.to_json())
+            kernels[task.key] = kernel
+            choices.append(choice)
+            msg = f"[{n + 1}/{len(tasks)}] {task.name}: {choice.source} ({time.perf_counter() - start:.1f} s)"
+            log.info(msg)
+            report(msg)
+    finally:
+        close()
+        if own_db:
+            db.close()
+    steps = [KernelStep(task.name, kernels[task.key], tuple(ins), tuple(outs), task.key) for task, ins, outs in calls]
+    return CompiledModel(ModelInterface.of_graph(graph), steps, choices, graph=graph)
+
+
+def _checked(task: Task, sch: Schedule, kernel) -> Optional[str]:
+    """:func:`check_kernel`, unless this program was checked before (:mod:`.compile_cache`)."""
+    key = compile_cache.checked_key(task.key, sch.mod.structural_hash())
+    if compile_cache.was_checked(key):
+        return None
+    why = check_kernel(task, kernel)
+    if why is None:
+        compile_cache.note_checked(key)
+    return why
+
+
+def _progress(progress, name: str, total: int):
+    """(report(message), close()) for ``compile``'s ``progress`` argument."""
+    if progress == "auto":
+        import sys
+
+        if not sys.stderr.isatty():
+            return (lambda msg: None), (lambda: None)
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=f"compiling {name}", unit="task", file=sys.stderr, dynamic_ncols=True)
+
+        def report(msg: str) -> None:
+            bar.set_postfix_str(msg.split("] ", 1)[-1][:60], refresh=False)
+            bar.update(1)
+
+        return report, bar.close
+    if progress is None:
+        return (lambda msg: None), (lambda: None)
+    return progress, (lambda: None)
+
+
+def _ranked(
+    task: Task, db: Optional[Database], space, candidates: int, model_seed: int, seed: int,
+    shipped: Optional[Database] = None,
+) -> Iterator[Tuple[Schedule, str, Optional[float]]]:
+    """(schedule, source, measured seconds) to try for ``task``, in order of preference: the
+    database's (or without one, the records shipped for this CPU family: :mod:`.shipped`),
+    then the predicted one chosen before (:mod:`.compile_cache`), then the predicted ones
+    (drawn only when nothing before served)."""
+    if db is not None:
+        for sch, seconds in _database_candidates(task, db):
+            yield sch, "database", seconds
+    if shipped is not None:
+        for sch, seconds in _database_candidates(task, shipped):
+            yield sch, "shipped", seconds
+    earlier = compile_cache.load_predicted(compile_cache.predicted_key(task.key, space, candidates, seed))
+    if earlier is not None:
+        try:
+            yield InstructionLog.from_json(earlier).apply(Schedule(task.func)), "predicted", None
+        except Exception as exc:  # noqa: BLE001 - a stale entry: draw again
+            log.debug("compile: task %s: the cached choice does not replay (%s)", task.name, exc)
+    for sch in predicted_schedules(task, _transfer_model(model_seed), space, candidates, seed):
+        yield sch, "predicted", None
+
+
+__all__ = ["compile", "TaskChoice", "predicted_schedules", "check_kernel", "as_graph", "DEFAULT_CANDIDATES"]

@@ -1,0 +1,199 @@
+"""``ps.tune_model``: tune every task of a network under one trial budget.
+
+The network is imported and fused into tasks (:mod:`probsched.graph`), and the tuning loop
+(:mod:`.loop`) spends the budget over them: a task scheduler (:mod:`.task_scheduler`,
+MetaSchedule's gradient-based one by default) picks the task of each round, so the budget
+goes where the network's estimated latency (the sum of each task's weight times its best
+time) drops most. A database that holds records of the tasks already resumes: none is
+measured twice, and the model learns from them first. At the end the best few candidates
+of the tasks that weigh most are re-timed together, and the network is compiled from the
+best record of each task (:func:`probsched.compile`; a task that got no trial uses a
+predicted schedule). The search options are :class:`~.options.TuningOptions`, the same as
+``ps.tune``'s.
+
+>>> import probsched as ps
+>>> result = ps.tune_model(*ps.models.get("bert_tiny"), trials=16)  # doctest: +SKIP
+>>> print(result.summary())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Union
+
+from ..database import Database
+from ..graph import Graph
+from .compile_network import DEFAULT_CANDIDATES, as_graph
+from .compile_network import compile as compile_model
+from .loop import LoopTask, TrialEvent, TuningLoop, check_budget
+from .options import TuningOptions, default_batch_size
+from .resources import TuningResources
+from .selection import best_schedule
+
+if TYPE_CHECKING:
+    from ..measure import Measurer
+    from ..runtime import CompiledModel
+
+log = logging.getLogger("probsched.tune")
+
+#: One measured trial of a network's run, as ``tune_model``'s callbacks receive it.
+ModelTrial = TrialEvent
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """A task's line of the result table."""
+
+    name: str
+    weight: int
+    flops: float
+    trials: int
+    best_seconds: float
+    share: float  # of the estimated latency
+
+
+@dataclass
+class ModelTuneResult:
+    """What ``ps.tune_model`` did: per-task ``tasks`` rows, every trial in ``history``, the
+    compiled network ``model`` and the scheduler used."""
+
+    graph: Graph
+    tasks: List[TaskRow]
+    history: List[ModelTrial]
+    model: Optional["CompiledModel"]
+    scheduler: str
+    wall_seconds: float = 0.0
+    phase_seconds: dict = field(default_factory=dict)  # propose, measure, learn, retime, compile
+    example_args: tuple = field(default=(), repr=False)
+    fn: Optional[Callable] = field(default=None, repr=False)
+
+    @property
+    def estimated_seconds(self) -> float:
+        """Sum over tasks of weight x best time (inf if a task has no successful record)."""
+        return sum(t.weight * t.best_seconds for t in self.tasks)
+
+    @property
+    def seconds_per_trial(self) -> float:
+        """Wall seconds of the run per measured trial."""
+        return self.wall_seconds / max(1, len(self.history))
+
+    def summary(self) -> str:
+        """A Markdown table of the tasks: weight, trials, best µs, share of the latency."""
+        est = self.estimated_seconds
+        head = f"{self.graph.name}: {len(self.history)} trials over {len(self.tasks)} tasks ({self.scheduler})"
+        if self.wall_seconds and self.history:
+            head += f" in {self.wall_seconds / 60:.1f} min ({self.seconds_per_trial:.2f} s per trial)"
+        elif not self.history:
+            head += ": nothing measured, every task's schedule is from the database or predicted"
+        lines = [
+            head,
+            f"estimated latency {est * 1e3:.2f} ms" if math.isfinite(est) else "estimated latency: not every task ran",
+            "",
+            "| task | weight | trials | best µs | share of latency |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for t in self.tasks:
+            best = f"{t.best_seconds * 1e6:.1f}" if math.isfinite(t.best_seconds) else "-"
+            lines.append(f"| {t.name} | {t.weight} | {t.trials} | {best} | {t.share:.1%} |")
+        return "\n".join(lines)
+
+    def compare(self, rounds: int = 7, min_repeat_ms: float = 200.0, extra: Optional[dict] = None) -> List[tuple]:
+        """(implementation, median seconds) for the compiled network and ``jax.jit`` of the
+        function, timed here in one run on the same inputs, interleaved; ``extra``: more
+        no-argument callables to time with them (e.g. ONNX Runtime)."""
+        from ..measure.timer import time_interleaved
+
+        if self.model is None:
+            return []
+        args = self.example_args
+        fns = {"probsched": lambda: self.model(*args)}
+        if self.fn is not None:
+            import jax
+
+            jitted = jax.jit(self.fn)
+            jitted(*args)  # compiled before the timing
+            fns["jax.jit"] = lambda: jax.block_until_ready(jitted(*args))
+        fns.update(extra or {})
+        timings = time_interleaved(fns, rounds=rounds, min_repeat_ms=min_repeat_ms)
+        return [(name, t.median) for name, t in timings.items()]
+
+
+def tune_model(
+    model: Union[Graph, Callable],
+    *example_args: Any,
+    trials: Optional[int] = None,
+    minutes: Optional[float] = None,
+    database: Union[Database, str, None] = None,
+    measurer: Optional["Measurer"] = None,
+    scheduler: Union[str, object] = "gradient",
+    callbacks: Sequence[Callable[[ModelTrial, "ModelTuneResult"], None]] = (),
+    compile: bool = True,  # noqa: A002 - the verb the result's model comes from
+    candidates: int = DEFAULT_CANDIDATES,
+    precision: str = "float32",
+    options: Optional[TuningOptions] = None,
+    **option_values: Any,
+) -> ModelTuneResult:
+    """Tune a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
+    arguments) for ``trials`` measurements in all, or ``minutes`` of tuning, or whichever
+    ends first (no round starts after the minutes; the re-timing and the compile follow);
+    see the module docstring.
+
+    ``database``: a path, a :class:`~probsched.database.Database` or None (in memory).
+    ``measurer``: shared by every task (default: a :class:`~probsched.measure.LocalMeasurer`
+    made here; a :class:`~probsched.measure.DaskMeasurer` measures on a cluster).
+    ``scheduler``: a name of :data:`~.task_scheduler.SCHEDULERS` (``"gradient"``,
+    ``"round-robin"``) or an object with ``next_task``. ``callbacks``: called as
+    ``cb(model_trial, result_so_far)``. ``compile``: build ``result.model``
+    (``candidates``: programs ranked for a task without a record). ``precision``: ``"bf16"``
+    tunes every task with its products in bfloat16 (:mod:`probsched.graph.precision`). The search options
+    (``space``, ``strategy``, ``cost_model``, ``seed``, ``batch_size``, ``retime_top``,
+    ``retime_rounds``, ``target``) are keywords, or an ``options=``
+    :class:`~probsched.tuning.options.TuningOptions` they replace fields of; their defaults
+    are documented there once.
+    """
+    opts = TuningOptions.from_keywords(option_values, who="tune_model", base=options)
+    try:
+        check_budget(trials, minutes)
+    except ValueError as exc:
+        raise ValueError(f"tune_model: {exc}") from None
+    graph = as_graph(model, example_args)
+    fn = model if not isinstance(model, Graph) else None
+    tasks = [t.in_precision(precision) for t in graph.tasks()]
+    resources = TuningResources(database, measurer)
+    start = time.perf_counter()
+    try:
+        result = ModelTuneResult(graph, [], [], None, "", example_args=tuple(example_args), fn=fn)
+
+        def on_trial(event: TrialEvent) -> None:
+            for cb in callbacks:
+                cb(event, result)
+
+        loop = TuningLoop(
+            [LoopTask(t.workload, t.weight, t.name) for t in tasks], trials=trials, minutes=minutes, options=opts,
+            resources=resources, scheduler=scheduler, on_trial=on_trial, start=start,
+        )
+        result.scheduler = loop.scheduler_name
+        result.history = loop.events
+        result.phase_seconds = loop.phase_seconds
+        loop.run()
+        rows = []
+        for task, state in zip(tasks, loop.states):
+            best = best_schedule(resources.db, task.workload)
+            rows.append([task.name, task.weight, task.flops, state.trials, best.seconds if best else math.inf])
+        total = sum(r[1] * r[4] for r in rows if math.isfinite(r[4])) or 1.0
+        result.tasks = [TaskRow(n, w, f, tr, b, (w * b / total) if math.isfinite(b) else 0.0) for n, w, f, tr, b in rows]
+        result.wall_seconds = time.perf_counter() - start
+        if compile:
+            resources.settle_borrowed()
+            with loop.phase("compile"):
+                result.model = compile_model(graph, database=resources.db, space=loop.space, candidates=candidates,
+                                             seed=opts.seed or 0, precision=precision, progress=None)
+    finally:
+        resources.close()
+    return result
+
+
+__all__ = ["tune_model", "ModelTuneResult", "ModelTrial", "TaskRow", "default_batch_size"]

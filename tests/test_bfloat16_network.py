@@ -1,0 +1,47 @@
+"""A network in bfloat16: products read bfloat16, everything between tasks stays float32."""
+
+import numpy as np
+import pytest
+
+import jax
+
+import probsched as ps
+
+
+@pytest.fixture(scope="module")
+def bert_bf16():
+    fn, args = ps.models.get("bert_tiny")
+    return fn, args, ps.compile(fn, *args, candidates=4, precision="bf16", progress=None)
+
+
+def test_a_bf16_network_is_close_to_float32_and_keeps_float32_at_its_edges(bert_bf16):
+    fn, args, model = bert_bf16
+    x = np.random.default_rng(5).standard_normal(args[0].shape).astype(np.float32)
+    got, want = model(x), np.asarray(jax.jit(fn)(x))
+    assert got.dtype == np.float32
+    rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+    assert 0 < rel < 3e-2, rel  # rounded where products read (bf16 keeps 8 bits), not exact
+    half = [c for c in model.choices if c.task.name.endswith(":bf16")]
+    assert half and all(c.task.precision == "bfloat16" for c in half)
+    for c in half:  # weights read in bfloat16; activations taken as float32, rounded inside
+        params = {b.name: b.dtype for b in c.task.func.input_buffers()}
+        allocs = {b.name: b.dtype for b in c.task.func.allocs}
+        assert "bfloat16" in set(params.values()) | set(allocs.values())
+        assert all(params[x] == "float32" for x in c.task.rounded)
+
+
+def test_bf16_tasks_have_records_of_their_own(tmp_path):
+    fn, args = ps.models.get("bert_tiny")
+    graph = ps.from_jax(fn, *args)
+    float_keys = {t.key for t in graph.tasks()}
+    half_keys = {t.in_precision("bf16").key for t in graph.tasks()}
+    products = [t for t in graph.tasks() if t.in_precision("bf16").precision == "bfloat16"]
+    assert products and not {t.in_precision("bf16").key for t in products} & float_keys
+    assert len(half_keys) == len(float_keys)
+
+
+def test_a_saved_bf16_model_loads_with_its_bfloat16_weights(bert_bf16, tmp_path):
+    fn, args, model = bert_bf16
+    model.save(str(tmp_path / "b.psm"))
+    again = ps.load(str(tmp_path / "b.psm"))
+    np.testing.assert_array_equal(again(*args), model(*args))

@@ -1,0 +1,132 @@
+"""The one tuning loop: budgets of trials and of time, for operators and networks alike."""
+
+import os
+import time
+
+import pytest
+
+import probsched as ps
+from probsched.measure import MeasureResult
+from probsched.tuning import LoopTask, TuningLoop, TuningOptions, TuningResources
+
+
+class SlowInstant:
+    """A measurer stand-in: every candidate runs in 1 µs; a round takes ``pause`` seconds."""
+
+    def __init__(self, pause: float = 0.0):
+        self.pause = pause
+        self.rounds = 0
+
+    def measure(self, workload, schedules, on_result=None):
+        time.sleep(self.pause)
+        self.rounds += 1
+        results = [MeasureResult((1e-6,))] * len(schedules)
+        for i, r in enumerate(results):
+            on_result(i, r)
+        return results
+
+    def measure_together(self, workload, schedules, rounds=15):
+        return [MeasureResult((1e-6,))] * len(schedules)
+
+    def settle(self):
+        pass
+
+    def close(self):
+        pass
+
+
+OPTIONS = TuningOptions(strategy="replay", cost_model=None, batch_size=2, retime_top=0)
+
+
+def test_a_time_budget_stops_proposing_rounds():
+    m = SlowInstant(pause=0.1)
+    loop = TuningLoop([LoopTask(ps.workloads.small("GMM"))], trials=None, minutes=0.4 / 60, options=OPTIONS,
+                      resources=TuningResources(None, m))
+    t0 = time.perf_counter()
+    loop.run()
+    took = time.perf_counter() - t0
+    assert 2 <= m.rounds <= 6 and took < 1.5, (m.rounds, took)
+    assert loop.states[0].trials == 2 * m.rounds
+
+
+def test_trials_and_minutes_end_at_whichever_comes_first():
+    m = SlowInstant()
+    loop = TuningLoop([LoopTask(ps.workloads.small("GMM"))], trials=3, minutes=10, options=OPTIONS,
+                      resources=TuningResources(None, m))
+    loop.run()
+    assert [len(r) for r in loop.rounds] == [2, 1]
+
+
+def test_a_run_needs_a_budget():
+    with pytest.raises(ValueError, match="tune: give a budget"):
+        ps.tune("GMM:small")
+    with pytest.raises(ValueError, match="minutes must be > 0"):
+        ps.tune("GMM:small", minutes=0)
+
+
+def test_tune_takes_minutes_and_the_command_line_too(tmp_path):
+    from probsched.cli import build_parser
+    from probsched.cli.common import budget
+
+    for command in ("tune", "tune-model"):
+        target = "GMM:small" if command == "tune" else "bert_tiny"
+        assert budget(build_parser().parse_args([command, target, "--minutes", "3"])) == (None, 3.0)
+        assert budget(build_parser().parse_args([command, target, "--minutes", "3", "--trials", "9"])) == (9, 3.0)
+    assert budget(build_parser().parse_args(["tune", "GMM:small"])) == (128, None)
+    assert budget(build_parser().parse_args(["tune-model", "bert_tiny"])) == (1500, None)
+    result = ps.tune("GMM:small", minutes=0.2 / 60, measurer=SlowInstant(0.05), strategy="replay", cost_model=None,
+                     retime_top=0, batch_size=1)
+    assert result.best is not None and 1 <= len(result.history) <= 8
+
+
+def test_a_new_task_starts_from_the_decisions_of_a_similar_one(tmp_path):
+    from probsched.database import Database
+    from probsched.tuning import TaskSearch
+
+    small, other = ps.workloads.get("C2D:1"), ps.workloads.get("C2D:2")
+    with Database(str(tmp_path / "s.db")) as db:
+        first = TaskSearch(small, db, strategy="replay", seed=0)
+        batch = first.propose(3)
+        for i, c in enumerate(batch):
+            first.record(batch, i, MeasureResult(((i + 1) * 1e-6,)))
+        plain = TaskSearch(other, db, strategy="replay", seed=0)
+        warm = TaskSearch(other, db, strategy="replay", seed=0, similar_tasks=True)
+        assert plain.ctx.transfer == [] and len(warm.ctx.transfer) == 3
+        # the fastest first, and each replays onto the new shapes (misfits drawn anew)
+        assert warm.ctx.transfer[0].choices() == batch[0].decisions.choices()
+        assert all(warm.ctx.replay(t) is not None for t in warm.ctx.transfer)
+        assert warm.ctx.best_decisions(2) == warm.ctx.transfer[:2]
+
+
+def test_shipped_records_serve_compile_without_a_database_and_start_a_search(tmp_path, monkeypatch):
+    import numpy as np
+    import jax
+
+    from probsched.cli import main
+    from probsched.database import Database
+    from probsched.tuning import TaskSearch, shipped
+
+    w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    fn = lambda x: jax.nn.relu(x @ w)  # noqa: E731
+    x = np.ones((4, 8), np.float32)
+    (task,) = ps.from_jax(fn, x).tasks()
+    db_path = str(tmp_path / "tuned.db")
+    with Database(db_path) as db:
+        search = TaskSearch(task.workload, db, strategy="replay", seed=0)
+        batch = search.propose(2)
+        for i in range(len(batch)):
+            search.record(batch, i, MeasureResult(((i + 1) * 1e-6,)))
+    monkeypatch.setattr(shipped, "FOLDER", str(tmp_path / "records"))
+    shipped.shipped_database.cache_clear()
+    assert main(["build-records", db_path, "--top", "1"]) == 0
+    assert os.path.exists(shipped.shipped_path(shipped.cpu_family()))
+    try:
+        model = ps.compile(fn, x, candidates=2, progress=None)
+        assert [c.source for c in model.choices] == ["shipped"]
+        np.testing.assert_allclose(model(x), np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
+        with Database(":memory:") as empty:
+            fresh = TaskSearch(task.workload, empty, strategy="replay", seed=1, shipped=True)
+            first = fresh.propose(1)
+        assert first[0].hash == batch[0].hash  # the shipped best is measured first
+    finally:
+        shipped.shipped_database.cache_clear()
