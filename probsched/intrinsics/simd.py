@@ -69,6 +69,24 @@ def _dot_operand_type() -> ir.Type:
 _PAIRS = _dot_operand_type()
 
 
+def compiles_for(feature: str) -> bool:
+    """Whether numba compiles for a CPU with LLVM feature ``feature`` (``"avx512bf16"``,
+    ``"amx-tile"``): the host's, unless ``NUMBA_CPU_FEATURES`` names others (as when testing
+    for an AVX2 machine). LLVM cannot select an instruction the features lack.
+
+    >>> compiles_for("sse2"), compiles_for("no-such-feature")
+    (True, False)
+    """
+    from numba.core import config
+
+    features = config.CPU_FEATURES
+    if features is None:
+        import llvmlite.binding as llvm
+
+        features = llvm.get_host_cpu_features().flatten()
+    return f"+{feature}" in features.split(",")
+
+
 class F32x16(types.Type):
     """16 float32 lanes."""
 
