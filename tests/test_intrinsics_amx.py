@@ -150,7 +150,7 @@ def amx_trace(name, w, s):
     """A draw of the default space with the AMX kernel of shape ``name``."""
     block = w.func.blocks()[-1].name
     sch = ps.Schedule(w.func)
-    tr = trace(seed(condition(ps.space.default(), {f"{block}/intrin": SHAPES[name][1]}), s)).get_trace(sch)
+    tr = trace(seed(condition(ps.space.default(), {f"{block}/unit": "amx", f"{block}/intrin": SHAPES[name][1]}), s)).get_trace(sch)
     return sch, tr
 
 
@@ -164,12 +164,21 @@ def amx_offered(monkeypatch):
 @pytest.mark.parametrize("usable, has_flags", [(False, True), (True, False), (True, True)])
 def test_the_rule_offers_tiles_only_where_usable(monkeypatch, usable, has_flags):
     monkeypatch.setattr(amx, "usable", lambda: usable)
-    target = host_with(AMX_FLAGS if has_flags else ())
     w, _, _ = data("GMM")
-    sch = ps.Schedule(w.func)
-    tr = trace(seed(lambda s: MultiLevelTilingWithIntrin(target=target)(s, s.get_block("Z")), 0)).get_trace(sch)
-    offered = {c for c in tr["Z/intrin"].dist.support() if "amx" in c}
-    assert offered == ({"matmul_bf16amx_32x32", "matmul_bf16amx_32x16"} if usable and has_flags else set())
+    rule = MultiLevelTilingWithIntrin(target=host_with(AMX_FLAGS if has_flags else ()))
+
+    def draw(decisions):
+        return trace(seed(condition(lambda s: rule(s, s.get_block("Z")), decisions), 0)).get_trace(ps.Schedule(w.func))
+
+    tr = draw({})
+    if not (usable and has_flags):  # no choice of unit: the vector kernels only
+        assert "Z/unit" not in tr and not [k for k in tr["Z/intrin"].dist.support() if "amx" in k]
+        return
+    # the unit is an algorithm decision, so the search's family cap keeps both in its batches
+    assert tr["Z/unit"].infer.get("tag") == "algorithm"
+    tiles = set(draw({"Z/unit": "amx"})["Z/intrin"].dist.support())
+    assert tiles == {"matmul_bf16amx_32x32", "matmul_bf16amx_32x16"}
+    assert not tiles & set(draw({"Z/unit": "vector"})["Z/intrin"].dist.support())
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

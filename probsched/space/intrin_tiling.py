@@ -27,8 +27,9 @@ the vector ones.
 
 The rule samples (sites named after the block ``C``):
 
-- ``C/intrin``: the micro-kernel, among the registered matmul kernels whose N divides the
-  extent of ``n`` and whose accumulators fit the target's vector registers;
+- ``C/unit``: ``"amx"`` or ``"vector"``, where AMX kernels are offered beside vector ones;
+- ``C/intrin``: the micro-kernel, among the registered matmul kernels (of that unit) whose N
+  divides the extent of ``n`` and whose accumulators fit the target's vector registers;
 - ``C/<loop>/tile``: two tile levels for every other spatial loop (and for the outer parts
   of ``m`` and ``n``), and the K panel ``kc`` (``max_panel`` at most);
 - ``C/panel`` instead of the K panel's tiles for an AMX kernel: a panel of whole tile
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from ..target import Target
 from ..schedule.analysis import affine_in
 from ..schedule.dataflow import single_store
+from ..schedule.distributions import ALGORITHM
 from ..schedule.layout import LAYOUT_FREE
 from . import analysis as an
 
@@ -246,6 +248,22 @@ def _amx_usable(target: "Target") -> bool:
     return amx.usable() and target.has("amx_bf16")  # asked first: the log says why not, once
 
 
+def _unit_choice(sch: Schedule, name: str, candidates: List[str]) -> List[str]:
+    """The candidates of the arithmetic unit sampled as ``{name}/unit`` (an algorithm
+    decision: the search's family cap keeps both units in its batches, since programs on
+    the AMX tiles and on the vector registers differ by large factors and the cost model's
+    transfer records may know only one), when both the tile and the vector kernels are
+    offered; else ``candidates``."""
+    from .. import intrinsics
+
+    tiles = [c for c in candidates if intrinsics.get(c).meta.get("unit") == "amx"]
+    if not tiles or len(tiles) == len(candidates):
+        return candidates
+    if sch.sample_categorical(["amx", "vector"], name=f"{name}/unit", tag=ALGORITHM) == "amx":
+        return tiles
+    return [c for c in candidates if c not in tiles]
+
+
 def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "float32", amx: bool = False) -> List[str]:
     """Registered matmul kernels of ``precision`` usable for an N axis of ``n_extent`` on
     ``lanes``-wide vectors; AMX tile kernels (their accumulators are tiles, not vector
@@ -309,7 +327,7 @@ class MultiLevelTilingWithIntrin:
         # blocking buys nothing and each call would do one row of padded work
         if not candidates or extent[roles.m] < 2:
             return
-        intrin = sch.sample_categorical(candidates, name=f"{name}/intrin")
+        intrin = sch.sample_categorical(_unit_choice(sch, name, candidates), name=f"{name}/intrin")
 
         meta = intrinsics.get(intrin).meta
         M, N = int(meta["M"]), int(meta["N"])
