@@ -4,6 +4,8 @@ usable, and the design space that offers them only there."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from dataclasses import replace
 
 import ml_dtypes
@@ -105,6 +107,27 @@ def test_kernel_with_strided_operands_partial_rows_and_panels(rows, n, zero_star
         outside = np.ones(C.shape, bool)
         outside[tile] = False
         assert np.array_equal(C[outside], before[outside]), "the kernel wrote outside its tile"
+
+
+@needs_amx
+def test_a_kernel_module_asks_for_the_tiles_itself_in_a_fresh_process():
+    # a saved model imports its kernels' modules without the tuner, and numba loads their
+    # machine code from its cache without typing anything: the module itself must ask
+    module = sys.modules[kernel(32, 32, False).py_func.__module__]
+    code = f"""
+import numpy as np
+from probsched import cache
+from probsched.intrinsics import amx
+assert amx.unavailable.cache_info().currsize == 0  # nothing asked yet
+with open({module.__file__!r}) as fh:
+    m = cache.import_source({module.__name__!r}, fh.read())   # as a saved model's loader does
+C, A, B = np.zeros(32 * 32, np.float32), np.full(32 * 32, 16256, np.uint16), np.full(32 * 32, 16256, np.uint16)
+m.kernel(C, 0, 32, 1, A, 0, 32, 2, 1, B, 0, 2, 64, 1, 16)   # bf16 ones: 16256 is 1.0
+print(C.min(), C.max())
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["32.0", "32.0"]
 
 
 @needs_amx
