@@ -392,7 +392,7 @@ class MultiLevelTilingWithIntrin:
         sch.tensorize(k_in, intrin)
 
     @staticmethod
-    def _panel(sch: Schedule, k_loop: LoopRV, most: int, multiple: int, name: str):
+    def _panel(sch: Schedule, k_loop: LoopRV, most: int, multiple: int, name: str) -> list:
         """The K panel's tiles: any perfect tiling up to ``most``, or, for a kernel that steps
         through the panel ``multiple`` at a time (AMX tiles), one of the panels of whole
         steps when the reduction has any."""
