@@ -48,6 +48,7 @@ from typing import Callable, Optional
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from .disk_cache import load_module
 from .matmul import register_block, register_shapes
+from .simd import source_version
 
 #: (M, N): M x N/16 accumulators of 16 float32 lanes. AVX-512 has 32 vector registers, of
 #: which N/16 hold B's pairs and one A's broadcast; AVX2 holds each accumulator in two.
@@ -83,7 +84,7 @@ def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optiona
     lines = [
         # numba's cache checks this file's date only: name the vector helpers' version so
         # that an edited simd module is a new source, compiled anew (disk_cache names by it)
-        f"# probsched.intrinsics.simd {_simd_version()}",
+        f"# probsched.intrinsics.simd {source_version()}",
         "import numba",
         f"from probsched.intrinsics.simd import broadcast_pair, {dot} as dot, load, load_pairs, store, zeros",
         "",
@@ -109,16 +110,6 @@ def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optiona
         store=lambda r, v: f"store(C, crow{r} + {LANES * v}, c{r}_{v})",
     )
     return "\n".join(lines) + "\n"
-
-
-@lru_cache(maxsize=1)
-def _simd_version() -> str:
-    import hashlib
-
-    from . import simd
-
-    with open(simd.__file__, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()[:16]
 
 
 def matmul_bf16_description(m: int, n: int, pairs: int = 2):
