@@ -1,10 +1,10 @@
 """Register-blocked float32 matmul micro-kernels, written with explicit vectors.
 
 ``matmul_{M}x{N}`` computes ``C[0:M, 0:N] += A[0:M, k] * B[k, 0:N]`` for ``k`` over a panel
-of any length, keeping the M x N accumulators in vector registers (:mod:`.simd`): per step
-of ``k`` it loads B's row as ``N / W`` vectors (``W`` = 16 lanes when 16 divides N, else
-8) and, per row of A, broadcasts ``A[r, k]`` to every lane and adds its products to the
-row's accumulators, one FMA each. Its *zero-start* variant computes ``C[0:M, 0:N] = A @ B``
+of any length, keeping the M x N accumulators in vector registers (:mod:`.simd`, the
+target's widest when they divide N, :func:`vector_lanes`): per step of ``k`` it loads B's
+row as ``N / lanes`` vectors and, per row of A, broadcasts ``A[r, k]`` to every lane and
+adds its products to the row's accumulators, one FMA each. Its *zero-start* variant computes ``C[0:M, 0:N] = A @ B``
 instead (the accumulators start at zero and C is never read): a tile whose reduction begins
 in this call needs no init pass. Operands are strided (a convolution's input window is an A
 with row stride ``stride * channels``); C and B must be contiguous along N.
@@ -15,8 +15,8 @@ FMA pipes, and takes many seconds to compile the larger blocks.
 
 Which shapes pay depends on the core (the micro-kernel rule offers those that fit its
 registers, :mod:`probsched.space.intrin_tiling`): the accumulators, ``M * N / lanes``
-vectors, must fit the vector registers beside B's row and the broadcast (AVX2: 16, AVX-512:
-32), and there must be enough of them to hide the FMA latency on every pipe (two pipes of
+vectors, must fit the vector registers beside B's row or the rows' broadcasts (AVX2: 16,
+AVX-512: 32), and there must be enough of them to hide the FMA latency on every pipe (two pipes of
 4-5 cycles: 8 to 10). The small shapes are AVX2's (6x16, 4x24, 3x32: 12 ymm) and those of
 a narrow N; AVX-512 takes the large ones (12x32, 14x32, 6x64: 24-28 zmm).
 
