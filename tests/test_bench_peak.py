@@ -51,3 +51,15 @@ def test_tuned_f32_times_a_stored_best_beside_numpy(tmp_path, capsys):
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {w.name} |"))
     ours, numpy = (float(x) for x in row.split("|")[2:4])
     assert ours > 0 and numpy > 0 and np.isfinite(ours)
+
+
+def test_kernels_ab_reads_the_generator_of_a_revision():
+    ab = load_script("benchmarks/bench_kernels_ab.py")
+    try:
+        source = ab.source_at("HEAD")
+    except Exception as err:  # not a git checkout
+        pytest.skip(f"no git history: {err}")
+    text = source(4, 8)
+    assert "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sk, B, b_off, b_sj, b_sk, K):" in text
+    mk = ps.intrinsics.get("matmul_4x8").kernel()
+    assert ab.kernel_rate(mk, 4, 8, 32)() > 0
