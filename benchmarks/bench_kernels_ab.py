@@ -1,9 +1,10 @@
 """The float32 micro-kernels of an earlier revision against today's, in one process.
 
 Each shape's kernel is generated twice, by today's ``matmul_source`` and by the one of the
-git revision ``--against`` (read with ``git show`` and run as a module of today's package), and both are timed on one thread as :mod:`bench_peak` times a
-kernel (L1-resident operands, :func:`bench_peak.l1_panel`), in ``--rounds`` interleaved
-rounds beside the FMA peak; each figure is the best round::
+git revision ``--against`` (read with ``git show`` and run as a module of today's package),
+and both are timed on one thread as :mod:`bench_peak` times a kernel (L1-resident operands,
+:func:`bench_peak.l1_panel`), in ``--rounds`` interleaved rounds beside the FMA peak; each
+figure is the best round::
 
     python benchmarks/bench_kernels_ab.py --against 7ce2fed --shapes 6x16,3x32,8x32
 
