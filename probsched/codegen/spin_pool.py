@@ -544,7 +544,7 @@ def launch_counts(reset: bool = False) -> Dict[str, int]:
     ``slow_collects`` (chunks that kept the caller waiting past a spin).
 
     >>> sorted(launch_counts())
-    ['fallbacks', 'launches', 'naps', 'short', 'slow_collects', 'wake_waits']
+    ['fallbacks', 'launches', 'naps', 'short', 'slow_collects', 'taken_back', 'wake_waits']
     """
     if _pool is None:
         return dict.fromkeys(COUNTERS, 0)
