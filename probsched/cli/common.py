@@ -463,19 +463,27 @@ def measure_label(args: argparse.Namespace) -> str:
     return f"{workers} worker{'s' if workers != 1 else ''}"
 
 
+def _quiet_dask_logs() -> None:
+    """Errors only from distributed's loggers, and none from asyncio's: they log their
+    connections' ups and downs with tracebacks (and asyncio an "exception never retrieved"
+    of each fetch the measurer gives up on a dead worker), where the measurer's warnings say
+    what a run waits for and what it lost. After distributed's import, which sets its
+    loggers' levels (without it, DaskMeasurer says how to install it)."""
+    import logging
+
+    with contextlib.suppress(ImportError):
+        import distributed  # noqa: F401
+    for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"] + ["distributed"]:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # only distributed runs an event loop here
+
+
 def make_measurer(args: argparse.Namespace) -> "Measurer":
     """The measurer the options ask for: ``--cluster``'s Dask cluster, else local worker processes."""
     from .. import measure
 
     if args.cluster is not None:
-        import logging
-
-        # distributed logs its connections' ups and downs (with tracebacks, at INFO); the
-        # measurer's warnings say what a run waits for and what it lost. After its import,
-        # which sets its loggers' levels (without it, DaskMeasurer says how to install it)
-        with contextlib.suppress(ImportError):
-            import distributed  # noqa: F401
-        logging.getLogger("distributed").setLevel(logging.ERROR)
+        _quiet_dask_logs()
         return measure.get("dask", address_or_client=args.cluster, timeout=args.cluster_timeout or 30.0,
                            no_worker_timeout=args.no_worker_timeout or 120.0)
     return measure.get("local", workers=args.workers or 2)
