@@ -9,6 +9,16 @@ one chunk per thread, on the spinning workers of :mod:`probsched.codegen.spin_po
     python benchmarks/bench_launch.py --rounds 9
     PROBSCHED_LAUNCH=prange python benchmarks/bench_launch.py --rounds 9
 
+With ``--ab``, the same kernels are also timed with launchers compiled as they were before
+launchers could be stored (:func:`constant_launcher`: the spin pool's slot address and the
+trampoline's address compiled in as constants of this process), interleaved with the
+stored kind, so both are measured in one run::
+
+    python benchmarks/bench_launch.py --ab --rounds 15
+
+The fastest repeat of each kernel is printed beside the median: on a machine other work
+keeps busy, medians measure preemption, the fastest repeat still the launch.
+
 With ``--db``, the best record of each workload in a tuning database is built twice, once
 with each launcher (spin pool and ``prange``), and the pairs are timed interleaved::
 
@@ -53,6 +63,43 @@ def kernels(n: int) -> dict:
         "1 parallel loop": ps.build(s1).bind(a, out),
         "2 parallel loops": ps.build(s2).bind(a, out),
     }
+
+
+def constant_launcher(kinds: tuple):
+    """A launcher for ``kinds`` compiled as launchers were before they could be stored: the
+    spin pool's slot address and the trampoline's address are constants of this process
+    (everything else as :func:`probsched.codegen.launch.compile_launcher` compiles it)."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    from probsched.codegen import launch, spin_pool
+
+    def constant(value):
+        @intrinsic
+        def read(typingctx):
+            return types.int64(), lambda context, builder, sig, args: context.get_constant(types.int64, value)
+
+        return read
+
+    atomics = SimpleNamespace(**{**vars(spin_pool.atomics()), "pool_base": constant(spin_pool.spin_pool().base)})
+    with mock.patch.object(spin_pool, "atomics", lambda: atomics), \
+            mock.patch.object(launch, "address_of", lambda tramp: constant(launch.function_address(tramp))):
+        return launch.compile_launcher(tuple(kinds))
+
+
+def with_launchers(bound, launchers: dict):
+    """``bound`` (a bound kernel) calling ``launchers`` (kinds -> launcher) instead of its own:
+    the launchers' addresses are the last arguments of its entry."""
+    from probsched.codegen.kernel import BoundKernel
+    from probsched.codegen.launch import function_address
+
+    kernel = bound.kernel
+    addresses = [function_address(launchers[key]) if kind == "launcher" else addr
+                 for (kind, key), addr in zip(kernel.module.address_args, kernel.compiled.addresses)]
+    return BoundKernel(kernel, bound._flat[: len(bound._flat) - len(addresses)] + addresses)
 
 
 def best_kernels_both_ways(db_path: str, names: list) -> dict:
@@ -111,6 +158,7 @@ def main(argv=None) -> None:
     ap.add_argument("--workloads", default="C1D:0,DEP:0,NRM:2,SFM:2", help="with --db: comma-separated")
     ap.add_argument("--busy", type=int, default=0, help="processes keeping a core busy each while timing")
     ap.add_argument("--spin-only", action="store_true", help="the pool's waits never yield the core (A/B)")
+    ap.add_argument("--ab", action="store_true", help="also time launchers with constant addresses (as before)")
     args = ap.parse_args(argv)
     if args.spin_only:
         from probsched.codegen import spin_pool
@@ -133,14 +181,27 @@ def main(argv=None) -> None:
         print(f"| geomean | | | {float(np.exp(np.mean(np.log(ratios)))):.3f} |")
         return
     fns = kernels(args.n)
+    if args.ab:
+        made: dict = {}
+        for name in [n for n in fns if n != "serial"]:
+            kinds = [ls.kinds for ls in fns[name].kernel.launches]
+            made.update({k: made.get(k) or constant_launcher(k) for k in kinds})
+            fns[f"{name}, constant addresses"] = ab = with_launchers(fns[name], made)
+            a, out = ab.array(0), ab.array(1)
+            out[:] = 0
+            ab()
+            assert np.array_equal(out, (a + 1) * (2 if name.startswith("2") else 1)), name
+        load += ", launchers with constant addresses A/B"
     with busy_processes(args.busy):
         timed = time_interleaved(fns, rounds=args.rounds)
     base = timed["serial"].median
+    fastest = min(timed["serial"].means)
     print(f"n = {args.n}, {args.rounds} interleaved rounds{load}\n")
-    print("| kernel | µs per call | above serial |")
-    print("|---|---:|---:|")
+    print("| kernel | µs per call | above serial | fastest repeat µs | above serial's |")
+    print("|---|---:|---:|---:|---:|")
     for name, t in timed.items():
-        print(f"| {name} | {t.median * 1e6:.2f} | {(t.median - base) * 1e6:.2f} |")
+        print(f"| {name} | {t.median * 1e6:.2f} | {(t.median - base) * 1e6:.2f} | {min(t.means) * 1e6:.2f} | "
+              f"{(min(t.means) - fastest) * 1e6:.2f} |")
 
 
 if __name__ == "__main__":

@@ -9,15 +9,17 @@ accepts ``None`` (the host), a ``Target``, or a string:
   CPU this process may use).
 
 numba always compiles for the host CPU, so a target describes the host; it is recorded
-with tuning results and tells schedule rules the vector width.
+with tuning results and tells schedule rules the vector width. A feature that numba is
+told to compile without (``NUMBA_CPU_FEATURES`` naming ``-avx512f``, as when an AVX2 machine
+is simulated on an AVX-512 one) is not the target's either.
 
 Precisions. :attr:`Target.precisions` names the element types the CPU multiplies natively:
 ``"float32"`` always, ``"bfloat16"`` with ``avx512_bf16`` (``vdpbf16ps``: pairs of bf16
 products summed into float32 lanes), ``"int8"`` with ``avx512_vnni`` or ``avx_vnni``
 (``vpdpbusd``). They are derived from the ISA flags, which the JSON form carries, so a
 tuning record's target says which precisions its machine ran. AMX (``amx_tile``,
-``amx_bf16``, ``amx_int8``) is detected and reported (:attr:`Target.amx`, ``str(target)``),
-not used by any kernel yet.
+``amx_bf16``, ``amx_int8``) is detected and reported (:attr:`Target.amx`, ``str(target)``);
+bfloat16 tasks use its tiles where the process may (:mod:`probsched.intrinsics.amx`).
 
 >>> t = Target.from_str("cpu -threads=1")
 >>> t.threads, t.kind
@@ -46,7 +48,7 @@ NATIVE_PRECISIONS = (
     ("bfloat16", ("avx512_bf16",)),
     ("int8", ("avx512_vnni", "avx_vnni")),
 )
-#: AMX units: detected and reported only
+#: AMX units (bf16 tile kernels: :mod:`probsched.intrinsics.matmul_amx`)
 AMX_FLAGS = ("amx_tile", "amx_bf16", "amx_int8")
 
 
@@ -70,6 +72,13 @@ def _read_cpuinfo() -> tuple:
 
         model = platform.processor() or platform.machine() or "unknown cpu"
     return model, flags
+
+
+def _disabled_by_numba() -> frozenset:
+    """The features ``NUMBA_CPU_FEATURES`` turns off (``-avx512f``), spelt without ``-``/``_``
+    (LLVM's ``avx512bf16`` and ``amx-tile`` are /proc/cpuinfo's ``avx512_bf16``, ``amx_tile``)."""
+    features = os.environ.get("NUMBA_CPU_FEATURES") or ""
+    return frozenset(f.strip()[1:].replace("-", "").replace("_", "") for f in features.split(",") if f.strip().startswith("-"))
 
 
 def _usable_cpus() -> int:
@@ -104,7 +113,8 @@ class Target:
     def host() -> "Target":
         """The machine this process runs on."""
         model, flags = _read_cpuinfo()
-        isa = tuple(sorted(f for f in flags if f.startswith(_ISA_PREFIXES)))
+        off = _disabled_by_numba()
+        isa = tuple(sorted(f for f in flags if f.startswith(_ISA_PREFIXES) and f.replace("_", "") not in off))
         cores = _usable_cpus()
         return Target("cpu", model, _llvm_cpu(), cores, isa, cores)
 
@@ -182,7 +192,7 @@ class Target:
             main = [f for f in main if f not in ("avx", "sse4_2")]
         cpu = self.model + (f" ({self.llvm_cpu})" if self.llvm_cpu else "")
         precisions = f", precisions {'/'.join(self.precisions)}" if len(self.precisions) > 1 else ""
-        amx = f", AMX {' '.join(self.amx)} (not used)" if self.amx else ""
+        amx = f", AMX {' '.join(self.amx)}" if self.amx else ""
         simd = " ".join(main) or "no SIMD flags"
         return f"{self.kind}: {cpu}, {self.cores} cores, {simd}{precisions}{amx}, {self.threads} threads"
 

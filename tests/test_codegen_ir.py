@@ -259,19 +259,19 @@ def test_nested_parallel_runs_inner_serially(mm_inputs):
 
 
 def test_kernels_with_parallel_loops_of_one_signature_share_a_launcher(mm_inputs):
-    from probsched.codegen.launch import compiled_launchers
+    from probsched.codegen.launch import launcher_sources
 
     a, b = mm_inputs
     arrays = ("array:float32",) * 3
     ps.build(parallel_matmul(), parallel="prange", cache=False)
-    before = compiled_launchers()
+    before = launcher_sources()
     assert arrays in before
     other = ps.build(parallel_matmul("parallel", "vectorized"), parallel="prange", cache=False)
-    assert compiled_launchers() == before  # the same arguments: no new launcher
+    assert launcher_sources() == before  # the same arguments: no new launcher
     close(other.run(a, b)[0], a @ b, 32)
     # under a serial loop the body also takes that loop's index: a launcher of its own
     nested = ps.build(parallel_matmul("parallel", "serial", outer=("o", 2, "serial")), parallel="prange", cache=False)
-    assert ("int64",) + arrays in compiled_launchers() and arrays in compiled_launchers()
+    assert ("int64",) + arrays in launcher_sources() and arrays in launcher_sources()
     assert "_ps_call_by_address(_ps_pmm_i_launch, (_ps_pmm_i_body_address, 32, o, A, B, C,))" in nested.source
     close(nested.run(a, b)[0], a @ b, 32)
 

@@ -283,3 +283,92 @@ def test_a_forked_child_runs_parallel_kernels_without_workers_and_the_process_ex
     done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=240, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "child 0 parent True"
+
+
+_LOADS_LAUNCHER = r"""
+import json
+import numba
+import numpy as np
+from probsched.codegen import launch, spin_pool
+from probsched.codegen.compile import compile_options, counting_compiles, numba_type
+
+kinds = ("array:float32",) * 2
+with counting_compiles() as compiled:
+    run = launch.launcher(kinds)
+source = launch.launcher_sources()[kinds]
+sig = (numba_type("int64"),) * 2 + tuple(numba_type(k) for k in kinds)
+
+def body(lo, hi, count, bad):
+    for i in range(lo, hi):
+        if i == bad[0]:
+            raise MemoryError("no room for a scratch buffer")
+        count[i] = lo
+
+with counting_compiles() as compiled_body:
+    address = launch.function_address(numba.njit(sig, **compile_options())(body))
+pool = spin_pool.spin_pool()
+results = []
+for bad in (-1, 7):  # none, a worker's chunk
+    pool.wake()
+    while any(s != spin_pool.SPINNING for s in pool.states()):
+        pool.wake()
+    spin_pool.launch_counts(reset=True)
+    first = np.full(8, -1, np.float32)
+    try:
+        run(address, 8, first, np.full(1, bad, np.float32))
+        results.append(sorted(set(first.tolist())))
+    except RuntimeError as exc:
+        results.append(str(exc))
+    results.append(spin_pool.launch_counts()["launches"])
+print(json.dumps({"source": source, "compiled": compiled, "compiled_body": compiled_body, "results": results}))
+"""
+
+
+def test_a_launcher_compiled_in_one_process_is_loaded_and_runs_in_another(counting, tmp_path):
+    import json
+
+    from probsched.codegen import launch, program_cache, shared
+
+    # this process's launcher (compiled here or loaded itself: either way made by a process
+    # other than the child) is the only one in the child's program cache
+    name = launch.launcher_name(("array:float32",) * 2)
+    env = dict(os.environ, PROBSCHED_CACHE_DIR=str(tmp_path), NUMBA_NUM_THREADS=str(spin_pool.spin_pool().workers + 1))
+    saved = os.environ.get("PROBSCHED_CACHE_DIR")
+    os.environ["PROBSCHED_CACHE_DIR"] = str(tmp_path)
+    try:
+        assert program_cache.write(program_cache.shared_key(name), shared.export(name))
+        assert program_cache.write(program_cache.shared_key(spin_pool.serve_name()), shared.export(spin_pool.serve_name()))
+    finally:
+        if saved is None:
+            del os.environ["PROBSCHED_CACHE_DIR"]
+        else:
+            os.environ["PROBSCHED_CACHE_DIR"] = saved
+    done = subprocess.run([sys.executable, "-c", _LOADS_LAUNCHER], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["source"] == "program cache"
+    assert out["compiled"] == {} and out["compiled_body"] == {"body": 1}  # no launcher, trampoline or pool loop
+    threads = spin_pool.spin_pool().workers + 1
+    chunks, launched, failure, launched_again = out["results"]
+    assert chunks == [i * 8 // threads for i in range(threads)] and launched == 1  # the workers ran chunks
+    assert "parallel loop body failed" in failure and launched_again == 1
+
+
+def test_a_launcher_made_for_another_machine_or_pool_is_not_loaded(counting, monkeypatch):
+    from probsched.codegen import launch, program_cache, shared
+
+    name = launch.launcher_name(("array:float32",) * 2)
+    data = shared.export(name)
+    assert data is not None and shared.offer(data) == name  # a copy of this process's own: taken
+    monkeypatch.setattr(program_cache, "identity", lambda: "another CPU or code generator")
+    assert shared.offer(data) is None
+    monkeypatch.undo()
+    # the pool's size is in the name a launcher is asked for by, and only that name loads
+    done = subprocess.run(
+        [sys.executable, "-c", "from probsched.codegen import launch; print(launch.launcher_name(('array:float32',) * 2))"],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, NUMBA_NUM_THREADS=str(spin_pool.spin_pool().workers + 2)),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    other = done.stdout.strip().splitlines()[-1]
+    assert other != name and f"pool{spin_pool.spin_pool().workers + 1} " in other

@@ -27,11 +27,15 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError(f"{{name}} may not be imported where a model only runs")
 sys.meta_path.insert(0, Block())
 import numpy as np, probsched as ps
-model = ps.load(sys.argv[1])
-out = model(*[np.load(p) for p in sys.argv[3:]])
+from probsched.codegen.compile import counting_compiles
+from probsched.codegen.launch import launcher_sources
+with counting_compiles() as compiled:
+    model = ps.load(sys.argv[1])
+    out = model(*[np.load(p) for p in sys.argv[3:]])
 flat = list(out.values()) if isinstance(out, dict) else list(out) if isinstance(out, (tuple, list)) else [out]
 np.savez(sys.argv[2], *flat)
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "probsched"))))
+print(json.dumps({{"imported": sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "probsched")),
+                  "compiled": compiled, "launchers": sorted(set(launcher_sources().values()))}}))
 """
 
 
@@ -50,7 +54,8 @@ def run_without_tuner(path, inputs, tmp_path):
         files.append(str(tmp_path / f"in{i}.npy"))
         np.save(files[-1], x)
     out = tmp_path / "out.npz"
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    # without the program cache, all the code must come from the file
+    env = dict(os.environ, PYTHONPATH=ROOT, PROBSCHED_PROGRAM_CACHE="0")
     done = subprocess.run([sys.executable, "-c", RUNNER.format(blocked=BLOCKED), str(path), str(out), *files],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -64,10 +69,13 @@ def test_a_saved_model_runs_in_a_process_without_jax_or_the_tuner(tiny_models, n
     path = tmp_path / f"{name}.psm"
     model.save(str(path))
     x = np.random.default_rng(7).standard_normal(args[0].shape).astype(np.float32)
-    outs, imported = run_without_tuner(path, [x], tmp_path)
+    outs, ran = run_without_tuner(path, [x], tmp_path)
     expected = model(x)
     np.testing.assert_array_equal(outs[0], expected)  # the same kernels: the same bits
-    assert not [m for m in imported if m.split(".")[0] == "jax" or m.startswith(BLOCKED[3:])]
+    assert not [m for m in ran["imported"] if m.split(".")[0] == "jax" or m.startswith(BLOCKED[3:])]
+    # nothing compiled: kernels, parallel launchers and the spin pool's loop all from the file
+    assert not ran["compiled"], ran["compiled"]
+    assert ran["launchers"] == ["model file"]
 
 
 def test_the_loaded_model_keeps_names_nesting_and_summary(tmp_path):
@@ -95,6 +103,16 @@ def _saved(tmp_path) -> str:
     path = str(tmp_path / "inc.psm")
     model.save(path)
     return path
+
+
+def test_kernels_loaded_from_the_program_cache_are_saved_with_their_code(tmp_path):
+    from probsched.codegen.build import clear_cache
+
+    _saved(tmp_path)  # its kernel is now on disk, compiled or loaded
+    clear_cache()
+    path = _saved(tmp_path)  # this time loaded: numba keeps no object code of a loaded function
+    assert "kernels/0/code.bin" in zipfile.ZipFile(path).namelist()
+    assert ps.load(path)(np.zeros(4, np.float32)).tolist() == [1.0] * 4
 
 
 def test_files_that_are_not_models_are_one_clear_error(tmp_path):

@@ -179,12 +179,17 @@ def test_compiled_program_is_loaded_by_another_process(tmp_path, monkeypatch):
     )
     out = subprocess.run([sys.executable, "-c", script], input=log_json, capture_output=True, text=True, env=dict(os.environ), check=True)
     assert out.stdout.split() == ["False", "1"], out.stderr  # compiled there, with a parallel loop
-    assert len(os.listdir(tmp_path / "programs")) == 1
+    stored = set(os.listdir(tmp_path / "programs"))
+    from probsched.codegen import launch, program_cache, spin_pool
     from probsched.codegen.build import clear_cache
 
     clear_cache()  # nothing of it compiled in this process either
     kernel = ps.build(ps.InstructionLog.from_json(log_json).apply(ps.Schedule(w.func)))
     assert kernel.from_cache and kernel.launches
+    # the program, and the shared code it calls: its launcher and the spin pool's loop
+    (name,) = [launch.launcher_name(ls.kinds) for ls in kernel.launches]
+    shared = {name} | ({spin_pool.serve_name()} if not name.endswith(" prange") else set())
+    assert {program_cache.shared_key(n) + ".bin" for n in shared} < stored and len(stored) == len(shared) + 1
     inputs = w.random_inputs(np.random.default_rng(1))
     w.check(kernel.run(*inputs), w.reference(*inputs))  # the loaded code calls this process's launcher
     assert all("ret" in text for text in kernel.inspect_asm().values())  # compiled again to be shown

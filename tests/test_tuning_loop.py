@@ -1,5 +1,6 @@
 """The one tuning loop: budgets of trials and of time, for operators and networks alike."""
 
+import os
 import time
 
 import pytest
@@ -95,3 +96,37 @@ def test_a_new_task_starts_from_the_decisions_of_a_similar_one(tmp_path):
         assert warm.ctx.transfer[0].choices() == batch[0].decisions.choices()
         assert all(warm.ctx.replay(t) is not None for t in warm.ctx.transfer)
         assert warm.ctx.best_decisions(2) == warm.ctx.transfer[:2]
+
+
+def test_shipped_records_serve_compile_without_a_database_and_start_a_search(tmp_path, monkeypatch):
+    import numpy as np
+    import jax
+
+    from probsched.cli import main
+    from probsched.database import Database
+    from probsched.tuning import TaskSearch, shipped
+
+    w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    fn = lambda x: jax.nn.relu(x @ w)  # noqa: E731
+    x = np.ones((4, 8), np.float32)
+    (task,) = ps.from_jax(fn, x).tasks()
+    db_path = str(tmp_path / "tuned.db")
+    with Database(db_path) as db:
+        search = TaskSearch(task.workload, db, strategy="replay", seed=0)
+        batch = search.propose(2)
+        for i in range(len(batch)):
+            search.record(batch, i, MeasureResult(((i + 1) * 1e-6,)))
+    monkeypatch.setattr(shipped, "FOLDER", str(tmp_path / "records"))
+    shipped.shipped_database.cache_clear()
+    assert main(["build-records", db_path, "--top", "1"]) == 0
+    assert os.path.exists(shipped.shipped_path(shipped.cpu_family()))
+    try:
+        model = ps.compile(fn, x, candidates=2, progress=None)
+        assert [c.source for c in model.choices] == ["shipped"]
+        np.testing.assert_allclose(model(x), np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
+        with Database(":memory:") as empty:
+            fresh = TaskSearch(task.workload, empty, strategy="replay", seed=1, shipped=True)
+            first = fresh.propose(1)
+        assert first[0].hash == batch[0].hash  # the shipped best is measured first
+    finally:
+        shipped.shipped_database.cache_clear()

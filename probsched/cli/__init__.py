@@ -13,6 +13,8 @@
   the suite, a loop nest, the on-disk caches;
 - :mod:`.build_transfer` — ``probsched build-transfer``: the cost model's transfer records
   from tuning databases;
+- :mod:`.build_records` — ``probsched build-records``: the best records shipped for this
+  CPU family;
 - :mod:`.common` — what the commands share: workload specs, the tuning and measuring
   options (defaults from :class:`~probsched.tuning.TuningOptions`), opening databases,
   :class:`~.common.CLIError` (exit 2);
@@ -37,11 +39,11 @@ from typing import Optional, Sequence
 
 from ..version import __version__
 from ..errors import ProbschedError
-from . import bench, build_transfer, cache, compile_model, ir, model_import, plot, run_model, show, tune, tune_model, vary, workloads
+from . import bench, build_records, build_transfer, cache, compile_model, ir, model_import, plot, run_model, show, tune, tune_model, vary, workloads
 from .common import CLIError
 
 #: In the order ``probsched --help`` lists them.
-COMMANDS = (tune, tune_model, compile_model, run_model, show, bench, plot, vary, model_import, workloads, ir, cache, build_transfer)
+COMMANDS = (tune, tune_model, compile_model, run_model, show, bench, plot, vary, model_import, workloads, ir, cache, build_transfer, build_records)
 
 
 def build_parser() -> argparse.ArgumentParser:

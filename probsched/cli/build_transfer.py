@@ -6,7 +6,6 @@ per workload, its first ``N`` successful records of the databases, with their fe
 extracted by replaying each record today. By default the output is the shipped file of this
 machine's vector width; ``--base`` keeps another transfer file's records of the workloads
 the databases do not hold (how a workload is added to the shipped file).
-``python -m probsched.cost_model.transfer`` runs this command.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Options (chosen by timing float32 kernels with the pinned numba):
   into vector FMAs. ``NUMBA_SLP_VECTORIZE=1`` is put in the environment when this module
   is imported (unless the user set it) and ``numba.config.SLP_VECTORIZE`` follows it.
 
-Generated functions (not the launchers, which are compiled once per process) get a shorter
+Generated functions (not the launchers, which are compiled once per machine kind) get a shorter
 front end, :func:`generated_options`: numba's rewrites off (``no_rewrites``: constant
 getitems, array expressions, dead-branch pruning; generated code indexes with computed
 integers and has no array expressions or constant branches), no closure inlining (it
@@ -42,6 +42,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import linecache
 import os
@@ -49,7 +50,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, Iterator, List, Optional
 
 os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")
 
@@ -219,16 +220,49 @@ def warm_up(parallel: bool = False) -> None:
         _warmed.add(key)
 
 
+@contextlib.contextmanager
+def counting_compiles() -> Iterator[Dict[str, int]]:
+    """Count what numba compiles during a block, in any thread: yields a dict (function name
+    -> compiles) filled as compiles start. Code loaded from bytes (:mod:`.stored`) is not
+    compiled: a process that loads a saved model counts none.
+
+    >>> with counting_compiles() as compiled:
+    ...     _ = _numba().njit(lambda x: x + 1)(1)
+    >>> compiled
+    {'<lambda>': 1}
+    """
+    from numba.core import event
+
+    counts: Dict[str, int] = {}
+
+    class Count(event.Listener):
+        def on_start(self, ev):
+            name = getattr(getattr(ev.data["dispatcher"], "py_func", None), "__name__", "?")
+            counts[name] = counts.get(name, 0) + 1
+
+        def on_end(self, ev):
+            pass
+
+    listener = Count()
+    event.register("numba:compile", listener)
+    try:
+        yield counts
+    finally:
+        event.unregister("numba:compile", listener)
+
+
 @dataclass
 class CompiledModule:
-    """Dispatchers of a compiled module, the entry point, the compile time, and the
-    addresses the entry takes after its arrays (:attr:`.emit.ModuleSource.address_args`)."""
+    """Dispatchers of a compiled module, the entry point, the compile time, the addresses
+    the entry takes after its arrays (:attr:`.emit.ModuleSource.address_args`), and for a
+    module loaded from bytes (:mod:`.program_cache`), those bytes."""
 
     dispatchers: Dict[str, object]
     entry: object
     seconds: float
     filename: str
     addresses: List[int] = field(default_factory=list)
+    stored: Optional[bytes] = field(default=None, repr=False)
 
 
 def compile_module(module: ModuleSource) -> CompiledModule:

@@ -8,9 +8,12 @@ splits ``range(extent)`` into one contiguous chunk per thread and calls the body
 through its address (a numba intrinsic): chunk 0 on the calling thread, the others on the
 spinning workers of :mod:`.spin_pool` (the cheapest launch), or, when those sleep or
 the pool is off, in a ``prange`` loop (numba's libgomp pool; ``python
-benchmarks/bench_launch.py`` measures both launches). It depends only on
-the kinds of the arguments, so :func:`launcher` compiles it once per argument signature
-per process, and every kernel with a parallel loop of that signature reuses it.
+benchmarks/bench_launch.py`` measures both launches). It depends only on the kinds of the
+arguments, so every kernel with a parallel loop of one argument signature uses the same
+launcher. Its code holds no address of the process (the pool's slots are read through a
+symbol, the trampoline the workers call is linked in, the thread count is read through
+numba's runtime symbol), so it is compiled once per machine kind: stored in the program
+cache and in saved models, and loaded by other processes (:mod:`.shared`).
 
 Why not a ``prange`` wrapper per loop: numba lowers each ``prange`` loop into a gufunc
 through a second compile pipeline. That costs a large fixed time per loop whatever its
@@ -51,13 +54,12 @@ body's own exception is not carried across the call.
 from __future__ import annotations
 
 import functools
-import threading
-from typing import Dict, List, Tuple
+import hashlib
+from typing import Dict, Iterable, List, Tuple
 
 from .compile import compile_options, configure_numba, numba_type, warm_up
 
-_launchers: Dict[Tuple[Tuple[str, ...], bool], object] = {}  # (kinds, spin pool) -> launcher
-_lock = threading.Lock()
+_names: Dict[str, Tuple[str, ...]] = {}  # shared name -> the kinds of the launchers asked for
 
 
 def _emit_call(context, builder, numba, addr, argtys, values):
@@ -139,26 +141,86 @@ def function_address(dispatcher) -> int:
     return overload.library.get_pointer_to_function(overload.fndesc.llvm_func_name)
 
 
+def num_threads():
+    """The numba intrinsic ``num_threads()``: ``numba.get_num_threads()`` by the symbol of
+    numba's parallel runtime (numba's own compiles to a call through a ctypes pointer, an
+    address of the process, which would keep the launcher from being stored)."""
+    numba = configure_numba()
+    from llvmlite import ir
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    numba.get_num_threads()  # starts the parallel runtime, which registers the symbol
+
+    @intrinsic
+    def num_threads(typingctx):
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(context.get_value_type(numba.types.intp), [])
+            return builder.call(cgutils.get_or_insert_function(builder.module, fnty, "get_num_threads"), [])
+
+        return numba.types.intp(), codegen
+
+    return num_threads
+
+
+def address_of(dispatcher):
+    """The numba intrinsic ``address_of()``: the address of ``dispatcher``'s one compiled
+    function, whose code is linked into the caller's (a relocation, not a constant: the
+    caller's code holds no address of this process and can be stored)."""
+    numba = configure_numba()
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    (cres,) = dispatcher.overloads.values()
+
+    @intrinsic
+    def address_of(typingctx):
+        def codegen(context, builder, signature, args):
+            fnty = context.call_conv.get_function_type(cres.signature.return_type, cres.signature.args)
+            fn = cgutils.get_or_insert_function(builder.module, fnty, cres.fndesc.llvm_func_name)
+            context.add_linking_libs([cres.library])
+            return builder.ptrtoint(fn, context.get_value_type(numba.types.int64))
+
+        return numba.types.int64(), codegen
+
+    return address_of
+
+
+def launcher_name(kinds: Tuple[str, ...]) -> str:
+    """The name the launcher for ``kinds`` is shared under in this process (:mod:`.shared`):
+    the kinds and how chunks run, ``prange`` or the spin pool with its size and timing (a
+    launcher made for another pool is never loaded). Starts the pool.
+
+    >>> launcher_name(("int64", "array:float32")).startswith("launch int64,array:float32 ")
+    True
+    """
+    from . import spin_pool
+
+    pool = spin_pool.spin_pool() if spin_pool.enabled() else None
+    how = "prange" if pool is None or pool.workers == 0 else f"pool{pool.workers} {spin_pool.timing()}"
+    return f"launch {','.join(kinds)} {how}"
+
+
 def launcher(kinds: Tuple[str, ...]):
     """The launcher for bodies taking ``(lo, hi, *args)`` with ``args`` of ``kinds``
-    (each ``"int64"`` or ``"array:<dtype>"``): compiled on first use, then shared.
+    (each ``"int64"`` or ``"array:<dtype>"``): compiled once per machine kind, then shared
+    (:mod:`.shared`: this process, a loaded model, the program cache).
 
     Its signature is ``(address, extent, *args)``; it splits ``range(extent)`` into one
     contiguous chunk per thread (``numba.get_num_threads()``) and runs ``body(lo, hi,
     *args)`` on each. Whether it uses the spin pool is decided by
-    :func:`.spin_pool.enabled` when it is compiled (a launcher of each is kept).
+    :func:`.spin_pool.enabled` when it is first asked for (a launcher of each is kept).
     """
-    from .spin_pool import enabled
+    from . import shared
+    from .spin_pool import enabled, register_symbols
 
-    key = (tuple(kinds), enabled())
-    hit = _launchers.get(key)
-    if hit is not None:
-        return hit
-    with _lock:
-        hit = _launchers.get(key)
-        if hit is None:
-            hit = _launchers[key] = compile_launcher(key[0], pool=key[1])
-        return hit
+    kinds = tuple(kinds)
+    name = launcher_name(kinds)
+    register_symbols()  # before its code is linked, compiled or loaded
+    configure_numba().get_num_threads()  # numba's parallel runtime: the symbols of its prange
+    disp = shared.get(name, lambda: compile_launcher(kinds, pool=enabled()), compile_options(parallel=True))
+    _names[name] = kinds
+    return disp
 
 
 def compile_launcher(kinds: Tuple[str, ...], pool: bool = True):
@@ -167,6 +229,8 @@ def compile_launcher(kinds: Tuple[str, ...], pool: bool = True):
     With ``pool`` (and where :func:`.spin_pool.enabled`), the launcher hands chunks to the
     spinning workers of :mod:`.spin_pool` and falls back to ``prange`` when they sleep; else
     it always uses ``prange``. One chunk (one thread, or an extent of 1) is a plain call.
+    Its code holds no address of this process (the pool's slots are read through a symbol,
+    the trampoline is linked in), so it can be stored (:mod:`.shared`).
     """
     from . import spin_pool
 
@@ -176,20 +240,26 @@ def compile_launcher(kinds: Tuple[str, ...], pool: bool = True):
     args = "".join(f", {n}" for n in names)
     packed = "(" + "".join(f"{n}, " for n in names) + ")"
     chunk = "c * extent // chunks, (c + 1) * extent // chunks" + args
-    ns = {"prange": numba.prange, "get_num_threads": numba.get_num_threads, "call": call_by_address()}
-    pool_src = ""
     workers = spin_pool.spin_pool() if pool else None
-    if workers is not None and workers.workers > 0:
+    pool = workers is not None and workers.workers > 0
+    # a module name of its own: numba's mangled names hold it, and a launcher loaded from
+    # another process must not share a name with a different function compiled in this one
+    variant = (kinds, workers.workers, spin_pool.timing()) if pool else (kinds,)
+    module = "probsched_launch_" + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
+    ns = {"__name__": module, "prange": numba.prange, "get_num_threads": num_threads(), "call": call_by_address()}
+    pool_src = ""
+    if pool:
         arg_types = tuple(numba_type(k) for k in kinds)
-        ns["trampoline"] = _trampoline(arg_types)  # kept alive with the launcher: its address is called
-        ns["trampoline_address"] = function_address(ns["trampoline"])
-        ns.update(stash=spin_pool.atomics().stash, BASE=workers.base, WORKERS=workers.workers)
+        a = spin_pool.atomics()
+        ns.update(trampoline_address=address_of(_trampoline(arg_types, module)), stash=a.stash, pool_base=a.pool_base,
+                  WORKERS=workers.workers)
         ops = spin_pool.pool_functions()
         ns.update(claim=ops.claim, post=ops.post, collect=ops.collect)
         # The workers run chunks 1.. (by the trampoline, on the arguments this frame stashed);
-        # this thread runs chunk 0 and then waits for theirs.
+        # this thread runs chunk 0 and then waits for theirs. No pool (base 0): prange.
         pool_src = (
-            "    mask = claim(BASE, WORKERS, chunks - 1)\n"
+            "    base = pool_base()\n"
+            "    mask = claim(base, WORKERS, chunks - 1) if base != 0 else -1\n"
             "    if mask >= 0:\n"
             "        parts = 1\n"
             "        k = mask\n"
@@ -201,11 +271,11 @@ def compile_launcher(kinds: Tuple[str, ...], pool: bool = True):
             "        k = 0\n"
             "        while c < parts:\n"
             "            if mask >> k & 1:\n"
-            "                post(BASE, k, trampoline_address, address, packed, c * extent // parts, (c + 1) * extent // parts)\n"
+            "                post(base, k, trampoline_address(), address, packed, c * extent // parts, (c + 1) * extent // parts)\n"
             "                c += 1\n"
             "            k += 1\n"
             f"        failed = call(address, (0, extent // parts{args}))\n"
-            "        failed += collect(BASE, WORKERS, mask)\n"
+            "        failed += collect(base, WORKERS, mask)\n"
             "        if failed:\n"
             f"            raise RuntimeError({_FAILED!r})\n"
             "        return\n"
@@ -232,12 +302,13 @@ def compile_launcher(kinds: Tuple[str, ...], pool: bool = True):
 _FAILED = "a parallel loop body failed (an exception in its chunk, e.g. out of memory)"
 
 
-def _trampoline(arg_types: tuple):
+def _trampoline(arg_types: tuple, module: str):
     """What a pool worker calls: ``trampoline(body_address, stashed, lo, hi)`` runs the body
     on ``lo`` to ``hi`` with the launcher's stashed arguments of ``arg_types``, and raises
-    (an error status for the worker to report) when the body did."""
+    (an error status for the worker to report) when the body did. ``module``: the module
+    name its mangled name holds (its launcher's)."""
     numba = configure_numba()
-    ns = {"call_stashed": call_stashed(arg_types)}
+    ns = {"__name__": module, "call_stashed": call_stashed(arg_types)}
     src = (
         "def trampoline(address, stashed, lo, hi):\n"
         "    if call_stashed(address, stashed, lo, hi):\n"
@@ -248,6 +319,23 @@ def _trampoline(arg_types: tuple):
     return numba.njit((i64, i64, i64, i64), **compile_options())(ns["trampoline"])
 
 
-def compiled_launchers() -> List[Tuple[str, ...]]:
-    """The argument kinds of every launcher this process has compiled."""
-    return list(dict.fromkeys(kinds for kinds, _ in _launchers))
+def exported(kinds: Iterable[Tuple[str, ...]]) -> List[bytes]:
+    """This process's launchers for ``kinds``, and the spin pool's worker loop they need, as
+    bytes another process offers to :func:`.shared.offer` (a saved model carries them); a
+    launcher this process has not got, or cannot store, is left out."""
+    from . import shared
+    from .spin_pool import serve_name
+
+    names = [launcher_name(tuple(k)) for k in dict.fromkeys(map(tuple, kinds))]
+    if any(not name.endswith(" prange") for name in names):
+        names.append(serve_name())
+    return [data for data in map(shared.export, names) if data is not None]
+
+
+def launcher_sources() -> Dict[Tuple[str, ...], str]:
+    """The argument kinds of every launcher this process has, and where each came from:
+    ``"compiled"`` here, or loaded from a ``"model file"`` or the ``"program cache"``."""
+    from .shared import sources
+
+    held = sources()
+    return {kinds: held[name] for name, kinds in _names.items() if name in held}

@@ -19,12 +19,14 @@ code is not versioned here. The entry also holds the generated source, which mus
 source generated now, or the entry is ignored.
 
 **What is stored** is numba's own serialised form of each compiled function (its object code
-and the data numba needs to run it, as numba's ``cache=True`` stores it). This is safe because
-the generated code holds no address of the process that compiled it: parallel loops call the
-shared launcher and their bodies through addresses the kernel passes as arguments at each
-call (:mod:`.emit`, :mod:`.launch`); micro-kernels and helpers are linked in as code. A
-compiled function that numba says uses dynamic globals (addresses of the process) is never
-stored.
+and the data numba needs to run it, as numba's ``cache=True`` stores it: :mod:`.stored`).
+This is safe because the generated code holds no address of the process that compiled it:
+parallel loops call the shared launcher and their bodies through addresses the kernel passes
+as arguments at each call (:mod:`.emit`, :mod:`.launch`); micro-kernels and helpers are
+linked in as code. A compiled function that numba says uses dynamic globals (addresses of
+the process) is never stored. The functions every kernel shares (the parallel launchers and
+the spin pool's worker loop, :mod:`.shared`) are kept here too, each under
+:func:`shared_key` of its name.
 
 **Concurrency and size.** Entries are written atomically (:func:`probsched.cache.write_atomic`),
 so processes may store and load at the same time. The folder is bounded by
@@ -52,10 +54,10 @@ import functools
 import hashlib
 import logging
 import os
-import pickle
 from typing import TYPE_CHECKING, Dict, Optional
 
 from .. import cache
+from . import stored
 
 if TYPE_CHECKING:
     from .compile import CompiledModule
@@ -103,10 +105,22 @@ def _target_identity() -> str:
     return repr((cpu_target.target_context.codegen().magic_tuple(), numba.__version__, llvmlite.__version__))
 
 
+def identity() -> str:
+    """What stored code is valid for: the target's code-generation identity (triple, CPU
+    name and features; numba and llvmlite versions) and :func:`generator_version`."""
+    return f"{_target_identity()} {generator_version()}"
+
+
 def key(structural_hash: str, name: str, form: str, options: str) -> str:
     """The entry's name for a lowered program (see the module doc)."""
-    parts = (str(FORMAT), structural_hash, name, form, options, _target_identity(), generator_version())
+    parts = (str(FORMAT), structural_hash, name, form, options, identity())
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+
+
+def shared_key(name: str) -> str:
+    """The entry's name for a function every kernel shares (:mod:`.shared`), by its name,
+    which says everything its code depends on besides :func:`identity`."""
+    return hashlib.sha256("\0".join((str(FORMAT), "shared", name, identity())).encode()).hexdigest()[:40]
 
 
 def _path(digest: str) -> str:
@@ -116,27 +130,29 @@ def _path(digest: str) -> str:
 def dumps(module: "ModuleSource", compiled: "CompiledModule") -> Optional[bytes]:
     """``compiled`` (the functions of ``module``) as bytes :func:`loads` rebuilds in any
     process of the same machine kind; None when a function cannot be stored (it uses
-    dynamic globals: addresses of this process)."""
+    dynamic globals: addresses of this process). The bytes it was loaded from, for a
+    module that was loaded (numba keeps loaded object code only until it is linked)."""
+    if compiled.stored is not None:
+        return compiled.stored
     functions = {}
     for spec in module.functions:
-        disp = compiled.dispatchers[spec.name]
-        (cres,) = disp.overloads.values()
-        if cres.library.has_dynamic_globals or cres.lifted:
+        saved = stored.state(compiled.dispatchers[spec.name])
+        if saved is None:
             return None
-        functions[spec.name] = cres._reduce()
-    from numba.core.serialize import dumps as numba_dumps
-
-    return numba_dumps({"source": module.source, "seconds": compiled.seconds, "functions": functions})
+        functions[spec.name] = saved
+    return stored.dumps({"source": module.source, "seconds": compiled.seconds, "functions": functions})
 
 
 def loads(module: "ModuleSource", data: bytes) -> "CompiledModule":
     """The compiled functions of ``module`` from :func:`dumps`' bytes; raises ValueError when
     they are of another module (another generated source) and whatever numba raises when
     they do not load here."""
-    entry = _unpickle(data)
+    entry = stored.loads(data)
     if entry.get("source") != module.source or set(entry["functions"]) != {f.name for f in module.functions}:
         raise ValueError("the stored code is of another generated program")
-    return _rebuild(module, entry)
+    compiled = _rebuild(module, entry)
+    compiled.stored = data
+    return compiled
 
 
 def store(digest: str, module: "ModuleSource", compiled: "CompiledModule") -> bool:
@@ -144,10 +160,30 @@ def store(digest: str, module: "ModuleSource", compiled: "CompiledModule") -> bo
     cannot be stored (dynamic globals) or the write failed (neither is an error)."""
     try:
         data = dumps(module, compiled)
-        if data is None:
-            return False
+    except Exception as exc:  # an unpicklable environment: compile next time
+        log.debug("program cache: not stored: %s", exc)
+        return False
+    return data is not None and write(digest, data)
+
+
+def load(digest: str, module: "ModuleSource") -> Optional["CompiledModule"]:
+    """The compiled functions of ``module`` stored under ``digest``, or None."""
+    data = read(digest)
+    if data is None:
+        return None
+    try:
+        return loads(module, data)
+    except Exception as exc:  # a damaged, foreign or stale entry: compile instead
+        log.debug("program cache: entry %s does not load: %s", digest, exc)
+        return None
+
+
+def write(digest: str, data: bytes) -> bool:
+    """Keep ``data`` under ``digest`` (atomically: readers never see part of it); False when
+    the write failed (a full disk: not an error). Trims the folder now and then."""
+    try:
         cache.write_atomic(_path(digest), data)
-    except Exception as exc:  # a full disk, an unpicklable environment: compile next time
+    except OSError as exc:
         log.debug("program cache: not stored: %s", exc)
         return False
     global _stores
@@ -157,8 +193,8 @@ def store(digest: str, module: "ModuleSource", compiled: "CompiledModule") -> bo
     return True
 
 
-def load(digest: str, module: "ModuleSource") -> Optional["CompiledModule"]:
-    """The compiled functions of ``module`` stored under ``digest``, or None."""
+def read(digest: str) -> Optional[bytes]:
+    """The bytes kept under ``digest`` (now recently used: trimmed last), or None."""
     path = _path(digest)
     try:
         with open(path, "rb") as fh:
@@ -169,61 +205,23 @@ def load(digest: str, module: "ModuleSource") -> Optional["CompiledModule"]:
         log.debug("program cache: unreadable entry %s: %s", path, exc)
         return None
     try:
-        compiled = loads(module, data)
-    except Exception as exc:  # a damaged, foreign or stale entry: compile instead
-        log.debug("program cache: entry %s does not load: %s", path, exc)
-        return None
-    try:
-        os.utime(path)  # recently used: trimmed last
+        os.utime(path)
     except OSError:
         pass
-    return compiled
-
-
-def _unpickle(data: bytes) -> dict:
-    """``pickle.loads`` with numba's module of dynamically created functions importable.
-
-    The generated functions live in no importable module (they are ``exec``-ed), so numba
-    files their environments under its ``"<dynamic>"`` module, and unpickling one imports
-    the module by that name: it is put in ``sys.modules`` for the call (never used at run
-    time: nopython code does not read its globals).
-    """
-    import sys
-
-    from numba.core import funcdesc
-
-    name = funcdesc._dynamic_modname
-    added = name not in sys.modules
-    if added:
-        sys.modules[name] = funcdesc._dynamic_module
-    try:
-        return pickle.loads(data)
-    finally:
-        if added:
-            sys.modules.pop(name, None)
+    return data
 
 
 def _rebuild(module: "ModuleSource", entry: dict) -> "CompiledModule":
-    from numba.core.compiler import CompileResult
-
-    from .compile import CompiledModule, configure_numba, generated_options
+    from .compile import CompiledModule, generated_options
     from .launch import call_by_address, function_address, launcher
 
-    numba = configure_numba()
     ns: dict = {"__name__": "probsched_cached_program"}
     exec(compile(module.source, "<probsched-cached>", "exec"), ns)  # the Python functions the dispatchers wrap
     dispatchers: Dict[str, object] = {}
     by_address = module.by_address()
     for spec in module.functions:
-        disp = numba.njit(**generated_options(spec.name in by_address))(ns[spec.name])
-        # what numba does before it compiles or loads from its own cache: among others it
-        # starts its runtime (NRT), whose functions the loaded code may call
-        disp.targetctx.refresh()
-        cres = CompileResult._rebuild(disp.targetctx, *entry["functions"][spec.name])
-        disp.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
-        disp.add_overload(cres)
-        disp.disable_compile()  # a call with other argument types fails instead of compiling
-        dispatchers[spec.name] = disp
+        options = generated_options(spec.name in by_address)
+        dispatchers[spec.name] = stored.rebuild(entry["functions"][spec.name], options, ns[spec.name])
     if module.call_global is not None:
         call_by_address()  # built in this process as it would be for a compile
     launchers = {ls.kinds: launcher(ls.kinds) for ls in module.launches}
@@ -271,4 +269,5 @@ def trim(limit: Optional[float] = None) -> int:
     return deleted
 
 
-__all__ = ["enabled", "generator_version", "key", "load", "store", "dumps", "loads", "trim", "max_bytes"]
+__all__ = ["enabled", "generator_version", "identity", "key", "shared_key", "load", "store", "read", "write", "dumps",
+           "loads", "trim", "max_bytes"]

@@ -19,11 +19,21 @@ while after each job; this is the same idea, written with numba and LLVM atomics
   spins until the worker's ``DONE`` before it sets the slot back to ``SPINNING``. A worker
   it cannot claim (busy for another thread's launch) does no chunk: the launcher splits the
   loop among the workers it got and itself. A worker being woken is waited for; when every
-  worker sleeps (a kernel called without :func:`wake`), the launcher uses ``prange``.
+  worker sleeps (a kernel called without :func:`wake`), the launcher uses ``prange``;
+- a worker starts a job with a compare-and-swap (``POSTED -> RUNNING``), and a launcher that
+  is done with its own chunk while the worker has not started its job takes the job back
+  (``POSTED -> TAKEN``) and runs it itself. A worker descheduled by another process's
+  threads (a numpy or JAX call just before, whose workers still spin on the cores) then
+  costs the kernel its share of the work, never the operating system's time slice.
 
 The worker calls a *trampoline* compiled per argument signature (:mod:`.launch`): it loads
 the launcher's argument tuple, which the launcher stashed on its own stack (it stays alive
 until the launcher has collected every chunk), and calls the body by address.
+
+Compiled pool code holds no address of the process: launchers read the slots' address at
+run time from the symbol :data:`BASE_SYMBOL` and yield through :data:`YIELD_SYMBOL`, both
+registered with LLVM in every process (:func:`register_symbols`), so the launchers and the
+worker loop are compiled once per machine kind and loaded elsewhere (:mod:`.shared`).
 
 Spinning costs a core while it lasts; that is the price of the fast launch, and it is paid
 only for about a millisecond after a parallel loop (libgomp's threads spin too). Every wait
@@ -57,26 +67,28 @@ from typing import Dict, Iterator, List, Optional
 import numpy as np
 
 from ..aligned import aligned_empty
-from .compile import compile_options, configure_numba, numba_type, warm_up
+from .compile import compile_options, configure_numba, numba_type
 
 SLOT_WORDS = 8
 """int64 words per worker slot: one cache line, so that slots never share one."""
 STATE, TRAMPOLINE, BODY, ARGS, LO, HI, FAILED = range(7)
 """Word offsets within a slot."""
-COUNTERS = ("launches", "short", "fallbacks", "wake_waits", "slow_collects", "naps")
+COUNTERS = ("launches", "short", "fallbacks", "wake_waits", "slow_collects", "naps", "taken_back")
 """The launch counters, one word each in a cache line after the slots, which launchers
 update (not atomically: two threads launching at once may lose a count; they are for
 diagnosis): launches that got a worker; of those, launches that got fewer workers than
 chunks (a worker busy for another thread's launch); launches that fell back to ``prange``
 (every worker asleep); launches that waited for a worker being woken; launches whose
-wait for the workers' chunks outlasted :data:`SPIN_TICKS` and yielded the core; and the
-times a worker went to sleep (which the workers count)."""
-LAUNCHES, SHORT, FALLBACKS, WAKE_WAITS, SLOW_COLLECTS, NAPS = range(len(COUNTERS))
+wait for the workers' chunks outlasted :data:`SPIN_TICKS` and yielded the core; the
+times a worker went to sleep (which the workers count); and the jobs a launcher took back
+from a worker that had not started them."""
+LAUNCHES, SHORT, FALLBACKS, WAKE_WAITS, SLOW_COLLECTS, NAPS, TAKEN_BACK = range(len(COUNTERS))
 """Word offsets of the counters within their line."""
-ABSENT, SLEEPING, WAKING, SPINNING, CLAIMED, POSTED, DONE, STOPPING = range(8)
+ABSENT, SLEEPING, WAKING, SPINNING, CLAIMED, POSTED, DONE, STOPPING, RUNNING, TAKEN = range(10)
 """Slot states. Transitions: the worker SLEEPING -> (wake) WAKING -> SPINNING; a launcher
-SPINNING -> CLAIMED -> POSTED; the worker POSTED -> DONE; the launcher DONE -> SPINNING;
-the worker SPINNING -> SLEEPING when idle; the pool -> STOPPING at exit, ABSENT after fork."""
+SPINNING -> CLAIMED -> POSTED; the worker POSTED -> RUNNING -> DONE, or the launcher
+POSTED -> TAKEN (it runs the job itself); the launcher DONE or TAKEN -> SPINNING; the
+worker SPINNING -> SLEEPING when idle; the pool -> STOPPING at exit, ABSENT after fork."""
 
 IDLE_TICKS = 3_000_000
 """Time-stamp-counter ticks a worker spins without a job before it sleeps (a millisecond at 3 GHz)."""
@@ -87,6 +99,16 @@ a cheap system call that returns at once when no other thread waits for the core
 WAKE_WAIT_TICKS = 30_000_000
 """How long a launcher waits for a worker that is being woken (10 ms at 3 GHz) before it goes on
 without it: a woken worker needs the GIL once, which the caller releases in the kernel."""
+BASE_SYMBOL = "probsched_spin_pool_base"
+"""The symbol of an int64 holding the slots' address (0 before the pool starts)."""
+YIELD_SYMBOL = "probsched_os_yield"
+"""The symbol of the OS call that yields the core (:func:`_os_yield`)."""
+
+
+def timing() -> str:
+    """The timing constants compiled into pool code (a benchmark may change them before it
+    compiles): part of the names under which the code is stored (:mod:`.shared`)."""
+    return f"idle={IDLE_TICKS},spin={SPIN_TICKS},wake={WAKE_WAIT_TICKS}"
 
 
 def enabled() -> bool:
@@ -109,15 +131,43 @@ def _os_yield():
     return fn
 
 
+_registered: list = []  # what the symbols point at
+
+
+@functools.lru_cache(maxsize=None)
+def register_symbols():
+    """Register :data:`BASE_SYMBOL` and :data:`YIELD_SYMBOL` with LLVM (llvmlite's
+    ``add_symbol``, as numba registers its runtime's functions) once per process; returns the
+    ctypes int64 behind :data:`BASE_SYMBOL`. Compiled pool code refers to both by name and the
+    JIT linker resolves them, so the code holds no address of the process that compiled it:
+    called before such code is compiled or loaded.
+
+    >>> register_symbols().value in (0, getattr(spin_pool(), "base", 0))
+    True
+    """
+    import ctypes
+
+    from llvmlite import binding as ll
+
+    base = ctypes.c_int64(0)
+    yield_fn = _os_yield()
+    _registered.extend([base, yield_fn])  # alive as long as the process
+    ll.add_symbol(BASE_SYMBOL, ctypes.addressof(base))
+    ll.add_symbol(YIELD_SYMBOL, ctypes.cast(yield_fn, ctypes.c_void_p).value)
+    return base
+
+
 @functools.lru_cache(maxsize=None)
 def atomics():
     """numba intrinsics on raw int64 addresses: ``load_acquire(addr)``,
     ``store_release(addr, v)``, ``store_relaxed(addr, v)``, ``load_relaxed(addr)``,
     ``compare_exchange(addr, expected, new) -> 1 or 0``, ``cpu_relax()`` (``pause``),
     ``ticks()`` (``rdtsc``), ``os_yield()`` (give the core to another runnable thread, see
-    :func:`_os_yield`) and ``stash(tuple) -> address`` (the tuple copied into the caller's
-    stack frame, valid until the caller returns)."""
-    numba = configure_numba()
+    :func:`_os_yield`), ``pool_base()`` (the slots' address, :data:`BASE_SYMBOL`) and
+    ``stash(tuple) -> address`` (the tuple copied into the caller's stack frame, valid
+    until the caller returns)."""
+    configure_numba()
+    register_symbols()
     from llvmlite import ir
     from numba.core import cgutils, types
     from numba.extending import intrinsic
@@ -168,21 +218,35 @@ def atomics():
 
         return types.int64(addr, expected, new), codegen
 
-    @intrinsic
-    def cpu_relax(typingctx):
-        def codegen(context, builder, sig, args):
-            # an intrinsic, not inline asm: numba's JIT has no assembly parser
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
-            builder.call(fn, [])
-            return context.get_dummy_value()
+    def _calling(symbol, returns):
+        """An intrinsic that calls the function ``symbol`` (no arguments) for its effect."""
 
-        return types.none(), codegen
+        @intrinsic
+        def call(typingctx):
+            def codegen(context, builder, sig, args):
+                fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(returns, []), symbol)
+                builder.call(fn, [])
+                return context.get_dummy_value()
+
+            return types.none(), codegen
+
+        return call
 
     @intrinsic
     def ticks(typingctx):
         def codegen(context, builder, sig, args):
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, []), "llvm.readcyclecounter")
             return builder.call(fn, [])
+
+        return types.int64(), codegen
+
+    @intrinsic
+    def pool_base(typingctx):
+        def codegen(context, builder, sig, args):
+            gv = builder.module.globals.get(BASE_SYMBOL)
+            if gv is None:  # a declaration: the JIT linker resolves it to this process's word
+                gv = ir.GlobalVariable(builder.module, i64, BASE_SYMBOL)
+            return builder.load_atomic(gv, "monotonic", 8)
 
         return types.int64(), codegen
 
@@ -199,13 +263,15 @@ def atomics():
         return types.int64(values), codegen
 
     return SimpleNamespace(
-        os_yield=_os_yield(),
+        os_yield=_calling(YIELD_SYMBOL, ir.IntType(32)),
+        pool_base=pool_base,
         load_acquire=_load("acquire"),
         load_relaxed=_load("monotonic"),
         store_release=_store("release"),
         store_relaxed=_store("monotonic"),
         compare_exchange=compare_exchange,
-        cpu_relax=cpu_relax,
+        # an LLVM intrinsic, not inline asm: numba's JIT has no assembly parser
+        cpu_relax=_calling("llvm.x86.sse2.pause", ir.VoidType()),
         ticks=ticks,
         stash=stash,
     )
@@ -259,9 +325,10 @@ def pool_functions():
         while True:
             state = load_acquire(s)
             if state == POSTED:
-                failed = call(load_relaxed(s + 8 * TRAMPOLINE), (load_relaxed(s + 8 * BODY), load_relaxed(s + 8 * ARGS), load_relaxed(s + 8 * LO), load_relaxed(s + 8 * HI)))
-                store_relaxed(s + 8 * FAILED, failed)
-                store_release(s, DONE)
+                if cas(s, POSTED, RUNNING):  # else the launcher took its job back
+                    failed = call(load_relaxed(s + 8 * TRAMPOLINE), (load_relaxed(s + 8 * BODY), load_relaxed(s + 8 * ARGS), load_relaxed(s + 8 * LO), load_relaxed(s + 8 * HI)))
+                    store_relaxed(s + 8 * FAILED, failed)
+                    store_release(s, DONE)
                 idle_since = ticks()
             elif state == SPINNING:
                 now = ticks()
@@ -279,7 +346,7 @@ def pool_functions():
                 backoff_at(now, idle_since)
             elif state == STOPPING or state == ABSENT or state == SLEEPING:
                 return state
-            else:  # CLAIMED (the job is being written) or DONE (not yet collected)
+            else:  # CLAIMED (the job is being written), DONE or TAKEN (not yet collected)
                 backoff(idle_since)
 
     @numba.njit(i64(i64, i64, i64), **opts)
@@ -329,9 +396,13 @@ def pool_functions():
         while mask >> k:
             if mask >> k & 1:
                 s = base + k * SLOT_WORDS * 8
-                while load_acquire(s) != DONE:
-                    backoff(start)
-                failed += load_relaxed(s + 8 * FAILED)
+                if cas(s, POSTED, TAKEN):  # the worker has not started it: run it here
+                    count(base, workers, TAKEN_BACK)
+                    failed += call(load_relaxed(s + 8 * TRAMPOLINE), (load_relaxed(s + 8 * BODY), load_relaxed(s + 8 * ARGS), load_relaxed(s + 8 * LO), load_relaxed(s + 8 * HI)))
+                else:
+                    while load_acquire(s) != DONE:
+                        backoff(start)
+                    failed += load_relaxed(s + 8 * FAILED)
                 store_release(s, SPINNING)
             k += 1
         if ticks() - start > SPIN_TICKS:
@@ -339,6 +410,20 @@ def pool_functions():
         return failed
 
     return SimpleNamespace(serve=serve, claim=claim, post=post, collect=collect)
+
+
+def serve_function():
+    """The workers' loop ``serve`` of :func:`pool_functions`, shared (:mod:`.shared`): loaded
+    where it was compiled before."""
+    from . import shared
+
+    register_symbols()
+    return shared.get(serve_name(), lambda: pool_functions().serve, compile_options())
+
+
+def serve_name() -> str:
+    """The name :func:`serve_function` is shared under."""
+    return f"spin_pool.serve {timing()}"
 
 
 class SpinPool:
@@ -360,7 +445,8 @@ class SpinPool:
         self._events = [threading.Event() for _ in range(workers)]
         self._stopping = False
         self._lock = threading.Lock()
-        self._serve = pool_functions().serve
+        self._serve = serve_function()
+        register_symbols().value = self.base  # what launchers read: the slots of this process
         self._threads = [
             threading.Thread(target=self._run, args=(k,), daemon=True, name=f"probsched-spin-{k}") for k in range(workers)
         ]
@@ -440,7 +526,6 @@ def spin_pool() -> Optional[SpinPool]:
     with _pool_lock:
         if _pool is None:
             numba = configure_numba()
-            warm_up()
             _pool = SpinPool(max(0, numba.config.NUMBA_NUM_THREADS - 1))
             atexit.register(_pool.stop)
     return _pool
@@ -459,7 +544,7 @@ def launch_counts(reset: bool = False) -> Dict[str, int]:
     ``slow_collects`` (chunks that kept the caller waiting past a spin).
 
     >>> sorted(launch_counts())
-    ['fallbacks', 'launches', 'naps', 'short', 'slow_collects', 'wake_waits']
+    ['fallbacks', 'launches', 'naps', 'short', 'slow_collects', 'taken_back', 'wake_waits']
     """
     if _pool is None:
         return dict.fromkeys(COUNTERS, 0)

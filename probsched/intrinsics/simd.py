@@ -1,16 +1,20 @@
-"""512-bit vector values in numba code: what the bfloat16 micro-kernels are written with.
+"""Vector values in numba code: what the micro-kernels are written with.
 
-numba has no vector types, and LLVM's vectorizers do not form ``vdpbf16ps`` from scalar
-code, so the bf16 kernels (:mod:`.matmul_bf16`) hold their accumulators in two numba types
-whose LLVM form is a vector: :data:`f32x16` (``<16 x float>``, one AVX-512 register, two
-AVX2 ones) and :data:`bf16x32` (``<32 x i16>``: 16 pairs of bfloat16). The functions below
-are numba intrinsics, each a few LLVM instructions inlined where they are called, indexing
-flat 1-D arrays by an element offset (unchecked, unaligned):
+numba has no vector types, LLVM's vectorizers do not form ``vdpbf16ps`` from scalar code,
+and its SLP vectorizer leaves a register block of scalar float32 FMAs at about half the FMA
+peak of a core with two 512-bit pipes; so the micro-kernels (:mod:`.matmul`,
+:mod:`.matmul_bf16`) hold their accumulators in numba types whose LLVM form is a vector:
+:data:`f32x16` (``<16 x float>``, one AVX-512 register, two AVX2 ones), :data:`f32x8`
+(``<8 x float>``, one AVX2 register) and :data:`bf16x32` (``<32 x i16>``: 16 pairs of
+bfloat16). The functions below are numba intrinsics, each a few LLVM instructions inlined
+where they are called, indexing flat 1-D arrays by an element offset (unchecked, unaligned):
 
-- :func:`zeros`, :func:`load`, :func:`store`: float32 vectors;
+- :func:`zeros`, :func:`load`, :func:`store`: float32 vectors (``store`` of either width);
+- :func:`broadcast`: one float32 in all 16 lanes; :func:`zeros8`, :func:`load8`,
+  :func:`broadcast8`: the same for 8 lanes;
 - :func:`load_pairs`: 32 bfloat16 (the bits of a uint16 array): 16 lanes of 2;
 - :func:`broadcast_pair`: 2 adjacent bfloat16 copied to all 16 lanes;
-- :func:`fma`: ``acc + a * b`` on float32 vectors, one rounding (``vfmadd``);
+- :func:`fma`: ``acc + a * b`` on float32 vectors of either width, one rounding (``vfmadd``);
 - :func:`dot_pairs` / :func:`dot_pairs_emulated`: ``acc[l] += a[l].odd * b[l].odd``, then
   ``+= a[l].even * b[l].even`` in float32, rounding to nearest after each: the first is
   the instruction ``vdpbf16ps`` (``avx512_bf16``; it also flushes denormals to zero), the
@@ -32,6 +36,9 @@ flat 1-D arrays by an element offset (unchecked, unaligned):
 """
 
 from __future__ import annotations
+
+import functools
+import hashlib
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -55,6 +62,7 @@ _I32 = ir.IntType(32)
 _F32X16 = ir.VectorType(ir.FloatType(), 16)
 _I16X32 = ir.VectorType(ir.IntType(16), 32)
 _I32X16 = ir.VectorType(_I32, 16)
+_F32X8 = ir.VectorType(ir.FloatType(), 8)
 DOT_PAIRS = "llvm.x86.avx512bf16.dpbf16ps.512"
 
 
@@ -69,11 +77,36 @@ def _dot_operand_type() -> ir.Type:
 _PAIRS = _dot_operand_type()
 
 
+def compiles_for(feature: str) -> bool:
+    """Whether numba compiles for a CPU with LLVM feature ``feature`` (``"avx512bf16"``,
+    ``"amx-tile"``): the host's, unless ``NUMBA_CPU_FEATURES`` names others (as when testing
+    for an AVX2 machine). LLVM cannot select an instruction the features lack.
+
+    >>> compiles_for("sse2"), compiles_for("no-such-feature")
+    (True, False)
+    """
+    from numba.core import config
+
+    features = config.CPU_FEATURES
+    if features is None:
+        import llvmlite.binding as llvm
+
+        features = llvm.get_host_cpu_features().flatten()
+    return f"+{feature}" in features.split(",")
+
+
 class F32x16(types.Type):
     """16 float32 lanes."""
 
     def __init__(self) -> None:
         super().__init__(name="f32x16")
+
+
+class F32x8(types.Type):
+    """8 float32 lanes."""
+
+    def __init__(self) -> None:
+        super().__init__(name="f32x8")
 
 
 class BF16x32(types.Type):
@@ -84,13 +117,22 @@ class BF16x32(types.Type):
 
 
 f32x16 = F32x16()
+f32x8 = F32x8()
 bf16x32 = BF16x32()
+#: the float32 vector types and their LLVM form
+_FLOAT_VECTORS = {f32x16: _F32X16, f32x8: _F32X8}
 
 
 @register_model(F32x16)
 class _F32x16Model(models.PrimitiveModel):
     def __init__(self, dmm, fe_type) -> None:
         super().__init__(dmm, fe_type, _F32X16)
+
+
+@register_model(F32x8)
+class _F32x8Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type) -> None:
+        super().__init__(dmm, fe_type, _F32X8)
 
 
 @register_model(BF16x32)
@@ -120,27 +162,72 @@ def zeros(typingctx):
     return f32x16(), codegen
 
 
+def _loader(vector: ir.VectorType):
+    """The codegen of a float32 vector load ``array[index : index + lanes]``."""
+
+    def codegen(context, builder, sig, args):
+        return builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], vector), align=4)
+
+    return codegen
+
+
 @intrinsic
 def load(typingctx, array, index):
     """``array[index : index + 16]`` (float32) as a vector."""
     _check(array, types.float32, "load")
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _F32X16), align=4)
-
-    return f32x16(array, index), codegen
+    return f32x16(array, index), _loader(_F32X16)
 
 
 @intrinsic
 def store(typingctx, array, index, value):
-    """``array[index : index + 16] = value`` (float32)."""
+    """``array[index : index + lanes] = value`` (float32, a vector of either width)."""
     _check(array, types.float32, "store")
+    vector = _float_vector(value, "store")
 
     def codegen(context, builder, sig, args):
-        builder.store(args[2], _element_ptr(context, builder, sig.args[0], args[0], args[1], _F32X16), align=4)
+        builder.store(args[2], _element_ptr(context, builder, sig.args[0], args[0], args[1], vector), align=4)
         return context.get_dummy_value()
 
     return types.void(array, index, value), codegen
+
+
+def _float_vector(value, what: str) -> ir.VectorType:
+    if value not in _FLOAT_VECTORS:
+        raise TypeError(f"{what}: expected a float32 vector (f32x16 or f32x8), got {value}")
+    return _FLOAT_VECTORS[value]
+
+
+def _broadcast(context, builder, sig, args, vector: ir.VectorType):
+    x = builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], ir.FloatType()), align=4)
+    one = builder.insert_element(ir.Constant(vector, None), x, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, vector.count), [0] * vector.count))
+
+
+@intrinsic
+def broadcast(typingctx, array, index):
+    """``array[index]`` (float32) in all 16 lanes."""
+    _check(array, types.float32, "broadcast")
+    return f32x16(array, index), lambda context, builder, sig, args: _broadcast(context, builder, sig, args, _F32X16)
+
+
+@intrinsic
+def zeros8(typingctx):
+    """A vector of 8 float32 zeros."""
+    return f32x8(), lambda context, builder, sig, args: ir.Constant(_F32X8, [0.0] * 8)
+
+
+@intrinsic
+def load8(typingctx, array, index):
+    """``array[index : index + 8]`` (float32) as a vector."""
+    _check(array, types.float32, "load8")
+    return f32x8(array, index), _loader(_F32X8)
+
+
+@intrinsic
+def broadcast8(typingctx, array, index):
+    """``array[index]`` (float32) in all 8 lanes."""
+    _check(array, types.float32, "broadcast8")
+    return f32x8(array, index), lambda context, builder, sig, args: _broadcast(context, builder, sig, args, _F32X8)
 
 
 @intrinsic
@@ -170,18 +257,22 @@ def broadcast_pair(typingctx, array, index):
 
 
 def _fma(builder, acc, a, b):
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16] * 3), "llvm.fma.v16f32")
+    vector = acc.type
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3), f"llvm.fma.v{vector.count}f32")
     return builder.call(fn, [a, b, acc])
 
 
 @intrinsic
 def fma(typingctx, acc, a, b):
-    """``acc + a * b`` on float32 vectors, rounded once."""
+    """``acc + a * b`` on float32 vectors (three of one width), rounded once."""
+    _float_vector(acc, "fma")
+    if not (a == acc and b == acc):
+        raise TypeError(f"fma: expected three vectors of one width, got {acc}, {a}, {b}")
 
     def codegen(context, builder, sig, args):
         return _fma(builder, *args)
 
-    return f32x16(acc, a, b), codegen
+    return acc(acc, a, b), codegen
 
 
 @intrinsic

@@ -19,7 +19,8 @@ True
 
 from __future__ import annotations
 
-import ml_dtypes  # registers the "bfloat16" name with numpy
+import functools
+
 import numpy as np
 
 INDEX = "int64"
@@ -33,8 +34,19 @@ DTYPES = FLOAT_DTYPES + INT_DTYPES + (BOOL,)
 #: relative error of one rounding to nearest.
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, BF16: 2.0**-8}
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 _UINT16 = np.dtype(np.uint16)
+
+
+@functools.lru_cache(maxsize=None)
+def _bf16() -> np.dtype:
+    # imported when a bfloat16 array is first made: ml_dtypes takes a second to import
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def _is_bf16(d: np.dtype) -> bool:
+    return d.name == BF16 and d.kind == "V"  # no import of ml_dtypes to answer no
 
 
 def is_float(dtype: str) -> bool:
@@ -49,24 +61,26 @@ def arithmetic_dtype(dtype: str) -> str:
 
 def numpy_dtype(dtype: str) -> np.dtype:
     """The numpy dtype of arrays of ``dtype`` at the API (``ml_dtypes.bfloat16`` for bfloat16)."""
-    return _BF16 if dtype == BF16 else np.dtype(dtype)
+    return _bf16() if dtype == BF16 else np.dtype(dtype)
 
 
 def storage_dtype(dtype) -> np.dtype:
     """What compiled code stores ``dtype`` as: uint16 bits for bfloat16, else the dtype itself."""
+    if isinstance(dtype, str) and dtype == BF16:
+        return _UINT16
     d = np.dtype(dtype)
-    return _UINT16 if d == _BF16 else d
+    return _UINT16 if _is_bf16(d) else d
 
 
 def as_storage(array: np.ndarray) -> np.ndarray:
     """``array`` viewed as compiled code reads it (a bfloat16 array as its uint16 bits; no copy)."""
-    return array.view(_UINT16) if array.dtype == _BF16 else array
+    return array.view(_UINT16) if _is_bf16(array.dtype) else array
 
 
 def round_to(dtype: str, value: float) -> float:
     """``value`` rounded to ``dtype`` (to nearest, ties to even), as a Python float."""
     if dtype == BF16:
-        return float(ml_dtypes.bfloat16(value))
+        return float(np.asarray(value, np.float32).astype(_bf16()))
     if dtype == "float32":
         return float(np.float32(value))
     return float(value)

@@ -14,6 +14,10 @@ The file is a zip archive (``.psm`` by convention) holding everything the runtim
   loading them costs milliseconds where compiling costs seconds;
 - ``modules/<name>.py``: the generated micro-kernel modules the code calls (imported from
   probsched's disk cache, written there first if this machine has not made them yet);
+- ``shared/<n>.bin``: the parallel launchers the kernels call and the spin pool's worker
+  loop (:mod:`probsched.codegen.shared`), offered to the loading process, which uses them
+  when they were made for its machine kind and pool (else it finds or compiles its own):
+  a model loads without compiling anything;
 - ``constants/<n>.npy``: every weight, already in the layout its kernel reads.
 
 :func:`load` needs numpy, numba and llvmlite: it imports the IR, the code generator and this
@@ -130,6 +134,10 @@ def save(model: "CompiledModel", path: str) -> None:
         if v in iface.constants and str(v) not in plain:
             plain[str(v)] = f"constants/out{v}.npy"
             arrays.append((plain[str(v)], np.asarray(iface.constants[v])))
+    from ..codegen.launch import exported
+
+    shared_code = exported(ls.kinds for step in model.steps for ls in step.kernel.launches)
+    entries += [(f"shared/{n}.bin", data) for n, data in enumerate(shared_code)]
     tree = iface.output_tree()
     manifest = {
         "format": FORMAT,
@@ -147,6 +155,7 @@ def save(model: "CompiledModel", path: str) -> None:
         "kernels": {str(n): key for key, n in kernels.items()},
         "dtypes": {name: BF16 for name, arr in arrays if arr.dtype == numpy_dtype(BF16)},
         "modules": sorted(modules),
+        "shared": [f"shared/{n}.bin" for n in range(len(shared_code))],
         "steps": steps,
         "choices": [
             {"task": c.task.name, "weight": c.task.weight, "flops": c.task.flops, "source": c.source, "seconds": c.seconds}
@@ -227,6 +236,7 @@ def load(path: str) -> "CompiledModel":
         rebuild = _must_rebuild(path, target, host)
         if not rebuild:
             rebuild = not _import_modules(zf, path, manifest.get("modules", []))
+        _offer_shared(zf, path, manifest.get("shared", []))
         kernels = {}
         for n, key in manifest["kernels"].items():
             kernels[int(n)] = _load_kernel(zf, path, int(n), key, rebuild)
@@ -321,6 +331,17 @@ def _import_modules(zf: zipfile.ZipFile, path: str, names: List[str]) -> bool:
                         name, type(exc).__name__, exc)
             return False
     return True
+
+
+def _offer_shared(zf: zipfile.ZipFile, path: str, members: List[str]) -> None:
+    """Offer the file's launchers to this process (used if made for its machine and pool)."""
+    from ..codegen import shared
+
+    for member in members:
+        try:
+            shared.offer(zf.read(member))
+        except (KeyError, zipfile.BadZipFile, OSError) as exc:  # compiled instead when needed
+            log.warning("%s: %s does not read (%s): its launcher is compiled if needed", path, member, exc)
 
 
 def _load_kernel(zf: zipfile.ZipFile, path: str, n: int, key: str, rebuild: bool):

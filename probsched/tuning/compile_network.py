@@ -4,7 +4,9 @@ to the runtime (:class:`probsched.runtime.CompiledModel`).
 For each task (:mod:`probsched.graph.task`) the schedule is the first of these that builds
 and computes the task's reference:
 
-1. ``"database"``: the task's records in the tuning database for this machine, the best
+1. ``"database"``: the task's records in the tuning database for this machine (without a
+   database: ``"shipped"``, the records the package ships for this CPU family,
+   :mod:`.shipped`), the best
    first as :func:`~.selection.best_schedule` names it, then the next fastest (a record
    that no longer replays, e.g. written by another version of the design space or edited
    by hand, is skipped with a warning naming the task, the record and the database);
@@ -47,6 +49,7 @@ from ..runtime import CompiledModel, KernelStep, ModelInterface
 from ..schedule import InstructionLog, Schedule
 from . import compile_cache
 from .selection import best_schedule
+from .shipped import shipped_database
 
 log = logging.getLogger("probsched.compile")
 
@@ -176,6 +179,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     space = space or space_mod.default()
     own_db = database is not None and not isinstance(database, Database)
     db = Database(database) if own_db else database
+    shipped = shipped_database() if database is None else None
     tasks = [t.in_precision(precision) for t in graph.tasks()]
     by_key = {t.lowered.func.structural_hash(): t for t in tasks}  # by the float32 function
     producer = graph.producer()
@@ -190,7 +194,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
         for n, task in enumerate(tasks):
             start = time.perf_counter()
             kernel, choice, failures = None, None, []
-            for sch, source, seconds in _ranked(task, db, space, candidates, seed, seed + n):
+            for sch, source, seconds in _ranked(task, db, space, candidates, seed, seed + n, shipped):
                 try:
                     built = build(sch)
                 except BuildError as exc:
@@ -254,14 +258,19 @@ def _progress(progress, name: str, total: int):
 
 
 def _ranked(
-    task: Task, db: Optional[Database], space, candidates: int, model_seed: int, seed: int
+    task: Task, db: Optional[Database], space, candidates: int, model_seed: int, seed: int,
+    shipped: Optional[Database] = None,
 ) -> Iterator[Tuple[Schedule, str, Optional[float]]]:
     """(schedule, source, measured seconds) to try for ``task``, in order of preference: the
-    database's, then the predicted one chosen before (:mod:`.compile_cache`), then the
-    predicted ones (drawn only when nothing before served)."""
+    database's (or without one, the records shipped for this CPU family: :mod:`.shipped`),
+    then the predicted one chosen before (:mod:`.compile_cache`), then the predicted ones
+    (drawn only when nothing before served)."""
     if db is not None:
         for sch, seconds in _database_candidates(task, db):
             yield sch, "database", seconds
+    if shipped is not None:
+        for sch, seconds in _database_candidates(task, shipped):
+            yield sch, "shipped", seconds
     earlier = compile_cache.load_predicted(compile_cache.predicted_key(task.key, space, candidates, seed))
     if earlier is not None:
         try:

@@ -233,7 +233,7 @@ class TuningLoop:
         seeds = [None if options.seed is None else options.seed + i for i in range(len(tasks))]
         self.searches = [
             TaskSearch(t.workload, resources.db, space=self.space, strategy=s, model=self.model, seed=seed, start=self.start,
-                       similar_tasks=options.similar_tasks)
+                       similar_tasks=options.similar_tasks, shipped=options.shipped)
             for t, s, seed in zip(self.tasks, strategies, seeds)
         ]
         self.states = [

@@ -26,7 +26,9 @@ otherwise:
 - ``target``: the :class:`~probsched.target.Target` the default space schedules for (this
   machine);
 - ``similar_tasks``: a task with no record of its own starts its search from the best
-  decisions of the most similar tasks in the database (:mod:`.similar_tasks`).
+  decisions of the most similar tasks in the database (:mod:`.similar_tasks`);
+- ``shipped``: a task with no record of its own first measures the records the package
+  ships for this CPU family, where it ships some (:mod:`.shipped`).
 
 >>> opts = TuningOptions(seed=3)
 >>> opts.strategy, opts.cost_model, opts.batch_for(trials=128, tasks=1), opts.retime_for(tasks=1)
@@ -34,7 +36,7 @@ otherwise:
 >>> TuningOptions.from_keywords({"strategy": "replay", "trails": 4}, who="tune")
 Traceback (most recent call last):
 ...
-TypeError: tune: unknown option 'trails'; the options are space, strategy, strategy_options, cost_model, seed, batch_size, retime_top, retime_rounds, target, similar_tasks
+TypeError: tune: unknown option 'trails'; the options are space, strategy, strategy_options, cost_model, seed, batch_size, retime_top, retime_rounds, target, similar_tasks, shipped
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class TuningOptions:
     retime_rounds: int = DEFAULT_RETIME_ROUNDS
     target: Optional["Target"] = None
     similar_tasks: bool = False
+    shipped: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:

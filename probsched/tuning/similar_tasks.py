@@ -68,15 +68,20 @@ def similar_decisions(db: "Database", func: PrimFunc, key: str) -> List[Trace]:
         d = shape_distance(func, other)
         if d is not None:
             ranked.append((d, stored.hash))
+    return [t for _, h in sorted(ranked)[:SIMILAR_TASKS] for t in best_decisions(db, h, RECORDS_PER_TASK)]
+
+
+def best_decisions(db: "Database", key: str, k: int) -> List[Trace]:
+    """Decision traces of the ``k`` best records of workload ``key`` in ``db`` (fastest
+    first; records without decisions, or written by another version, left out)."""
     out: List[Trace] = []
-    for _, h in sorted(ranked)[:SIMILAR_TASKS]:
-        for rec in db.best(h, k=RECORDS_PER_TASK):
-            if rec.decisions:
-                try:
-                    out.append(Trace.from_json(rec.decisions))
-                except Exception:  # noqa: BLE001 - written by another version
-                    continue
+    for rec in db.best(key, k=k):
+        if rec.decisions:
+            try:
+                out.append(Trace.from_json(rec.decisions))
+            except Exception:  # noqa: BLE001 - written by another version
+                continue
     return out
 
 
-__all__ = ["similar_decisions", "shape_distance", "structure"]
+__all__ = ["similar_decisions", "best_decisions", "shape_distance", "structure"]

@@ -77,8 +77,9 @@ class TaskSearch:
     search its own);
     ``model`` a cost model shared with other searches or None; ``space`` the design space
     (default ``ps.space.default()``). ``start`` is the run's start (``time.perf_counter()``)
-    that trials' wall times count from. ``similar_tasks``: without records of its own, the
-    search starts from those of similar tasks (:mod:`.similar_tasks`).
+    that trials' wall times count from. Without records of its own, ``shipped``: the first
+    candidates it proposes are the shipped best of this task (:mod:`.shipped`);
+    ``similar_tasks``: the search starts from those of similar tasks (:mod:`.similar_tasks`).
     """
 
     def __init__(
@@ -92,6 +93,7 @@ class TaskSearch:
         seed: Optional[int] = None,
         start: Optional[float] = None,
         similar_tasks: bool = False,
+        shipped: bool = False,
     ) -> None:
         from .. import space as space_mod
 
@@ -107,10 +109,18 @@ class TaskSearch:
         self.past = db.records(self.key)
         self.ctx = SearchContext(workload, self.space, model, seed, measured={r.candidate_hash for r in self.past})
         self.ctx.records = db.best(self.key, k=64)
-        if similar_tasks and not any(r.ok for r in self.past):
-            from .similar_tasks import similar_decisions
+        #: decisions measured before the strategy's (the shipped best of this very task)
+        self.seeds: List = []
+        if not any(r.ok for r in self.past):
+            if shipped:
+                from .shipped import shipped_decisions
 
-            self.ctx.transfer = similar_decisions(db, self.func, self.key)
+                self.seeds = shipped_decisions(self.key)
+            if similar_tasks:
+                from .similar_tasks import similar_decisions
+
+                self.ctx.transfer = similar_decisions(db, self.func, self.key)
+            self.ctx.transfer = self.seeds + self.ctx.transfer
         self.best_seconds = min((r.median for r in self.past if r.ok), default=math.inf)
         self.history: List[Trial] = []
         self.start = time.perf_counter() if start is None else start
@@ -138,13 +148,23 @@ class TaskSearch:
         Candidates already in the database are never proposed, including those another
         process tuning the same workload into the same database committed since."""
         self.ctx.measured |= self.db.candidate_hashes(self.key)
-        batch = self.strategy.generate(self.ctx, n)
+        batch = self._seeded(n)
+        batch += self.strategy.generate(self.ctx, n - len(batch)) if n > len(batch) else []
         if not batch:
             self.exhausted = True
             log.warning("%s: the strategy found no new candidate after %d trials", self.name, self.trials)
         for c in batch:  # in flight: never proposed twice, even before their results arrive
             self.ctx.measured.add(c.hash)
         return batch
+
+    def _seeded(self, n: int) -> List[Candidate]:
+        """Up to ``n`` candidates replayed from :attr:`seeds` (consumed as proposed)."""
+        out: List[Candidate] = []
+        while self.seeds and len(out) < n:
+            c = self.ctx.replay(self.seeds.pop(0))
+            if c is not None and self.ctx.is_new(c) and all(c.hash != o.hash for o in out):
+                out.append(c)
+        return out
 
     def record(self, batch: Sequence[Candidate], index: int, result: "MeasureResult") -> Trial:
         """Commit the result of ``batch[index]`` and note the trial."""

@@ -1,0 +1,124 @@
+"""Records shipped with the package: what tuning the shipped networks taught, per CPU family.
+
+TVM's TopHub shipped tuned logs per device; this is the same for this library. The package
+holds, for each CPU family the project has tuned on (``probsched/data/records/<family>.jsonl.gz``,
+a database export of the best few records of every task of the shipped networks), the
+decisions that were fastest there. They serve twice:
+
+- ``ps.compile`` without a database uses them (source ``"shipped"``) for the tasks they
+  cover, on a machine of the same family; every kernel is still checked before use;
+- a tuning run's task that has no record of its own measures them first
+  (:class:`~probsched.tuning.task_search.TaskSearch`), then searches from there.
+
+A family is the CPU's vendor and its widest vector instructions (:func:`cpu_family`): the
+schedules' tile shapes and micro-kernels suit every CPU of one family, and the records are
+re-measured where it matters (tuning) and re-checked always. ``probsched build-records DB...``
+makes a family's file from tuning databases.
+
+>>> from probsched.target import Target
+>>> cpu_family(Target(model="AMD EPYC 9R14", isa=("avx2", "avx512f")))
+'amd-avx512'
+>>> cpu_family(Target(model="Intel(R) Xeon(R) Platinum", isa=("avx2", "fma")))
+'intel-avx2'
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import logging
+import os
+import tempfile
+from typing import Dict, Iterable, List, Optional
+
+from handlers.trace_struct import Trace
+
+from ..database import Database
+from ..database.record import target_json
+from ..target import Target
+
+log = logging.getLogger("probsched.tune")
+
+FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "records")
+#: Best records per task a family's file keeps.
+DEFAULT_TOP = 4
+
+
+def cpu_family(target: Optional[Target] = None) -> str:
+    """``<vendor>-<widest vector ISA>`` of ``target`` (this machine unless given)."""
+    t = Target.parse(target)
+    model = t.model.lower()
+    vendor = "amd" if "amd" in model else "intel" if "intel" in model else "x86"
+    isa = "avx512" if t.has("avx512f") else "avx2" if t.has("avx2") else "sse"
+    return f"{vendor}-{isa}"
+
+
+def shipped_path(family: str) -> str:
+    """Where the records of ``family`` are shipped (the file may be absent)."""
+    return os.path.join(FOLDER, f"{family}.jsonl.gz")
+
+
+@functools.lru_cache(maxsize=4)
+def shipped_database(family: Optional[str] = None) -> Optional[Database]:
+    """The shipped records of ``family`` (this machine's unless given) in a database in
+    memory, filed as this machine's own (so every query finds them); None when the package
+    ships none for it."""
+    family = family or cpu_family()
+    path = shipped_path(family)
+    if not os.path.exists(path):
+        return None
+    host = target_json(None)
+    db = Database(":memory:")
+    with gzip.open(path, "rt") as src, tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as dst:
+        for n, line in enumerate(src):
+            if n and line.strip():
+                entry = json.loads(line)
+                if entry.get("type") == "record":
+                    entry["target"] = host
+                line = json.dumps(entry, sort_keys=True) + "\n"
+            dst.write(line)
+    try:
+        added = db.import_jsonl(dst.name)
+    finally:
+        os.unlink(dst.name)
+    log.info("shipped records: %d of family %s", added, family)
+    return db
+
+
+def shipped_decisions(key: str, limit: int = DEFAULT_TOP) -> List[Trace]:
+    """Decision traces of the shipped best records of the workload ``key`` (fastest first)."""
+    from .similar_tasks import best_decisions
+
+    db = shipped_database()
+    return [] if db is None else best_decisions(db, key, limit)
+
+
+def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) -> Dict[str, int]:
+    """Write the ``top`` best distinct records of every workload of ``databases`` to
+    ``out`` (a gzipped database export: what :func:`shipped_database` reads); returns the
+    records kept per workload name."""
+    from ..database.database import JSONL_FORMAT, JSONL_VERSION
+
+    workloads: Dict[str, str] = {}
+    lines: List[str] = []
+    kept: Dict[str, int] = {}
+    for path in databases:
+        with Database(path) as db:
+            for w in db.workloads():
+                best = db.best(w.hash, k=top)
+                if not best or w.hash in workloads:
+                    continue
+                workloads[w.hash] = json.dumps({"type": "workload", "hash": w.hash, "name": w.name, "func": w.func_json}, sort_keys=True)
+                for rec in best:
+                    lines.append(json.dumps({"type": "record", **rec.to_dict()}, sort_keys=True))
+                kept[w.name] = len(best)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with gzip.open(out, "wt") as fh:
+        fh.write(json.dumps({"format": JSONL_FORMAT, "version": JSONL_VERSION}) + "\n")
+        for line in list(workloads.values()) + lines:
+            fh.write(line + "\n")
+    return kept
+
+
+__all__ = ["cpu_family", "shipped_path", "shipped_database", "shipped_decisions", "build_records", "DEFAULT_TOP"]
