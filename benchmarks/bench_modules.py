@@ -5,12 +5,14 @@
 For each network, ``ps.tune_model`` with the same budget and seed on four design spaces:
 
 - ``full``: the default space (``ps.space.default()``);
+- ``no-winograd``: without the Winograd rule (``winograd=False``): every 3x3 convolution is
+  computed directly (issue #63's ablation row);
 - ``no-layout``: without the weight-layout rewrite (``rewrite_layout=False``): weights are
   read in their own layout (or packed into panels on every call);
-- ``no-micro-kernels``: without the micro-kernel tiling rule (``micro_kernels=False``):
-  matmul-like blocks are tiled by ``MultiLevelTiling`` alone. The layout rewrite acts on
-  micro-kernel tiles, so this space has neither module, and ``neither`` is this same space
-  (run once, reported in both rows);
+- ``no-micro-kernels``: without the micro-kernel tiling rule (``micro_kernels=False``) and
+  without Winograd (``winograd=False``): matmul-like blocks are tiled by
+  ``MultiLevelTiling`` alone. The layout rewrite acts on micro-kernel tiles, so this space
+  has none of the modules (``none``: the paper's baseline);
 
 then every tuned network is compiled from its database and timed beside ``jax.jit``, all in
 one process, interleaved round by round (medians of ``--rounds``). Databases go to
@@ -36,9 +38,10 @@ from probsched.measure.timer import time_interleaved  # noqa: E402
 
 #: Space options of each configuration.
 CONFIGS = {
-    "full": dict(micro_kernels=True, rewrite_layout=True),
-    "no-layout": dict(micro_kernels=True, rewrite_layout=False),
-    "no-micro-kernels": dict(micro_kernels=False, rewrite_layout=True),
+    "full": dict(micro_kernels=True, rewrite_layout=True, winograd=True),
+    "no-winograd": dict(micro_kernels=True, rewrite_layout=True, winograd=False),
+    "no-layout": dict(micro_kernels=True, rewrite_layout=False, winograd=True),
+    "no-micro-kernels": dict(micro_kernels=False, rewrite_layout=True, winograd=False),
 }
 
 
@@ -86,17 +89,18 @@ def run_model(name: str, args: argparse.Namespace) -> dict:
 
 def table(rows: list) -> str:
     lines = [
-        "| network | full ms | no layout ms | no micro-kernels (= neither) ms | jax.jit ms | full vs neither | full vs no layout |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| network | full ms | no Winograd ms | no layout ms | no micro-kernels (= none) ms | jax.jit ms | "
+        "full vs none | full vs no Winograd | full vs no layout |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         ms = r["ms"]
-        full, nolay, nomk = ms.get("full"), ms.get("no-layout"), ms.get("no-micro-kernels")
+        full, nowino, nolay, nomk = ms.get("full"), ms.get("no-winograd"), ms.get("no-layout"), ms.get("no-micro-kernels")
         cell = lambda x: f"{x:.1f}" if x is not None else "-"  # noqa: E731
         ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
         lines.append(
-            f"| {r['model']} | {cell(full)} | {cell(nolay)} | {cell(nomk)} | {cell(ms.get('jax.jit'))} | "
-            f"{ratio(nomk, full)} | {ratio(nolay, full)} |"
+            f"| {r['model']} | {cell(full)} | {cell(nowino)} | {cell(nolay)} | {cell(nomk)} | {cell(ms.get('jax.jit'))} | "
+            f"{ratio(nomk, full)} | {ratio(nowino, full)} | {ratio(nolay, full)} |"
         )
     return "\n".join(lines)
 

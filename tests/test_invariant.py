@@ -128,3 +128,47 @@ def test_random_schedules_match_the_reference_compiled_sweep(data, name):
 @given(data=st.data())
 def test_random_schedules_of_bfloat16_workloads_match_the_reference_compiled_sweep(data, name):
     _compiled_walks(data, name, 16, "bfloat16")
+
+
+# Winograd-rewritten convolutions (probsched.schedule.winograd): the walks start from the
+# rewritten program, F(2x2) or F(4x4), the weight transformed by a stage of the program or
+# (as a network's layout-free weight) when the kernel is bound; a partial tile at the edges.
+def winograd_walk(data, tile, bound, steps):
+    from dataclasses import replace
+
+    from probsched.ir.layout import LAYOUT_FREE
+
+    key = ("winograd", bound)
+    if key not in _INPUTS:
+        w = wl.conv2d_nhwc(1, 5, 6, 3, 4, kernel=3, stride=1, pad=1)
+        if bound:
+            w = replace(w, func=w.func.replace(attrs={LAYOUT_FREE: ("weight",)}))
+        inputs = w.random_inputs(np.random.default_rng(7))
+        _INPUTS[key] = (w, inputs, w.reference(*inputs))
+    w, inputs, expected = _INPUTS[key]
+    sch = ps.Schedule(w.func)
+    sch.winograd(sch.get_block("conv2d"), tile)
+    random_schedule(sch, lambda opts: data.draw(st.sampled_from(list(opts))), steps=steps)
+    return w, sch, inputs, expected
+
+
+@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), tile=st.sampled_from([2, 4]), bound=st.booleans())
+def test_random_schedules_of_winograd_programs_match_the_reference_interpreted(data, tile, bound):
+    w, sch, inputs, expected = winograd_walk(data, tile, bound, 12)
+    stored = lay_out_inputs(sch.mod, inputs)
+    w.check(evaluate(sch.mod, *stored), expected, scheduled=sch.mod)
+    lowered = lower(sch.mod)
+    if lowered.attr(LOCAL_ALLOC_LOOPS):
+        w.check(evaluate(lowered, *stored, lowered=True), expected, scheduled=sch.mod)
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), bound=st.booleans())
+def test_random_schedules_of_winograd_programs_match_the_reference_compiled(data, tile, bound):
+    w, sch, inputs, expected = winograd_walk(data, tile, bound, 8)
+    kernel = ps.build(sch)
+    outputs = w.empty_outputs()
+    kernel(*inputs, *outputs)
+    w.check(outputs, expected, scheduled=sch.mod)

@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             outs = ref.empty_outputs(kernel)
             arrays = ref.arguments(kernel, outs)
             kernel(*arrays)
-            ref.check(func, outs)
+            ref.check(kernel.func, outs)
         except (ProbschedError, AssertionError) as exc:
             v.error = str(exc).splitlines()[0]
             continue

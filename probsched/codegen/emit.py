@@ -79,7 +79,7 @@ import numpy as np
 
 from ..errors import BuildError
 from ..ir.dtypes import BF16, numpy_dtype, storage_dtype
-from ..ir.expr import BOOL, INT_DTYPES, Cast, Const, Expr, Load, Select, Var, all_of, as_expr, binary, eq, free_vars, substitute, walk
+from ..ir.expr import BOOL, INT_DTYPES, Cast, Const, Expr, Load, Select, Var, all_of, as_expr, binary, children, eq, free_vars, substitute, walk
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
 from .exprs import ExprWriter, const_src, fold_bool, linear_const, linearize
 from .names import Namer
@@ -1023,12 +1023,15 @@ def emitted_size(s, consts: frozenset = frozenset(), memo: Optional[dict] = None
         else:
             n = emitted_size(s.body, consts, memo)
     elif isinstance(s, Block):
-        n = emitted_size(s.body, consts, memo) + (emitted_size(s.init, consts, memo) if s.init is not None else 0)
+        # a select on iterators bound to constants folds to one branch in each copy
+        # (Winograd's transforms pick their coefficients so): only the larger one counts
+        fixed = frozenset(it.var.name for it, b in zip(s.iters, s.bindings) if free_vars(b) <= consts)
+        n = sum(_store_size(x, fixed) if isinstance(x, Store) else emitted_size(x, consts, memo) for x in (s.body, s.init) if x is not None)
         n += sum(_size(b) for b in s.bindings if _assigned(b, consts))
         if not isinstance(s.predicate, Const) and not free_vars(s.predicate) <= consts:
             n += _size(s.predicate)
     elif isinstance(s, Store):
-        n = 1 + _size(s.value) + sum(_size(i) for i in s.indices)
+        n = _store_size(s)
     else:
         n = 1
     memo[key] = n
@@ -1037,6 +1040,25 @@ def emitted_size(s, consts: frozenset = frozenset(), memo: Optional[dict] = None
 
 def _size(e: Expr) -> int:
     return sum(1 for _ in walk(e))
+
+
+def _store_size(st: Store, fixed: frozenset = frozenset()) -> int:
+    return 1 + _folded_size(st.value, fixed) + sum(_index_size(i) for i in st.indices)
+
+
+def _index_size(e: Expr) -> int:
+    # an index whose terms cancel (a compacted tile's ``f // 4 - f // 4``) is emitted as a constant
+    return 1 if linear_const(e) is not None else _size(e)
+
+
+def _folded_size(e: Expr, fixed: frozenset) -> int:
+    """:func:`_size` of ``e`` with the selects whose conditions read only ``fixed``
+    variables counted by their larger branch, and constant indices as one node."""
+    if isinstance(e, Select) and fixed and free_vars(e.cond) <= fixed:
+        return max(_folded_size(e.t, fixed), _folded_size(e.f, fixed))
+    if isinstance(e, Load):
+        return 1 + sum(_index_size(i) for i in e.indices)
+    return 1 + sum(_folded_size(c, fixed) for c in children(e))
 
 
 def _assigned(binding: Expr, consts: frozenset) -> bool:

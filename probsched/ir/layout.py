@@ -9,6 +9,13 @@ one is :func:`probsched.schedule.layout.transform_layout`); whoever calls the co
 kernel passes each parameter in its logical shape and the kernel lays it out when it binds
 its arguments (:func:`layouts_of`, :func:`logical_params`).
 
+A layout is one kind of *parameter transform*; the other is Winograd's weight transform
+(:class:`~probsched.ir.winograd.WinogradKernel`: ``U = G g G^T``, of another shape and
+other values). A transform has a logical ``shape``, a ``physical_shape``, ``apply`` and
+``to_json``; a parameter may go through several, in the order recorded (a Winograd weight
+then laid out for the micro-kernel's panels), and :func:`layouts_of` gives their
+composition (:class:`Transforms`).
+
 >>> import numpy as np
 >>> lay = Layout((4, 6), ((2, 2), (3, 2)), (2, 0, 1, 3))     # W[k, n] -> W'[n//2, k//2, k%2, n%2]
 >>> lay.physical_shape
@@ -33,8 +40,10 @@ import numpy as np
 from ..aligned import aligned_copy
 from .expr import Const, Expr
 from .stmt import Buffer, PrimFunc
+from .winograd import WinogradKernel
 
-#: Function attribute: ``((buffer name, layout JSON), ...)`` of the parameters laid out anew.
+#: Function attribute: ``((buffer name, transform JSON), ...)`` of the parameters laid out
+#: (or transformed) anew, in the order applied.
 LAYOUT_TRANSFORMS = "layout_transforms"
 #: Function attribute: names of the inputs that are constants where the function is used
 #: (a network's weights), which the design space may lay out anew.
@@ -113,13 +122,65 @@ class Layout:
         return Layout(tuple(d["shape"]), tuple(tuple(s) for s in d["splits"]), tuple(d["order"]))
 
 
-def layouts_of(func: PrimFunc) -> Dict[str, Layout]:
-    """The layouts ``func`` stores its parameters in, by name (empty for most functions)."""
-    return {name: Layout.from_json(text) for name, text in (func.attr(LAYOUT_TRANSFORMS) or ())}
+def transform_from_json(text: str):
+    """A parameter transform from its JSON text: a :class:`Layout`, or the
+    :class:`~probsched.ir.winograd.WinogradKernel` its ``kind`` names."""
+    kind = json.loads(text).get("kind", "layout")
+    if kind == "winograd_kernel":
+        return WinogradKernel.from_json(text)
+    if kind != "layout":
+        raise ValueError(f"unknown parameter transform {kind!r}")
+    return Layout.from_json(text)
+
+
+@dataclass(frozen=True)
+class Transforms:
+    """Several transforms of one parameter, applied in order (each reads what the one
+    before produced).
+
+    >>> w = WinogradKernel((3, 3, 2, 4), 2)
+    >>> both = Transforms((w, Layout(w.physical_shape, ((4,), (4,), (2,), (2, 2)), (0, 1, 3, 2, 4))))
+    >>> both.shape, both.physical_shape
+    ((3, 3, 2, 4), (4, 4, 2, 2, 2))
+    >>> both.apply(np.ones(both.shape, np.float32)).shape
+    (4, 4, 2, 2, 2)
+    """
+
+    steps: Tuple
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The logical shape (what callers pass)."""
+        return self.steps[0].shape
+
+    @property
+    def physical_shape(self) -> Tuple[int, ...]:
+        """The stored array's shape."""
+        return self.steps[-1].physical_shape
+
+    def apply(self, array: np.ndarray) -> np.ndarray:
+        """The array through every step."""
+        for step in self.steps:
+            array = step.apply(array)
+        return array
+
+    def to_json(self) -> str:
+        """JSON text of the steps (identifies the stored array)."""
+        return json.dumps([json.loads(step.to_json()) for step in self.steps])
+
+
+def layouts_of(func: PrimFunc) -> Dict[str, object]:
+    """The transforms ``func`` stores its parameters in, by name (empty for most
+    functions): a :class:`Layout` (or :class:`~probsched.ir.winograd.WinogradKernel`) when
+    there is one, their :class:`Transforms` when there are several."""
+    steps: Dict[str, list] = {}
+    for name, text in func.attr(LAYOUT_TRANSFORMS) or ():
+        steps.setdefault(name, []).append(transform_from_json(text))
+    return {name: s[0] if len(s) == 1 else Transforms(tuple(s)) for name, s in steps.items()}
 
 
 def logical_params(func: PrimFunc) -> Tuple[Buffer, ...]:
-    """``func``'s parameters with the shapes their callers pass (before any layout)."""
+    """``func``'s parameters with the shapes their callers pass (before any transform)."""
     lays = layouts_of(func)
     return tuple(Buffer(b.name, lays[b.name].shape, b.dtype) if b.name in lays else b for b in func.params)
 
@@ -132,4 +193,7 @@ def lay_out_inputs(func: PrimFunc, inputs: Sequence[np.ndarray]) -> List[np.ndar
 
 
 
-__all__ = ["Layout", "LAYOUT_TRANSFORMS", "LAYOUT_FREE", "layouts_of", "logical_params", "lay_out_inputs"]
+__all__ = [
+    "Layout", "Transforms", "LAYOUT_TRANSFORMS", "LAYOUT_FREE", "layouts_of", "logical_params", "lay_out_inputs",
+    "transform_from_json",
+]

@@ -60,7 +60,7 @@ def transform_layout(func: PrimFunc, buffer: str, layout: Layout) -> PrimFunc:
     require(buffer not in written, prim, f"parameter {buffer} is written by the function; only inputs can be laid out")
     old = params[buffer]
     require(tuple(old.shape) == layout.shape, prim, f"layout of shape {layout.shape} for {buffer} of shape {old.shape}")
-    require(buffer not in layouts_of(func), prim, f"parameter {buffer} is laid out already")
+    require(not laid_out(func, buffer), prim, f"parameter {buffer} is laid out already")
     new = Buffer(buffer, layout.physical_shape, old.dtype)
 
     def fix_load(ld: Load) -> Load:
@@ -73,6 +73,13 @@ def transform_layout(func: PrimFunc, buffer: str, layout: Layout) -> PrimFunc:
     out = func.replace(params=tuple(new if b.name == buffer else b for b in func.params), body=body)
     lays = tuple(func.attr(LAYOUT_TRANSFORMS) or ()) + ((buffer, layout.to_json()),)
     return _set_attr(out, LAYOUT_TRANSFORMS, lays)
+
+
+def laid_out(func: PrimFunc, buffer: str) -> bool:
+    """Whether ``func`` stores parameter ``buffer`` in a :class:`Layout` already (a
+    Winograd-transformed weight may still be laid out once, for the tiles that read it)."""
+    steps = layouts_of(func).get(buffer)
+    return any(isinstance(s, Layout) for s in getattr(steps, "steps", (steps,)))
 
 
 def _transform_alloc(func: PrimFunc, buffer: str, layout: Layout) -> PrimFunc:
@@ -140,4 +147,4 @@ def tile_layout(func: PrimFunc, block: str, buffer: str, loops: Sequence[Loop]) 
     return Layout(tuple(shape), tuple(splits), order)
 
 
-__all__ = ["Layout", "transform_layout", "tile_layout", "layouts_of", "logical_params", "lay_out_inputs", "LAYOUT_TRANSFORMS", "LAYOUT_FREE"]
+__all__ = ["Layout", "transform_layout", "tile_layout", "laid_out", "layouts_of", "logical_params", "lay_out_inputs", "LAYOUT_TRANSFORMS", "LAYOUT_FREE"]

@@ -40,6 +40,7 @@ from . import blockize as blockize_mod
 from . import cache, compute_location, dataflow, loops, reduction
 from . import layout as layout_mod
 from . import tensorize as tensorize_mod
+from . import winograd as winograd_mod
 from .instructions import BlockRV, Instruction, InstructionLog, LoopRV
 from .tree import TreeIndex, children_of, iter_blocks, make_room, require
 
@@ -400,7 +401,7 @@ class Schedule:
         params = {b.name: b for b in self._mod.params + self._mod.allocs}
         if buffer not in params:
             raise ScheduleError(f"transform_layout: {buffer} is neither a parameter nor an allocation of {self._mod.name}")
-        if buffer in layout_mod.layouts_of(self._mod):
+        if layout_mod.laid_out(self._mod, buffer):
             raise ScheduleError(f"transform_layout: parameter {buffer} is laid out already")
         try:
             lay = layout_mod.Layout(params[buffer].shape, tuple(tuple(f) for f in splits), tuple(order))
@@ -417,6 +418,23 @@ class Schedule:
         b = _name(block, BlockRV, "tile_layout")
         loops.lookup_block(self._idx(), b, "tile_layout")
         return layout_mod.tile_layout(self._mod, b, buffer, self._idx().loops_above(b))
+
+    # ------------------------------------------------------------------ algorithms
+    def winograd(self, block: BlockLike, tile: int) -> List[BlockRV]:
+        """Compute the 3x3 stride-1 convolution ``block`` by Winograd's F(``tile`` x
+        ``tile``, 3x3), ``tile`` 2 or 4 (see :mod:`probsched.schedule.winograd`): the block
+        is replaced by its weight, input and output transforms and a batched matmul, returned
+        in program order: the transforms' constant tables, the weight's two passes (unless
+        the weight is bound), the input's two, the batched matmul, the output's two (the last
+        keeps the block's name). The block must
+        be unscheduled; its weight, when layout-free, is transformed once when the kernel is
+        bound."""
+        b = _name(block, BlockRV, "winograd")
+        tile = _as_int(tile)
+        _, names = self._apply(winograd_mod.winograd, b, tile)
+        out = [BlockRV(x) for x in names]
+        self._record("winograd", [BlockRV(b)], {"tile": tile}, out)
+        return out
 
     # ------------------------------------------------------------------ micro-kernels
     def blockize(self, loop: LoopLike) -> BlockRV:

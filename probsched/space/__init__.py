@@ -16,25 +16,33 @@ from .postprocs import ParallelVectorizeUnroll, RewriteReductionBlock
 from .intrin_tiling import MultiLevelTilingWithIntrin
 from .rules import AddRFactor, AutoInline, MultiLevelTiling, RandomComputeLocation, RFactorLanes
 from .space import Space, compose
+from .winograd import Winograd
 
 
-def default_rules(micro_kernels: bool = True, rewrite_layout: bool = True, target: Optional[Target] = None) -> list:
+def default_rules(
+    micro_kernels: bool = True, rewrite_layout: bool = True, target: Optional[Target] = None, winograd: bool = True
+) -> list:
     """The CPU rules with MetaSchedule's defaults, in the order they apply to each block.
 
     ``micro_kernels=False`` leaves out the micro-kernel tiling (matmul-like blocks are then
     tiled by ``MultiLevelTiling`` alone); ``rewrite_layout=False`` never stores a network's
-    weights in the order the tiles read them (:mod:`probsched.schedule.layout`). Both are the
-    expert modules of the paper's ablation (``benchmarks/bench_modules.py``).
+    weights in the order the tiles read them (:mod:`probsched.schedule.layout`);
+    ``winograd=False`` never computes a 3x3 convolution by Winograd's algorithm
+    (:mod:`probsched.space.winograd`). They are the expert modules of the paper's ablation
+    (``benchmarks/bench_modules.py``).
     """
     target = Target.parse(target)
     rules = [
         AutoInline(),
         AddRFactor(max_jobs_per_core=16, max_innermost_factor=64, target=target),
         RFactorLanes(max_jobs_per_core=16, target=target),
+        Winograd(),
         MultiLevelTilingWithIntrin(max_panel=512, rewrite_layout=rewrite_layout, target=target),
         MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64),
         RandomComputeLocation(),
     ]
+    if not winograd:
+        rules = [r for r in rules if not isinstance(r, Winograd)]
     return rules if micro_kernels else [r for r in rules if not isinstance(r, MultiLevelTilingWithIntrin)]
 
 
@@ -48,7 +56,9 @@ def default_postprocs(target: Optional[Target] = None) -> list:
     ]
 
 
-def default(micro_kernels: bool = True, rewrite_layout: bool = True, target: Optional[Target] = None) -> Space:
+def default(
+    micro_kernels: bool = True, rewrite_layout: bool = True, target: Optional[Target] = None, winograd: bool = True
+) -> Space:
     """The default CPU design space for ``target`` (default: this machine; its threads and
     vector width shape the parallel jobs, micro-kernels and lanes the rules sample):
     ``space(sch)`` samples one schedule. The options leave out an expert module (see
@@ -56,10 +66,13 @@ def default(micro_kernels: bool = True, rewrite_layout: bool = True, target: Opt
 
     >>> default().name, default(rewrite_layout=False).name, default(False, False).name
     ('default', 'default-no-layout', 'default-no-micro-kernels-no-layout')
+    >>> default(winograd=False).name
+    'default-no-winograd'
     """
     name = "default" + ("" if micro_kernels else "-no-micro-kernels") + ("" if rewrite_layout else "-no-layout")
+    name += "" if winograd else "-no-winograd"
     target = Target.parse(target)
-    space = Space(default_rules(micro_kernels, rewrite_layout, target), default_postprocs(target), name=name)
+    space = Space(default_rules(micro_kernels, rewrite_layout, target, winograd), default_postprocs(target), name=name)
     space.target = target
     return space
 
@@ -76,6 +89,7 @@ __all__ = [
     "MultiLevelTiling",
     "MultiLevelTilingWithIntrin",
     "RandomComputeLocation",
+    "Winograd",
     "ParallelVectorizeUnroll",
     "RewriteReductionBlock",
 ]

@@ -2,7 +2,9 @@
 
 A *rule* is any callable ``rule(sch, block)`` (a :class:`~probsched.schedule.BlockRV`) that
 transforms the schedule around one block, sampling the decisions it cannot make; a rule that
-does not apply leaves the block alone. A *postprocessor* is ``post(sch)``, run once after
+does not apply leaves the block alone. A rule that replaces its block by new ones (a
+convolution by Winograd's stages) returns those it hands on: the rules after it then
+schedule each of them, consumers first, in place of the block. A *postprocessor* is ``post(sch)``, run once after
 the rules (MetaSchedule's postprocessors: concrete parallel/vectorize/unroll, decomposed
 reductions). A :class:`Space` is itself a schedule program: ``space(sch)``.
 
@@ -16,11 +18,11 @@ reductions). A :class:`Space` is itself a schedule program: ``space(sch)``.
 
 from __future__ import annotations
 
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from ..schedule import BlockRV, Schedule
 
-Rule = Callable[[Schedule, BlockRV], None]
+Rule = Callable[[Schedule, BlockRV], Optional[Sequence[BlockRV]]]
 Postproc = Callable[[Schedule], None]
 
 
@@ -38,12 +40,20 @@ class Space:
         # consumers first (MetaSchedule's post order): a producer's compute location is then
         # sampled among its consumers' final loops, and inlining follows the consumer chain
         for block in reversed(list(sch.blocks())):
-            for rule in self.rules:
-                if not sch.has_block(block):  # inlined or replaced by an earlier rule
-                    break
-                rule(sch, BlockRV(block))
+            self._visit(sch, block, 0)
         for post in self.postprocs:
             post(sch)
+
+    def _visit(self, sch: Schedule, block: str, first: int) -> None:
+        """Apply the rules from index ``first`` on to ``block``."""
+        for i in range(first, len(self.rules)):
+            if not sch.has_block(block):  # inlined or replaced by an earlier rule
+                break
+            handed = self.rules[i](sch, BlockRV(block))
+            if handed:  # the block was replaced: the later rules take its successors
+                for new in reversed(list(handed)):
+                    self._visit(sch, new.name, i + 1)
+                return
 
     def __repr__(self) -> str:
         names = [getattr(r, "__name__", type(r).__name__) for r in self.rules]

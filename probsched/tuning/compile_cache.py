@@ -82,7 +82,8 @@ def predicted_key(task_key: str, space: Any, candidates: int, seed: int) -> Opti
         stamp = os.stat(path).st_size, int(os.stat(path).st_mtime)
     except OSError:
         stamp = None
-    return _digest("predicted", task_key, name, target.to_json(), candidates, seed, path, stamp)
+    # the rules by name too: a default space that gained a rule (Winograd) draws other programs
+    return _digest("predicted", task_key, name, repr(space), target.to_json(), candidates, seed, path, stamp)
 
 
 def load_predicted(key: Optional[str]) -> Optional[str]:

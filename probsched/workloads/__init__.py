@@ -24,7 +24,7 @@ from .conv import (
 from .matmul import matmul
 from .norm import norm, softmax
 from .suite import SuiteEntry, configs, entry, get, names, small, suite
-from .workload import Workload, as_workload, signed_uniform, tolerance
+from .workload import Workload, as_workload, scheduled_tolerance, signed_uniform, tolerance
 
 __all__ = [
     "Workload",
@@ -37,6 +37,7 @@ __all__ = [
     "small",
     "suite",
     "tolerance",
+    "scheduled_tolerance",
     "signed_uniform",
     "matmul",
     "conv1d_nwc",

@@ -31,6 +31,18 @@ Conventions shared by every workload of the suite:
   reference reads the rounded inputs. A bound covering it (products erring by ``2u``
   each, ``~6 u sqrt(2L/3)`` at six standard deviations: 0.9 for C2D:2's L = 2304) would
   let a kernel that drops a product of magnitude 0.25 pass.
+- **Winograd** (:mod:`probsched.schedule.winograd`): a program that computes a 3x3
+  convolution by Winograd's F(m x m, 3x3) is checked against the same float32 direct
+  reference (:func:`scheduled_tolerance`), ``rtol`` kept and ``atol`` multiplied by
+  ``R_m`` (:func:`~probsched.ir.winograd.error_amplification`: 1 for m = 2, 10.5 for
+  m = 4). The direct sum of ``L = 9 C`` products of size ``s`` errs by about
+  ``eps * 9 C * s``; Winograd sums ``C`` products per transformed position, whose sizes
+  and weights in the output grow with the transform matrices' entries (up to 8 for
+  m = 4), and errs by about ``eps * 9 C * s * R_m``. The error is absolute (the transforms
+  add and subtract; it does not shrink with the output), so ``atol`` takes the factor and
+  keeps the margin it has over the direct error. ResNet-50's largest 3x3 layers (C = 512,
+  L = 4608) get ``atol = 0.071`` at m = 4: a dropped product (``|x w| >= 0.25``) still
+  fails the check, as it does while ``1e-4 sqrt(9 C) R_m < 0.25``, for C up to about 6000.
 
 >>> import numpy as np
 >>> from probsched.workloads import matmul
@@ -51,6 +63,7 @@ import numpy as np
 
 from ..ir.dtypes import BF16, UNIT_ROUNDOFF, numpy_dtype
 from ..ir.stmt import Buffer, PrimFunc
+from ..ir.winograd import WINOGRAD, error_amplification
 from ..precision import SHORT, canonical, convert, precision_of
 
 RTOL = 1e-4
@@ -74,6 +87,23 @@ def tolerance(reduction_length: int, precision: str = "float32") -> Tuple[float,
     if precision == "float32":
         return RTOL, atol
     return max(RTOL, 2 * UNIT_ROUNDOFF[precision]), atol
+
+
+def scheduled_tolerance(func: Optional[PrimFunc], rtol: float, atol: float) -> Tuple[float, float]:
+    """The tolerance ``(rtol, atol)`` of a workload, for outputs of the scheduled program
+    ``func``: ``atol`` widened by Winograd's error amplification when the program computes
+    a convolution by Winograd's algorithm (module docstring); as given otherwise (or for
+    ``func`` None).
+
+    >>> import probsched as ps
+    >>> w = ps.workloads.conv2d_nhwc(1, 4, 4, 2, 2, kernel=3, pad=1)
+    >>> sch = ps.Schedule(w.func)
+    >>> _ = sch.winograd(sch.get_block("conv2d"), 4)
+    >>> scheduled_tolerance(sch.mod, w.rtol, w.atol) == (w.rtol, w.atol * error_amplification(4))
+    True
+    """
+    factor = max((error_amplification(m) for _, m, _ in (func.attr(WINOGRAD) if func is not None else None) or ()), default=1.0)
+    return rtol, atol * factor
 
 
 def signed_uniform(lo: float = 0.5, hi: float = 1.0) -> Sampler:
@@ -220,8 +250,16 @@ class Workload:
         outs = _as_tuple(self.reference_fn(*inputs))
         return tuple(np.ascontiguousarray(o, dtype=b.dtype) for b, o in zip(self.outputs, outs))
 
-    def check(self, outputs: Union[np.ndarray, Sequence[np.ndarray]], expected: Union[np.ndarray, Sequence[np.ndarray]]) -> None:
-        """Raise AssertionError (worst index, max abs/rel error) unless outputs match expected."""
+    def check(
+        self,
+        outputs: Union[np.ndarray, Sequence[np.ndarray]],
+        expected: Union[np.ndarray, Sequence[np.ndarray]],
+        scheduled: Optional[PrimFunc] = None,
+    ) -> None:
+        """Raise AssertionError (worst index, max abs/rel error) unless outputs match
+        expected; ``scheduled``: the program that computed them, whose algorithm may widen
+        the tolerance (:func:`scheduled_tolerance`)."""
+        rtol, atol = scheduled_tolerance(scheduled, self.rtol, self.atol)
         outputs, expected = _as_tuple(outputs), _as_tuple(expected)
         if len(outputs) != len(self.outputs) or len(expected) != len(self.outputs):
             raise AssertionError(
@@ -229,7 +267,7 @@ class Workload:
                 f"and {len(expected)} expected arrays"
             )
         for b, got, exp in zip(self.outputs, outputs, expected):
-            check_close(f"{self.name}: output {b.name}", np.asarray(got), np.asarray(exp), self.rtol, self.atol)
+            check_close(f"{self.name}: output {b.name}", np.asarray(got), np.asarray(exp), rtol, atol)
 
 
 def widening(reference: Callable[..., Tuple[np.ndarray, ...]]) -> Callable[..., Tuple[np.ndarray, ...]]:
