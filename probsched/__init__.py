@@ -34,6 +34,7 @@ from .ir.expr import (  # noqa: F401
     maximum,
     minimum,
     ne,
+    rint,
     sigmoid,
     sqrt,
     tanh,
