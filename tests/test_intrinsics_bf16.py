@@ -1,5 +1,6 @@
 """bfloat16 micro-kernels (native vdpbf16ps and emulated), their tensorize matching, and
-the design space that tiles bf16 matmuls and convolutions around them."""
+the design space that tiles bf16 matmuls and convolutions around them (and int8 ones: the
+trace tests cover both reduced precisions)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def test_tensorize_refuses_a_b_not_stored_in_pairs():
         sch.tensorize(i, "matmul_bf16_8x16")
 
 
-# reduced shapes: N a multiple of 16, even reductions, M not a multiple of the kernel heights
+# reduced shapes: N a multiple of 16, reductions of whole pairs and quads (the int8 kernels'
+# tests share them), M not a multiple of the kernel heights
 FRIENDLY = {
     "GMM": lambda: wl.matmul(11, 32, 12, batch=2),
     "C2D": lambda: wl.conv2d_nhwc(1, 6, 7, 4, 16, 3, 2, 1),
@@ -90,10 +92,10 @@ FRIENDLY = {
 _DATA: dict = {}
 
 
-def data(name, layout_free=False):
-    key = (name, layout_free)
+def data(name, layout_free=False, precision="bf16"):
+    key = (name, layout_free, precision)
     if key not in _DATA:
-        w = FRIENDLY[name]().with_precision("bf16")
+        w = FRIENDLY[name]().with_precision(precision)
         if layout_free:  # a network's weight: the layout rewrite may store it in pairs once
             w = replace(w, func=w.func.replace(attrs={LAYOUT_FREE: (w.func.params[1].name,)}))
         x = w.random_inputs(np.random.default_rng(5))
@@ -121,20 +123,26 @@ def test_roles_of_a_bf16_block():
     )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(name=st.sampled_from(sorted(FRIENDLY)), layout_free=st.booleans(), s=st.integers(0, 10**6))
-def test_tensorized_bf16_traces_match_the_reference_interpreted(name, layout_free, s):
-    w, x, expected = data(name, layout_free)
+# the kernel family each reduced precision is tiled around (the int8 ones: test_intrinsics_int8.py)
+FAMILY = {"bf16": "matmul_bf16", "int8": "matmul_int8"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(FRIENDLY)), layout_free=st.booleans(), s=st.integers(0, 10**6),
+       precision=st.sampled_from(sorted(FAMILY)))
+def test_tensorized_traces_match_the_reference_interpreted(name, layout_free, s, precision):
+    w, x, expected = data(name, layout_free, precision)
     sch, tr = draw(w, s)
     kernels = tensorized(sch)
-    assert kernels and all(k.startswith("matmul_bf16") for k in kernels), tr
+    assert kernels and all(k.startswith(FAMILY[precision]) for k in kernels), tr
     stored = ps.schedule.layout.lay_out_inputs(sch.mod, x)
     w.check(evaluate(sch.mod, *stored), expected)
 
 
+@pytest.mark.parametrize("precision", sorted(FAMILY))
 @pytest.mark.parametrize("name, layout_free", [("GMM", False), ("C2D", True), ("GRP", False)])
-def test_compiled_bf16_traces_match_the_reference(name, layout_free):
-    w, x, expected = data(name, layout_free)
+def test_compiled_traces_match_the_reference(name, layout_free, precision):
+    w, x, expected = data(name, layout_free, precision)
     sch, tr = draw(w, 0)
     assert tensorized(sch)
     assert ("conv2d/weight_layout" in tr) == layout_free

@@ -13,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from types import ModuleType
 
@@ -34,6 +35,21 @@ def _fingerprint() -> str:
     except Exception:  # pragma: no cover - llvmlite always has these
         cpu = "unknown"
     return f"{numba.__version__}|{cpu}"
+
+
+@functools.lru_cache(maxsize=None)
+def source_version(module: str) -> str:
+    """A hash of module ``module``'s source file. numba's ``cache=True`` checks only a kernel's
+    own file date, so a generated kernel names the version of the helpers it calls in its
+    source: an edited helper module makes a new source, compiled anew.
+
+    >>> len(source_version("probsched.intrinsics.simd"))
+    16
+    """
+    import importlib
+
+    with open(importlib.import_module(module).__file__, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()[:16]
 
 
 def load_module(stem: str, source: str) -> ModuleType:

@@ -69,34 +69,43 @@ def _dot_operand_type() -> ir.Type:
 _PAIRS = _dot_operand_type()
 
 
-class F32x16(types.Type):
-    """16 float32 lanes."""
+def compiles_for(feature: str) -> bool:
+    """Whether numba compiles for a CPU with LLVM feature ``feature`` (``"avx512bf16"``,
+    ``"amx-tile"``): the host's, unless ``NUMBA_CPU_FEATURES`` names others (as when testing
+    for an AVX2 machine). LLVM cannot select an instruction the features lack.
 
-    def __init__(self) -> None:
-        super().__init__(name="f32x16")
+    >>> compiles_for("sse2"), compiles_for("no-such-feature")
+    (True, False)
+    """
+    from numba.core import config
 
+    features = config.CPU_FEATURES
+    if features is None:
+        import llvmlite.binding as llvm
 
-class BF16x32(types.Type):
-    """16 lanes of 2 bfloat16 (32 x 16 bits)."""
-
-    def __init__(self) -> None:
-        super().__init__(name="bf16x32")
-
-
-f32x16 = F32x16()
-bf16x32 = BF16x32()
-
-
-@register_model(F32x16)
-class _F32x16Model(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type) -> None:
-        super().__init__(dmm, fe_type, _F32X16)
+        features = llvm.get_host_cpu_features().flatten()
+    return f"+{feature}" in features.split(",")
 
 
-@register_model(BF16x32)
-class _BF16x32Model(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type) -> None:
-        super().__init__(dmm, fe_type, _I16X32)
+def vector_type(name: str, llvm_type: ir.Type) -> types.Type:
+    """A numba type ``name`` whose values are LLVM ``llvm_type`` values (vector registers)."""
+
+    class Vector(types.Type):
+        def __init__(self) -> None:
+            super().__init__(name=name)
+
+    @register_model(Vector)
+    class _Model(models.PrimitiveModel):
+        def __init__(self, dmm, fe_type) -> None:
+            super().__init__(dmm, fe_type, llvm_type)
+
+    return Vector()
+
+
+#: 16 float32 lanes
+f32x16 = vector_type("f32x16", _F32X16)
+#: 16 lanes of 2 bfloat16 (32 x 16 bits)
+bf16x32 = vector_type("bf16x32", _I16X32)
 
 
 def _element_ptr(context, builder, array_type, array, index, pointee):
@@ -110,63 +119,85 @@ def _check(array, dtype, what: str) -> None:
         raise TypeError(f"{what}: expected a 1-D {dtype} array, got {array}")
 
 
-@intrinsic
-def zeros(typingctx):
-    """A float32 vector of zeros."""
+def vector_zeros(vector: types.Type, llvm_type: ir.Type, doc: str):
+    """An intrinsic ``zeros()``: a ``vector`` of zeros."""
 
-    def codegen(context, builder, sig, args):
-        return ir.Constant(_F32X16, [0.0] * 16)
+    def zeros(typingctx):
+        def codegen(context, builder, sig, args):
+            return ir.Constant(llvm_type, [0] * llvm_type.count)
 
-    return f32x16(), codegen
+        return vector(), codegen
 
-
-@intrinsic
-def load(typingctx, array, index):
-    """``array[index : index + 16]`` (float32) as a vector."""
-    _check(array, types.float32, "load")
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _F32X16), align=4)
-
-    return f32x16(array, index), codegen
+    zeros.__doc__ = doc
+    return intrinsic(zeros)
 
 
-@intrinsic
-def store(typingctx, array, index, value):
-    """``array[index : index + 16] = value`` (float32)."""
-    _check(array, types.float32, "store")
+def vector_load(element, vector: types.Type, llvm_type: ir.Type, name: str, doc: str):
+    """An intrinsic ``name(array, index)``: the ``vector`` at ``array[index:]``, a 1-D array of
+    ``element`` (numba type)."""
 
-    def codegen(context, builder, sig, args):
-        builder.store(args[2], _element_ptr(context, builder, sig.args[0], args[0], args[1], _F32X16), align=4)
-        return context.get_dummy_value()
+    def load(typingctx, array, index):
+        _check(array, element, name)
 
-    return types.void(array, index, value), codegen
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], args[1], llvm_type)
+            return builder.load(ptr, align=element.bitwidth // 8)
 
+        return vector(array, index), codegen
 
-@intrinsic
-def load_pairs(typingctx, array, index):
-    """The 32 bfloat16 ``array[index : index + 32]`` (uint16 bits): lane ``l`` holds elements
-    ``2l`` (even) and ``2l + 1`` (odd)."""
-    _check(array, types.uint16, "load_pairs")
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _I16X32), align=2)
-
-    return bf16x32(array, index), codegen
+    load.__name__, load.__doc__ = name, doc
+    return intrinsic(load)
 
 
-@intrinsic
-def broadcast_pair(typingctx, array, index):
-    """The two bfloat16 ``array[index]`` (even) and ``array[index + 1]`` (odd) in every lane."""
-    _check(array, types.uint16, "broadcast_pair")
+def vector_store(element, llvm_type: ir.Type, doc: str):
+    """An intrinsic ``store(array, index, value)``: a vector to ``array[index:]``."""
 
-    def codegen(context, builder, sig, args):
-        pair = builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _I32), align=2)
-        one = builder.insert_element(ir.Constant(_I32X16, None), pair, ir.Constant(_I32, 0))
-        every = builder.shuffle_vector(one, one, ir.Constant(_I32X16, [0] * 16))
-        return builder.bitcast(every, _I16X32)
+    def store(typingctx, array, index, value):
+        _check(array, element, "store")
 
-    return bf16x32(array, index), codegen
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], args[1], llvm_type)
+            builder.store(args[2], ptr, align=element.bitwidth // 8)
+            return context.get_dummy_value()
+
+        return types.void(array, index, value), codegen
+
+    store.__doc__ = doc
+    return intrinsic(store)
+
+
+def broadcast_32_bits(element, vector: types.Type, llvm_type: ir.Type, name: str, doc: str):
+    """An intrinsic ``name(array, index)``: the 32 bits at ``array[index:]`` (a group of
+    ``element``) in each of the 16 lanes of a ``vector``."""
+
+    def broadcast(typingctx, array, index):
+        _check(array, element, name)
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], args[1], _I32)
+            group = builder.load(ptr, align=element.bitwidth // 8)
+            one = builder.insert_element(ir.Constant(_I32X16, None), group, ir.Constant(_I32, 0))
+            every = builder.shuffle_vector(one, one, ir.Constant(_I32X16, [0] * 16))
+            return builder.bitcast(every, llvm_type)
+
+        return vector(array, index), codegen
+
+    broadcast.__name__, broadcast.__doc__ = name, doc
+    return intrinsic(broadcast)
+
+
+zeros = vector_zeros(f32x16, _F32X16, "A float32 vector of zeros.")
+load = vector_load(types.float32, f32x16, _F32X16, "load", "``array[index : index + 16]`` (float32) as a vector.")
+store = vector_store(types.float32, _F32X16, "``array[index : index + 16] = value`` (float32).")
+load_pairs = vector_load(
+    types.uint16, bf16x32, _I16X32, "load_pairs",
+    "The 32 bfloat16 ``array[index : index + 32]`` (uint16 bits): lane ``l`` holds elements ``2l`` (even) and "
+    "``2l + 1`` (odd).",
+)
+broadcast_pair = broadcast_32_bits(
+    types.uint16, bf16x32, _I16X32, "broadcast_pair",
+    "The two bfloat16 ``array[index]`` (even) and ``array[index + 1]`` (odd) in every lane.",
+)
 
 
 def _fma(builder, acc, a, b):

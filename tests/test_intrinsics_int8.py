@@ -1,0 +1,141 @@
+"""int8 micro-kernels (native vpdpbusd and emulated), their tensorize matching, and the
+design space that tiles int8 matmuls and convolutions around them (its traces are tested
+beside the bf16 ones, test_intrinsics_bf16.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import numpy as np
+import pytest
+
+import probsched as ps
+import probsched.workloads as wl
+from probsched.intrinsics.disk_cache import load_module
+from probsched.intrinsics.matmul_int8 import matmul_int8_source
+from probsched.intrinsics.simd_int8 import vnni_available
+from probsched.ir.interpreter import evaluate
+from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, kernel_candidates, matmul_roles
+
+import test_intrinsics_bf16 as shared  # the reduced shapes and helpers; its trace tests cover int8 too
+from test_intrinsics_bf16 import draw, tensorized
+
+PATHS = [pytest.param(True, marks=pytest.mark.skipif(not vnni_available(), reason="no avx512_vnni")), False]
+
+
+def kernel(m, n, native, zero_start=False):
+    name = f"test_int8_{m}x{n}{'_zero' if zero_start else ''}{'' if native else '_emulated'}"
+    return load_module(name, matmul_int8_source(m, n, zero_start, native)).kernel
+
+
+@pytest.mark.parametrize("native", PATHS)
+@pytest.mark.parametrize("zero_start", [False, True])
+def test_kernel_with_strided_operands(native, zero_start):
+    m, n = 4, 32
+    mk = kernel(m, n, native, zero_start)
+    rng = np.random.default_rng(0)
+    for Q, a_si, a_sq, b_sq, c_si, pad in [(1, 4, 4 * m, 4 * n, n, 0), (7, 37, 4, 4 * n + 12, n + 5, 3), (3, 12, 4 * m + 4, 8 * n, 2 * n, 1)]:
+        A = rng.integers(0, 256, pad + (m - 1) * a_si + (Q - 1) * a_sq + 4).astype(np.uint8)
+        B = rng.integers(-128, 128, pad + (Q - 1) * b_sq + 4 * n).astype(np.int8)
+        C = rng.integers(-1000, 1000, pad + (m - 1) * c_si + n).astype(np.int32)
+        a = np.array([[A[pad + r * a_si + q * a_sq + t] for q in range(Q) for t in range(4)] for r in range(m)], np.int64)
+        b = np.array([[B[pad + q * b_sq + 4 * j + t] for j in range(n)] for q in range(Q) for t in range(4)], np.int64)
+        c0 = np.array([[C[pad + r * c_si + j] for j in range(n)] for r in range(m)], np.int64)
+        before = C.copy()
+        mk(C, pad, c_si, 1, A, pad, a_si, a_sq, 1, B, pad, 4, b_sq, 1, Q)
+        got = np.array([[C[pad + r * c_si + j] for j in range(n)] for r in range(m)])
+        assert np.array_equal(got, (0 if zero_start else c0) + a @ b)
+        mask = np.ones(C.shape, bool)
+        for r in range(m):
+            mask[pad + r * c_si : pad + r * c_si + n] = False
+        assert np.array_equal(C[mask], before[mask]), "the kernel wrote outside its tile"
+
+
+@pytest.mark.skipif(not vnni_available(), reason="no avx512_vnni")
+def test_native_and_emulated_dot_products_agree_bit_for_bit():
+    rng = np.random.default_rng(1)
+    Q = 64
+    A = np.concatenate([np.full(6 * 4 * Q // 2, 255, np.uint8), rng.integers(0, 256, 6 * 4 * Q // 2).astype(np.uint8)])
+    B = np.concatenate([np.full(4 * Q * 32 // 2, -128, np.int8), rng.integers(-128, 128, 4 * Q * 32 // 2).astype(np.int8)])
+    C0 = rng.integers(-2**20, 2**20, 6 * 32).astype(np.int32)
+    results = []
+    for native in (True, False):
+        C = C0.copy()
+        kernel(6, 32, native)(C, 0, 32, 1, A, 0, 4 * Q, 4, 1, B, 0, 4, 128, 1, Q)
+        results.append(C)
+    assert np.array_equal(*results)
+
+
+def test_the_emulated_kernels_compile_for_an_avx2_cpu(tmp_path):
+    """What an AMD Zen 3 (AVX2, no VNNI) compiles: the emulated kernel, exact."""
+    code = (
+        "import numpy as np, probsched as ps\n"
+        "from probsched.intrinsics.simd_int8 import vnni_available\n"
+        "assert not vnni_available()\n"
+        "w = ps.workloads.matmul(8, 32, 16, batch=None).with_precision('int8')\n"
+        "from handlers import seed, trace\n"
+        "sch = ps.Schedule(w.func)\n"
+        "trace(seed(ps.space.default(), 0)).get_trace(sch)\n"
+        "assert any(b.annotation('tensorize') for b in sch.mod.blocks())\n"
+        "x = w.random_inputs(0)\n"
+        "w.check(ps.build(sch).run(*x), w.reference(*x))\n"
+    )
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2",
+               PROBSCHED_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_tensorize_refuses_a_b_not_stored_in_quads():
+    w = wl.matmul(8, 16, 8, batch=None).with_precision("int8")
+    sch = ps.Schedule(w.func)
+    i, j, k = sch.get_loops(sch.get_block("Z"))
+    k0, t = sch.split(k, [None, 4])
+    sch.reorder(i, j, k0, t)  # a 8x16 tile: i, j, quads, t
+    sch.decompose_reduction(sch.get_block("Z"), i)
+    with pytest.raises(ps.ScheduleError, match="Y has a step of 1 along loop j; intrinsic needs 4 .is the operand laid out or packed"):
+        sch.tensorize(i, "matmul_int8_8x16")
+
+
+def data(name, layout_free=False):
+    return shared.data(name, layout_free, "int8")
+
+
+def test_roles_of_an_int8_block():
+    sch = ps.Schedule(data("C2D")[0].func)
+    r = matmul_roles(sch, "conv2d")
+    assert (r.m, r.n, r.k, r.a, r.b, r.precision, r.b_k_dim, r.a_k_contiguous) == (
+        "v_w", "v_co", "v_rc", "padded", "weight", "int8", 2, True,
+    )
+    assert kernel_candidates(64, 16, 28, "int8")[:2] == ["matmul_int8_12x32", "matmul_int8_4x16"]
+
+
+def test_a_signed_activation_is_not_a_vnni_product():
+    X = ps.placeholder((8, 8), "int8", name="X")
+    Y = ps.placeholder((8, 16), "uint8", name="Y")
+    k = ps.reduce_axis(8, name="k")
+    f = ps.create_func([X, Y, ps.compute((8, 16), lambda i, j: ps.sum(X[i, k] * Y[k, j], axis=k), name="Z")])
+    assert matmul_roles(ps.Schedule(f), "Z") is None
+
+
+def test_b_is_packed_in_quads_and_the_packing_replays():
+    w, x, expected = data("GMM")
+    sch, tr = draw(w, 0)
+    (local,) = [b for b in sch.mod.allocs if b.name.startswith("Y_local")]
+    assert local.shape[-1] == 4 and local.dtype == "int8" and "Z/pack" not in tr
+    again = ps.Schedule(w.func)
+    ps.InstructionLog.from_json(sch.instructions.to_json()).apply(again)
+    assert again.mod == sch.mod
+
+
+def test_reductions_not_of_whole_quads_are_left_to_the_other_rules():
+    for w in (wl.small("C2D", "int8"), wl.matmul(8, 16, 6, batch=None).with_precision("int8")):  # 3, 6 terms
+        sch = ps.Schedule(w.func)
+        block = w.func.blocks()[-1].name
+        before = sch.mod
+        MultiLevelTilingWithIntrin()(sch, sch.get_block(block))
+        assert sch.mod is before
+        sch, _ = draw(w, 0)  # the default space still schedules it, in int32 arithmetic
+        x = w.random_inputs(np.random.default_rng(0))
+        w.check(evaluate(sch.mod, *x), w.reference(*x))
