@@ -66,6 +66,7 @@ _LAZY_NAMES = {
     "Task": "graph",
     "from_jax": "graph",
     "from_onnx": "graph",
+    "quantize": "graph",
     "ModelTuneResult": "tuning",
     "TuneResult": "tuning",
     "TuningOptions": "tuning",

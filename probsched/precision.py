@@ -15,7 +15,7 @@ float32 program :func:`convert` makes the first factor of every product (the act
 a matmul's A, a convolution's input, and what only moves it) ``uint8``, the second (the
 weight) ``int8``, and the reduction's output ``int32``; what reads that output reads it
 as an integer (a float epilogue widens it). The values are the caller's to choose: a
-quantized network (:mod:`probsched.graph.quantize`) is built in int8 directly, with its
+quantized network (:mod:`probsched.graph.quantization`) is built in int8 directly, with its
 scales and zero points in the graph; a suite workload in int8 (``"GMM:2:int8"``) is the
 kernel alone.
 

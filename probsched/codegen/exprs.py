@@ -270,7 +270,7 @@ class ExprWriter:
                 return f"np.power({args[0]}, {args[1]})", ATOM
             if e.name == "abs":
                 return f"abs({args[0]})", ATOM
-            if e.name == "round":
+            if e.name == "rint":
                 return f"np.rint({args[0]})", ATOM
             if e.name == "sigmoid":
                 one = const_src(1.0, e.dtype) if e.dtype in ("float32", "float64") else "1.0"

@@ -54,6 +54,14 @@ class TensorType:
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
 
 
+def _broadcast_to(a: Any, shape: Tuple[int, ...]) -> Any:
+    if isinstance(a, (np.ndarray, np.generic)):
+        return np.broadcast_to(a, shape)
+    import jax.numpy as jnp
+
+    return jnp.broadcast_to(a, shape)
+
+
 @dataclass(frozen=True, eq=False)
 class Node:
     """One JAX primitive applied to values: ``outputs = op(*inputs, **params)``.
@@ -71,16 +79,20 @@ class Node:
 
     def evaluate(self, *args: np.ndarray) -> List[np.ndarray]:
         """The node's outputs as JAX computes them (float32 numpy arrays)."""
+        return [np.asarray(o) for o in self.bind(*args)]
+
+    def bind(self, *args: Any) -> List[Any]:
+        """The node's outputs: its primitive applied to ``args`` (arrays, or JAX tracers when
+        a graph is traced again, :mod:`.quantization`)."""
         from .ops import SCALAR_BROADCASTING
 
         if self.op in SCALAR_BROADCASTING and len({np.ndim(a) for a in args}) > 1:
             # a jaxpr's scalar literals broadcast in elementwise operators; bound eagerly,
             # the primitive wants equal ranks
             shape = np.broadcast_shapes(*(np.shape(a) for a in args))
-            args = tuple(np.broadcast_to(a, shape) if np.ndim(a) == 0 else a for a in args)
+            args = tuple(_broadcast_to(a, shape) if np.ndim(a) == 0 else a for a in args)
         out = self.primitive.bind(*args, **self.params)
-        outs = out if self.primitive.multiple_results else [out]
-        return [np.asarray(o) for o in outs]
+        return list(out) if self.primitive.multiple_results else [out]
 
 
 @dataclass

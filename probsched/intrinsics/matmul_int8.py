@@ -20,7 +20,7 @@ the accumulators at zero and never reads C.
 An activation with a zero point (``x = s (a - z)``, ``a`` in ``[0, 255]``) needs no other
 kernel: ``sum_k (a - z) w = sum_k a w - z sum_k w``, and the column sums of a constant B are
 computed once with the weights, the correction applied in the epilogue
-(:mod:`probsched.graph.quantize`).
+(:mod:`probsched.graph.quantization`).
 
 On a CPU without ``avx512_vnni`` the same kernels are built on
 :func:`~.simd_int8.dot_quads_emulated` (the bytes widened, the products added in int32:
