@@ -1,5 +1,5 @@
-"""The machine's float32 and bfloat16 ceilings, as numba reaches them: what a tuned kernel
-can hope for.
+"""The machine's float32, bfloat16 and int8 ceilings, as numba reaches them: what a tuned
+kernel can hope for.
 
 Prints, for one and for all threads:
 
@@ -12,11 +12,14 @@ Prints, for one and for all threads:
 - ``vdpbf16ps``: 16 independent bfloat16 dot products (:func:`~probsched.intrinsics.simd.dot_pairs`,
   4 flops per float32 lane: two products, two sums), on CPUs with ``avx512_bf16``: the
   bfloat16 peak, beside the float32 one;
-- ``matmul_MxN``, ``matmul_bf16_MxN``: each named micro-kernel on operands that stay in L1
+- ``vpdpbusd``: 16 independent u8 x s8 dot products (:func:`~probsched.intrinsics.simd_int8.dot_quads`,
+  128 integer ops per instruction: 16 int32 lanes of 4 products and 4 sums), on CPUs with
+  ``avx512_vnni``: the int8 peak (the emulated dot product elsewhere);
+- ``matmul_MxN``, ``matmul_bf16_MxN``, ``matmul_int8_MxN``: each named micro-kernel on operands that stay in L1
   (a K panel of 512), called from a numba loop as a tuned kernel calls it: the best a
   tensorized matmul or convolution can do per core; a bf16 kernel also as a fraction of
   the ``vdpbf16ps`` peak (where there is none, it runs its emulated path: the fraction is
-  of the FMA peak).
+  of the FMA peak), an int8 one of the ``vpdpbusd`` peak (GOP/s: integer operations).
 
 A tuned GMM, C2D or CBR runs at most at the micro-kernel's rate (its inner loop *is* the
 micro-kernel); the gap between the peak and the kernels is what the register block loses to
@@ -36,6 +39,7 @@ import numpy as np
 
 import probsched as ps
 from probsched.intrinsics.matmul_bf16 import native_available
+from probsched.intrinsics.simd_int8 import vnni_available
 from probsched.codegen.stackalloc import stack_empty
 
 LANES = 8  # one AVX2 vector of float32; on AVX-512 the loop still vectorizes by 16
@@ -109,6 +113,42 @@ def vector_peak(op: str, threads: int, reps: int = 4_000_000) -> float:
     return threads * VECTORS * flops * reps / float(np.median(times)) / 1e9
 
 
+def _vnni_peak_loop(native: bool):
+    """A numba loop of VECTORS independent ``acc = dot_quads(acc, a, b)`` per step on each thread."""
+    accs = [f"c{i}" for i in range(VECTORS)]
+    dot = "dot_quads" if native else "dot_quads_emulated"
+    source = "\n".join(
+        ["def loop(xu, xs, xi, reps, threads):", "    for t in numba.prange(threads):",
+         "        a, b = broadcast_quad(xu, 0), load_quads(xs, 0)"]
+        + [f"        {c} = zeros()" for c in accs]
+        + ["        for _ in range(reps):"]
+        + [f"            {c} = dot({c}, a, b)" for c in accs]
+        + [f"        store(xi, 16 * ({VECTORS} * t + {i}), {c})" for i, c in enumerate(accs)]
+    )
+    from probsched.intrinsics import simd_int8
+
+    scope = {"numba": numba, "dot": getattr(simd_int8, dot), **{f: getattr(simd_int8, f) for f in ("broadcast_quad", "load_quads", "store", "zeros")}}
+    exec(compile(source, "<vpdpbusd peak>", "exec"), scope)
+    return numba.njit(parallel=True)(scope["loop"])
+
+
+def vnni_peak(threads: int, reps: int = 4_000_000) -> float:
+    """GOP/s of register-resident ``vpdpbusd`` (emulated without VNNI) on ``threads`` threads (median of 5)."""
+    from probsched.intrinsics.simd_int8 import vnni_available
+
+    loop = _vnni_peak_loop(vnni_available())
+    rng = np.random.default_rng(0)
+    xu, xs = rng.integers(0, 4, 64).astype(np.uint8), rng.integers(-2, 2, 64).astype(np.int8)
+    xi = np.zeros(16 * VECTORS * threads, np.int32)
+    loop(xu, xs, xi, 10, threads)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        loop(xu, xs, xi, reps, threads)
+        times.append(time.perf_counter() - t)
+    return threads * VECTORS * 16 * 8 * reps / float(np.median(times)) / 1e9
+
+
 def kernel_peak(name: str, threads: int, k: int = 512, reps: int = 20_000) -> float:
     """GFLOP/s of micro-kernel ``name`` (float32 or bf16) on L1-resident operands, ``threads`` threads."""
     intrin = ps.intrinsics.get(name)
@@ -116,7 +156,19 @@ def kernel_peak(name: str, threads: int, k: int = 512, reps: int = 20_000) -> fl
     mk = intrin.kernel()
     rng = np.random.default_rng(0)
     C = np.zeros(threads * m * n, np.float32)
-    if intrin.meta.get("precision") == "bfloat16":
+    if intrin.meta.get("precision") == "int8":
+        q = k // 4
+        C = np.zeros(threads * m * n, np.int32)
+
+        @numba.njit(parallel=True)
+        def loop(C, A, B, reps):
+            for t in numba.prange(threads):
+                for _ in range(reps):
+                    mk(C, t * m * n, n, 1, A, t * m * k, k, 4, 1, B, t * k * n, 4, 4 * n, 1, q)
+
+        A = rng.integers(0, 256, threads * m * k).astype(np.uint8)
+        B = rng.integers(-128, 128, threads * k * n).astype(np.int8)
+    elif intrin.meta.get("precision") == "bfloat16":
         p = k // 2
 
         @numba.njit(parallel=True)
@@ -150,7 +202,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--kernels",
-        default="matmul_3x32,matmul_4x16,matmul_6x16,matmul_bf16_4x32,matmul_bf16_8x32,matmul_bf16_12x32,matmul_bf16fma_8x32,matmul_bf16fma_4x64",
+        default="matmul_3x32,matmul_4x16,matmul_6x16,matmul_bf16_4x32,matmul_bf16_8x32,matmul_bf16_12x32,matmul_bf16fma_8x32,"
+        "matmul_bf16fma_4x64,matmul_int8_8x32,matmul_int8_12x32,matmul_int8_6x64",
         help="comma-separated micro-kernels",
     )
     args = ap.parse_args(argv)
@@ -167,11 +220,15 @@ def main(argv=None) -> None:
     if native_available():
         bf16 = (vector_peak("dot_pairs", 1), vector_peak("dot_pairs", threads))
         print(f"| vdpbf16ps, {VECTORS} vectors | {bf16[0]:.1f} | {bf16[1]:.1f} | {bf16[0] / fma[0]:.0%}, {bf16[1] / fma[1]:.0%} of fma |")
+    int8 = (vnni_peak(1), vnni_peak(threads))
+    print(f"| vpdpbusd{'' if vnni_available() else ' (emulated)'}, {VECTORS} vectors (GOP/s) | {int8[0]:.1f} | {int8[1]:.1f} | |")
     for name in args.kernels.split(","):
         one, all_ = kernel_peak(name, 1), kernel_peak(name, threads)
         meta = ps.intrinsics.get(name).meta
         is_bf16 = meta.get("precision") == "bfloat16"
         peak, label = (bf16, "vdpbf16ps") if is_bf16 and bf16 else (fma, "fma")
+        if meta.get("precision") == "int8":
+            peak, label = int8, "vpdpbusd"
         emulated = is_bf16 and (meta.get("dot") == "fma" or not bf16)
         print(f"| {name}{' (FMAs)' if emulated else ''} (L1, K={512}) | {one:.1f} | {all_:.1f} | {one / peak[0]:.0%}, {all_ / peak[1]:.0%} of {label} |")
 

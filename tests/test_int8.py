@@ -127,3 +127,17 @@ def test_int8_workloads_have_their_own_name_and_records():
     assert w == wl.get("GMM", 2, precision="int8") and w.flops == wl.get("GMM:2").flops
     assert w.func.structural_hash() != wl.get("GMM:2").func.structural_hash()
     assert [b.dtype for b in w.func.params] == ["uint8", "int8", "int32"]
+
+
+def test_tuning_measures_int8_candidates_and_keeps_their_records_apart(tmp_path):
+    from probsched.database import Database
+    from probsched.measure import LocalMeasurer
+
+    db = str(tmp_path / "t.db")
+    with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0) as m:
+        result = ps.tune("GMM:small", trials=2, precision="int8", measurer=m, database=db, strategy="replay",
+                         cost_model=None, retime_top=0)
+    assert result.name == "GMM:small:int8" and all(t.error is None for t in result.history), result.history
+    assert result.best.schedule(result.func).mod.params[2].dtype == "int32"
+    with Database(db) as d:
+        assert len(d.records(wl.small("GMM", "int8"))) == 2 and not d.records(wl.small("GMM"))

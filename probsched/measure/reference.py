@@ -44,7 +44,7 @@ from ..ir.dtypes import BF16, as_storage, numpy_dtype
 from ..ir.stmt import Block, PrimFunc
 from ..precision import precision_of
 from ..workloads import Workload, signed_uniform, tolerance
-from ..workloads.workload import INTEGER_SAMPLERS
+from ..workloads.workload import INTEGER_SAMPLERS, unwritten_value
 
 if TYPE_CHECKING:
     from ..codegen.kernel import Kernel
@@ -66,11 +66,12 @@ class Reference:
         self._screens: Dict[str, tuple] = {}  # output name -> (tolerance, scratch) of the fast check
 
     def empty_outputs(self, kernel: "Kernel") -> Dict[str, np.ndarray]:
-        """Aligned output arrays for ``kernel``, filled with NaN (a kernel that skips an
-        element cannot pass the check by leaving an earlier value behind)."""
-        outs = {b.name: aligned_empty(b.shape, b.dtype) for b in kernel.outputs}
+        """Aligned output arrays for ``kernel``, filled with NaN (integers: their smallest
+        value; a kernel that skips an element cannot pass the check by leaving an earlier
+        value behind)."""
+        outs = {b.name: aligned_empty(b.shape, numpy_dtype(b.dtype)) for b in kernel.outputs}
         for a in outs.values():
-            a.fill(np.nan)
+            a.fill(unwritten_value(a.dtype))
         return outs
 
     def arguments(self, kernel: "Kernel", outputs: Dict[str, np.ndarray]) -> list:

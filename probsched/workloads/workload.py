@@ -231,7 +231,7 @@ class Workload:
     def empty_outputs(self) -> Tuple[np.ndarray, ...]:
         """Output arrays filled with NaN (integers: their smallest value), so elements a
         kernel forgets to write fail :meth:`check`."""
-        return tuple(np.full(b.shape, _unwritten(b.dtype), dtype=numpy_dtype(b.dtype)) for b in self.outputs)
+        return tuple(np.full(b.shape, unwritten_value(b.dtype), dtype=numpy_dtype(b.dtype)) for b in self.outputs)
 
     def reference(self, *inputs: np.ndarray) -> Tuple[np.ndarray, ...]:
         """The expected outputs (numpy, computed in float64, returned as float32)."""
@@ -266,7 +266,9 @@ def widening(reference: Callable[..., Tuple[np.ndarray, ...]]) -> Callable[..., 
     return widened
 
 
-def _unwritten(dtype: str):
+def unwritten_value(dtype: str):
+    """What an output array starts filled with, so an element a kernel forgets to write fails
+    the check: NaN, or an integer type's smallest value."""
     return np.iinfo(dtype).min if np.dtype(dtype).kind in "iu" else np.nan
 
 
