@@ -46,10 +46,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import probsched as ps  # noqa: E402
-from probsched.database import Database  # noqa: E402
 from probsched.measure.timer import time_interleaved  # noqa: E402
 
-from bench_bf16 import best_kernel  # noqa: E402
+from bench_bf16 import tuned_kernels  # noqa: E402
 from bench_peak import vnni_peak  # noqa: E402
 
 TARGET = 0.80
@@ -59,12 +58,10 @@ Predict = Callable[[np.ndarray], np.ndarray]
 def bench_kernels(args: argparse.Namespace) -> dict:
     """The kernel table (module docstring)."""
     workloads = {n: ps.workloads.get(n) for n in args.workloads.split(",")}
-    if args.trials:
-        for w in workloads.values():
-            ps.tune(w, trials=args.trials, database=args.db, seed=args.seed)
     threads = numba.config.NUMBA_NUM_THREADS
-    with Database(args.db) as db:
-        kernels = {n: k for n, k in ((n, best_kernel(w, db)) for n, w in workloads.items()) if k is not None}
+    kernels = tuned_kernels(workloads, args.trials, args.db, args.seed)
+    if not kernels:
+        raise SystemExit(f"bench_int8: no records of {', '.join(workloads)} in {args.db}: tune with --trials N")
     timed = time_interleaved(kernels, rounds=args.rounds)
     peak = vnni_peak(threads)
     print(f"vpdpbusd peak on {threads} threads: {peak:.1f} GOP/s")
