@@ -210,3 +210,17 @@ def test_onnx_runtime_quantized_model_runs_here_as_onnx_runtime_runs_it(tmp_path
     assert rel < 1e-3 and agree == 1.0, (rel, cos, agree)  # the same integers: rounding ties aside
     ours_vs_float, theirs_vs_float = accuracy(ours, floats), accuracy(theirs, floats)
     assert ours_vs_float[1] > 0.999 and abs(ours_vs_float[0] - theirs_vs_float[0]) < 1e-3
+
+
+def test_a_saved_int8_model_loads_and_computes_the_same(resnet, tmp_path):
+    fn, args, q, model = resnet
+    model.save(str(tmp_path / "q.psm"))
+    again = ps.load(str(tmp_path / "q.psm"))
+    x = inputs(args[0].shape, 1, 3)[0]
+    np.testing.assert_array_equal(again(x), model(x))
+
+
+def test_compiling_a_float_network_in_int8_asks_for_calibration():
+    fn, args = ps.models.get("resnet_tiny")
+    with pytest.raises(ps.errors.ProbschedError, match="quantize it with ps.quantize"):
+        ps.compile(fn, *args, precision="int8", progress=None)
