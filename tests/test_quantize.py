@@ -224,3 +224,14 @@ def test_compiling_a_float_network_in_int8_asks_for_calibration():
     fn, args = ps.models.get("resnet_tiny")
     with pytest.raises(ps.errors.ProbschedError, match="quantize it with ps.quantize"):
         ps.compile(fn, *args, precision="int8", progress=None)
+
+
+def test_conversions_to_8_bits_compute_what_jax_computes():
+    def fn(x):
+        t = jnp.clip(x * 40.0, -128.0, 255.0)  # truncated toward zero, not rounded
+        wrapped = (jnp.round(x * 300.0).astype(jnp.int32)).astype(jnp.int8)  # an integer: modulo 256
+        return t.astype(jnp.uint8).astype(jnp.float32) + t.astype(jnp.int8).astype(jnp.float32) + wrapped.astype(jnp.float32)
+
+    x = np.linspace(-2, 2, 4 * 64, dtype=np.float32).reshape(4, 64)
+    model = ps.compile(fn, x, candidates=2, progress=None)
+    np.testing.assert_array_equal(model(x), np.asarray(jax.jit(fn)(x)))

@@ -117,9 +117,7 @@ def dequantize_linear(ins: List[Optional[Value]], a, opset: int) -> Value:
         return Value(data.astype(np.float32), None, QDQ("dq", x, scale, zero.astype(x.dtype), axis))
     if scale.size != 1:
         raise FrontEndError("DequantizeLinear of a computed value per axis is not supported (activations are quantized per tensor)")
-    import jax.numpy as jnp
-
-    data = (x.data.astype(jnp.float32) - np.float32(zero.reshape(()))) * np.float32(scale.reshape(()))
+    data = quant_ops.dequantize_activation(x.data, float(scale.reshape(())), int(zero.reshape(())))
     return Value(data, x.perm, QDQ("dq", x, scale, zero, axis))
 
 

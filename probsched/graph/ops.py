@@ -29,6 +29,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import FrontEndError
+from ..ir.dtypes import INT_RANGE
 from ..ir.expr import (
     Const,
     Expr,
@@ -223,8 +224,23 @@ def _lower_convert(node, ins, stages, out_types):
     t = out_types[0]
     (x,) = ins
     if t.dtype in QUANTIZED:  # a quantization: stored in 8 bits (OpDef.kind_of)
-        return [stages.compute("quantize", t.shape, lambda i: cast(t.dtype, _at(x, i)), dtype=t.dtype)]
+        return [stages.compute("quantize", t.shape, lambda i: _to_8_bits(_at(x, i), t.dtype), dtype=t.dtype)]
     return [LazyOperand(t.shape, t.dtype, lambda i: cast(t.dtype, _at(x, i)))]
+
+
+def _to_8_bits(x: Expr, dtype: str) -> Expr:
+    """JAX's conversion to an 8-bit integer: a float truncated toward zero (within the range:
+    the quantization clipped it before; outside it is saturated here), an integer wrapped
+    modulo 256. The IR's own conversion rounds and saturates (:mod:`probsched.ir.dtypes`):
+    equal on what it is given here."""
+    lo, hi = INT_RANGE[dtype]
+    if x.dtype == "bool":
+        return cast(dtype, x)
+    if x.dtype == "float32":
+        return cast(dtype, cast("int32", minimum(maximum(x, _f32(lo)), _f32(hi))))
+    if x.dtype in QUANTIZED:
+        x = cast("int32", x)
+    return cast(dtype, binary("mod", x - lo, Const(256, x.dtype)) + lo)
 
 
 def _round(node) -> Callable[[Expr], Expr]:

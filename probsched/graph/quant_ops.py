@@ -85,14 +85,30 @@ def activation_params(lo: float, hi: float, dtype: str = "uint8") -> Tuple[float
     return scale, zero
 
 
+def along_last_axis(value: float, x: Any) -> np.ndarray:
+    """A per-tensor ``value`` as a float32 vector along ``x``'s last axis (a scalar for a 0-d
+    ``x``). A one-element constant is folded into a task's expressions, so two layers of one
+    shape with other scales would be two tasks; as a vector it is an input, and they are one
+    task (ResNet-50's bottleneck blocks share their records)."""
+    shape = np.shape(x)
+    return np.full(shape[-1:] if shape else (), value, np.float32)
+
+
 def quantize_activation(x: Any, scale: float, zero_point: int, dtype: str = "uint8") -> Any:
     """``saturate(round(x / scale) + zero_point)`` in ``dtype``, rounding to nearest even (ONNX's
     ``QuantizeLinear``, per tensor)."""
     import jax.numpy as jnp
 
     lo, hi = INT_RANGE[dtype]
-    q = jnp.round(x / np.float32(scale)) + np.float32(zero_point)
+    q = jnp.round(x / along_last_axis(scale, x)) + along_last_axis(zero_point, x)
     return jnp.clip(q, np.float32(lo), np.float32(hi)).astype(dtype)
+
+
+def dequantize_activation(q: Any, scale: float, zero_point: int) -> Any:
+    """``(q - zero_point) * scale`` in float32 (ONNX's ``DequantizeLinear``, per tensor)."""
+    import jax.numpy as jnp
+
+    return (q.astype(jnp.float32) - along_last_axis(zero_point, q)) * along_last_axis(scale, q)
 
 
 def _dequantized(acc: Any, correction: Optional[np.ndarray], scale: np.ndarray, shape: Sequence[int]) -> Any:
@@ -157,4 +173,5 @@ def dot(q: Any, zero_point: int, x_scale: float, weight: QuantizedWeight, dimens
     return _dequantized(acc, correction, scale, scale.shape)
 
 
-__all__ = ["QuantizedWeight", "quantize_weight", "activation_params", "quantize_activation", "conv", "dot", "WEIGHT_RANGE"]
+__all__ = ["QuantizedWeight", "quantize_weight", "activation_params", "quantize_activation", "dequantize_activation",
+           "along_last_axis", "conv", "dot", "WEIGHT_RANGE"]
