@@ -5,7 +5,10 @@ beside ONNX Runtime's and OpenVINO's int8 on the same QDQ model.
 more trials each, resuming what ``--db`` holds; ``--trials 0`` only times the stored bests),
 then timed interleaved in one process beside the ``vpdpbusd`` peak on all threads
 (:func:`bench_peak.vnni_peak`: 16 register-resident vectors), each checked against its
-reference first. Prints µs, GOP/s and the fraction of the peak; the target is 80%.
+reference first. Prints µs, GOP/s and the fraction of the peak; the target is 80%. Their
+second operand is a constant, as a quantized network's weight is: the design space may lay
+it out once, in the 4-interleaved order the kernel reads, outside the timed call (name the
+workloads with ``--weights-as-inputs`` to time them packing B on every call instead).
 
 **Networks** (``--models``, with ``--onnx-dir``): each float32 ONNX model of the directory
 (the canonical torchvision exports: ``python benchmarks/export_onnx_models.py --full --out
@@ -55,9 +58,20 @@ TARGET = 0.80
 Predict = Callable[[np.ndarray], np.ndarray]
 
 
+def constant_weight(w):
+    """``w`` with its second parameter a constant (layout-free: what a network's weight is)."""
+    from dataclasses import replace
+
+    from probsched.ir.layout import LAYOUT_FREE
+
+    return replace(w, func=w.func.replace(attrs={LAYOUT_FREE: (w.func.params[1].name,)}))
+
+
 def bench_kernels(args: argparse.Namespace) -> dict:
     """The kernel table (module docstring)."""
     workloads = {n: ps.workloads.get(n) for n in args.workloads.split(",")}
+    if not args.weights_as_inputs:
+        workloads = {n: constant_weight(w) for n, w in workloads.items()}
     threads = numba.config.NUMBA_NUM_THREADS
     kernels = tuned_kernels(workloads, args.trials, args.db, args.seed)
     if not kernels:
@@ -199,6 +213,7 @@ def main(argv=None) -> None:
     ap.add_argument("--workloads", default="GMM:2:int8,C2D:2:int8")
     ap.add_argument("--trials", type=int, default=256, help="more trials per kernel workload (0: time the stored bests)")
     ap.add_argument("--db", required=True, help="the kernels' database")
+    ap.add_argument("--weights-as-inputs", action="store_true", help="B an input, packed on every call (module docstring)")
     ap.add_argument("--models", default="", help="comma-separated ONNX models of --onnx-dir (without .onnx)")
     ap.add_argument("--onnx-dir", default="onnx_models")
     ap.add_argument("--db-dir", default="int8_dbs", help="QDQ files and the networks' databases")

@@ -39,7 +39,7 @@ import numpy as np
 
 import probsched as ps
 from probsched.intrinsics.matmul_bf16 import native_available
-from probsched.intrinsics.simd_int8 import vnni_available
+from probsched.intrinsics.simd_int8 import dot_quads_name
 from probsched.codegen.stackalloc import stack_empty
 
 LANES = 8  # one AVX2 vector of float32; on AVX-512 the loop still vectorizes by 16
@@ -113,10 +113,9 @@ def vector_peak(op: str, threads: int, reps: int = 4_000_000) -> float:
     return threads * VECTORS * flops * reps / float(np.median(times)) / 1e9
 
 
-def _vnni_peak_loop(native: bool):
-    """A numba loop of VECTORS independent ``acc = dot_quads(acc, a, b)`` per step on each thread."""
+def _vnni_peak_loop(dot: str):
+    """A numba loop of VECTORS independent ``acc = dot(acc, a, b)`` per step on each thread."""
     accs = [f"c{i}" for i in range(VECTORS)]
-    dot = "dot_quads" if native else "dot_quads_emulated"
     source = "\n".join(
         ["def loop(xu, xs, xi, reps, threads):", "    for t in numba.prange(threads):",
          "        a, b = broadcast_quad(xu, 0), load_quads(xs, 0)"]
@@ -133,10 +132,9 @@ def _vnni_peak_loop(native: bool):
 
 
 def vnni_peak(threads: int, reps: int = 4_000_000) -> float:
-    """GOP/s of register-resident ``vpdpbusd`` (emulated without VNNI) on ``threads`` threads (median of 5)."""
-    from probsched.intrinsics.simd_int8 import vnni_available
-
-    loop = _vnni_peak_loop(vnni_available())
+    """GOP/s of register-resident ``vpdpbusd`` (on 256 bits with AVX-VNNI only, emulated
+    without VNNI) on ``threads`` threads (median of 5)."""
+    loop = _vnni_peak_loop(dot_quads_name())
     rng = np.random.default_rng(0)
     xu, xs = rng.integers(0, 4, 64).astype(np.uint8), rng.integers(-2, 2, 64).astype(np.int8)
     xi = np.zeros(16 * VECTORS * threads, np.int32)
@@ -221,7 +219,7 @@ def main(argv=None) -> None:
         bf16 = (vector_peak("dot_pairs", 1), vector_peak("dot_pairs", threads))
         print(f"| vdpbf16ps, {VECTORS} vectors | {bf16[0]:.1f} | {bf16[1]:.1f} | {bf16[0] / fma[0]:.0%}, {bf16[1] / fma[1]:.0%} of fma |")
     int8 = (vnni_peak(1), vnni_peak(threads))
-    print(f"| vpdpbusd{'' if vnni_available() else ' (emulated)'}, {VECTORS} vectors (GOP/s) | {int8[0]:.1f} | {int8[1]:.1f} | |")
+    print(f"| vpdpbusd ({dot_quads_name()}), {VECTORS} vectors (GOP/s) | {int8[0]:.1f} | {int8[1]:.1f} | |")
     for name in args.kernels.split(","):
         one, all_ = kernel_peak(name, 1), kernel_peak(name, threads)
         meta = ps.intrinsics.get(name).meta

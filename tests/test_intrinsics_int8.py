@@ -1,4 +1,4 @@
-"""int8 micro-kernels (native vpdpbusd and emulated), their tensorize matching, and the
+"""int8 micro-kernels (vpdpbusd on 512 and 256 bits, and emulated), their tensorize matching, and the
 design space that tiles int8 matmuls and convolutions around them (its traces are tested
 beside the bf16 ones, test_intrinsics_bf16.py)."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+
 import numpy as np
 import pytest
 
@@ -14,6 +15,7 @@ import probsched as ps
 import probsched.workloads as wl
 from probsched.intrinsics.disk_cache import load_module
 from probsched.intrinsics.matmul_int8 import matmul_int8_source
+from probsched.intrinsics.simd import compiles_for
 from probsched.intrinsics.simd_int8 import vnni_available
 from probsched.ir.interpreter import evaluate
 from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, kernel_candidates, matmul_roles
@@ -21,19 +23,22 @@ from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, kernel_can
 import test_intrinsics_bf16 as shared  # the reduced shapes and helpers; its trace tests cover int8 too
 from test_intrinsics_bf16 import draw, tensorized
 
-PATHS = [pytest.param(True, marks=pytest.mark.skipif(not vnni_available(), reason="no avx512_vnni")), False]
+NATIVE = pytest.mark.skipif(not vnni_available(), reason="no avx512_vnni")
+# the 256-bit VNNI runs where either VNNI does (AVX-VNNI, or AVX-512 VNNI with its VL forms)
+HALF = pytest.mark.skipif(not (compiles_for("avxvnni") or (vnni_available() and compiles_for("avx512vl"))), reason="no VNNI")
+PATHS = [pytest.param("dot_quads", marks=NATIVE), pytest.param("dot_quads_256", marks=HALF), "dot_quads_emulated"]
 
 
-def kernel(m, n, native, zero_start=False):
-    name = f"test_int8_{m}x{n}{'_zero' if zero_start else ''}{'' if native else '_emulated'}"
-    return load_module(name, matmul_int8_source(m, n, zero_start, native)).kernel
+def kernel(m, n, dot, zero_start=False):
+    name = f"test_int8_{m}x{n}{'_zero' if zero_start else ''}_{dot}"
+    return load_module(name, matmul_int8_source(m, n, zero_start, dot)).kernel
 
 
-@pytest.mark.parametrize("native", PATHS)
+@pytest.mark.parametrize("dot", PATHS)
 @pytest.mark.parametrize("zero_start", [False, True])
-def test_kernel_with_strided_operands(native, zero_start):
+def test_kernel_with_strided_operands(dot, zero_start):
     m, n = 4, 32
-    mk = kernel(m, n, native, zero_start)
+    mk = kernel(m, n, dot, zero_start)
     rng = np.random.default_rng(0)
     for Q, a_si, a_sq, b_sq, c_si, pad in [(1, 4, 4 * m, 4 * n, n, 0), (7, 37, 4, 4 * n + 12, n + 5, 3), (3, 12, 4 * m + 4, 8 * n, 2 * n, 1)]:
         A = rng.integers(0, 256, pad + (m - 1) * a_si + (Q - 1) * a_sq + 4).astype(np.uint8)
@@ -52,7 +57,7 @@ def test_kernel_with_strided_operands(native, zero_start):
         assert np.array_equal(C[mask], before[mask]), "the kernel wrote outside its tile"
 
 
-@pytest.mark.skipif(not vnni_available(), reason="no avx512_vnni")
+@NATIVE
 def test_native_and_emulated_dot_products_agree_bit_for_bit():
     rng = np.random.default_rng(1)
     Q = 64
@@ -60,19 +65,26 @@ def test_native_and_emulated_dot_products_agree_bit_for_bit():
     B = np.concatenate([np.full(4 * Q * 32 // 2, -128, np.int8), rng.integers(-128, 128, 4 * Q * 32 // 2).astype(np.int8)])
     C0 = rng.integers(-2**20, 2**20, 6 * 32).astype(np.int32)
     results = []
-    for native in (True, False):
+    for dot in ("dot_quads", "dot_quads_256", "dot_quads_emulated"):
         C = C0.copy()
-        kernel(6, 32, native)(C, 0, 32, 1, A, 0, 4 * Q, 4, 1, B, 0, 4, 128, 1, Q)
+        kernel(6, 32, dot)(C, 0, 32, 1, A, 0, 4 * Q, 4, 1, B, 0, 4, 128, 1, Q)
         results.append(C)
-    assert np.array_equal(*results)
+    assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
 
 
-def test_the_emulated_kernels_compile_for_an_avx2_cpu(tmp_path):
-    """What an AMD Zen 3 (AVX2, no VNNI) compiles: the emulated kernel, exact."""
+AVX2 = "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2"
+
+
+@pytest.mark.parametrize("cpu, features, dot", [
+    ("haswell", AVX2, "dot_quads_emulated"),  # what an AMD Zen 3 compiles (AVX2, no VNNI)
+    pytest.param("alderlake", AVX2 + ",+avxvnni", "dot_quads_256",  # an Intel client core: AVX-VNNI, no AVX-512
+                 marks=pytest.mark.skipif(not ps.Target.host().has("avx_vnni"), reason="the host runs no AVX-VNNI")),
+])
+def test_cpus_without_avx512_vnni_compile_exact_kernels(tmp_path, cpu, features, dot):
     code = (
         "import numpy as np, probsched as ps\n"
-        "from probsched.intrinsics.simd_int8 import vnni_available\n"
-        "assert not vnni_available()\n"
+        "from probsched.intrinsics.simd_int8 import dot_quads_name\n"
+        f"assert dot_quads_name() == {dot!r}, dot_quads_name()\n"
         "w = ps.workloads.matmul(8, 32, 16, batch=None).with_precision('int8')\n"
         "from handlers import seed, trace\n"
         "sch = ps.Schedule(w.func)\n"
@@ -81,8 +93,7 @@ def test_the_emulated_kernels_compile_for_an_avx2_cpu(tmp_path):
         "x = w.random_inputs(0)\n"
         "w.check(ps.build(sch).run(*x), w.reference(*x))\n"
     )
-    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2",
-               PROBSCHED_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features, PROBSCHED_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
 

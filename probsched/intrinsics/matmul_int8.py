@@ -22,10 +22,11 @@ kernel: ``sum_k (a - z) w = sum_k a w - z sum_k w``, and the column sums of a co
 computed once with the weights, the correction applied in the epilogue
 (:mod:`probsched.graph.quantization`).
 
-On a CPU without ``avx512_vnni`` the same kernels are built on
+On a CPU without ``avx512_vnni`` the same kernels are built on two 256-bit ``vpdpbusd``
+(AVX-VNNI, Intel's client cores) or, without either, on
 :func:`~.simd_int8.dot_quads_emulated` (the bytes widened, the products added in int32:
 the same results, bit for bit; on AVX2 each accumulator is two registers), so every int8
-program runs everywhere; ``native=`` of :func:`matmul_int8_source` picks one explicitly.
+program runs everywhere; ``dot=`` of :func:`matmul_int8_source` picks one explicitly.
 
 >>> import numpy as np, probsched as ps
 >>> mk = ps.intrinsics.get("matmul_int8_4x16").kernel()
@@ -56,16 +57,15 @@ QUAD = 4  # bytes of the reduction per lane and instruction
 NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
 
 
-def matmul_int8_source(m: int, n: int, zero_start: bool = False, native: Optional[bool] = None) -> str:
-    """Python source of the M x N kernel; ``native``: ``vpdpbusd`` (default: when the CPU
-    has it) or the emulated dot product."""
-    from .simd_int8 import vnni_available
+def matmul_int8_source(m: int, n: int, zero_start: bool = False, dot: Optional[str] = None) -> str:
+    """Python source of the M x N kernel; ``dot``: the dot product of :mod:`.simd_int8` it is
+    built on (default: what the CPU runs natively, :func:`~.simd_int8.dot_quads_name`)."""
+    from .simd_int8 import dot_quads_name
 
     if n % LANES:
         raise ValueError(f"matmul_int8_{m}x{n}: N must be a multiple of {LANES}")
-    native = vnni_available() if native is None else native
+    dot = dot or dot_quads_name()
     nv = n // LANES
-    dot = "dot_quads" if native else "dot_quads_emulated"
     lines = [
         # numba's cache checks this file's date only: name the vector helpers' versions
         *(f"# {m} {source_version(m)}" for m in ("probsched.intrinsics.simd", "probsched.intrinsics.simd_int8")),
@@ -112,11 +112,11 @@ def matmul_int8_description(m: int, n: int, quads: int = 2):
 def _loader(m: int, n: int, zero_start: bool = False) -> Callable[[], Callable]:
     @lru_cache(maxsize=None)
     def load() -> Callable:
-        from .simd_int8 import vnni_available
+        from .simd_int8 import dot_quads_name
 
-        native = vnni_available()
-        name = f"matmul_int8_{m}x{n}" + ("_zero" if zero_start else "") + ("" if native else "_emulated")
-        return load_module(name, matmul_int8_source(m, n, zero_start, native)).kernel
+        dot = dot_quads_name()
+        name = f"matmul_int8_{m}x{n}" + ("_zero" if zero_start else "") + dot[len("dot_quads"):]
+        return load_module(name, matmul_int8_source(m, n, zero_start, dot)).kernel
 
     return load
 

@@ -10,12 +10,13 @@ flat 1-D arrays by an element offset (unchecked, unaligned):
 - :func:`load_quads`: 64 int8 (``B[q, j, 0:4]`` for 16 columns ``j``): lane ``l`` holds
   elements ``4l .. 4l + 3``;
 - :func:`broadcast_quad`: 4 adjacent uint8 copied to all 16 lanes;
-- :func:`dot_quads` / :func:`dot_quads_emulated`: ``acc[l] += sum_t a[l][t] * b[l][t]``
-  over the 4 bytes of each lane, ``a`` unsigned and ``b`` signed, in int32 (wrapping, as
-  the instruction does): the first is ``vpdpbusd`` (``avx512_vnni``), the second the same
-  sum on any CPU, the bytes widened to 16 bits (a u8 x s8 product fits: no saturation,
-  unlike ``vpmaddubsw``) and the four products of a lane added in 32 bits. They agree bit
-  for bit.
+- :func:`dot_quads` / :func:`dot_quads_256` / :func:`dot_quads_emulated`: ``acc[l] +=
+  sum_t a[l][t] * b[l][t]`` over the 4 bytes of each lane, ``a`` unsigned and ``b`` signed,
+  in int32 (wrapping, as the instruction does): the first is ``vpdpbusd`` on 512 bits
+  (``avx512_vnni``), the second two of it on 256 bits (AVX-VNNI, Intel's client cores
+  without AVX-512), the third the same sum on any CPU, the bytes widened to 16 bits (a
+  u8 x s8 product fits: no saturation, unlike ``vpmaddubsw``) and the four products of a
+  lane added in 32 bits. They agree bit for bit.
 
 >>> import numba, numpy as np
 >>> @numba.njit
@@ -45,12 +46,22 @@ _I8X64 = ir.VectorType(_I8, 64)
 #: ``vpdpbusd`` on 512 bits; LLVM reads its byte operands as ``<16 x i32>`` (newer LLVMs
 #: upgrade that form to their ``<64 x i8>`` one)
 DOT_QUADS = "llvm.x86.avx512.vpdpbusd.512"
+#: the same on 256 bits: AVX-VNNI's VEX form where the CPU has no AVX-512
+DOT_QUADS_256 = "llvm.x86.avx512.vpdpbusd.256"
 
 
 def vnni_available() -> bool:
     """Whether numba compiles for a CPU with ``vpdpbusd`` on 512 bits (``avx512_vnni``):
     the host's, unless ``NUMBA_CPU_FEATURES`` names others."""
     return compiles_for("avx512vnni")
+
+
+def dot_quads_name() -> str:
+    """The dot product numba's target runs natively: :func:`dot_quads` (``avx512_vnni``),
+    :func:`dot_quads_256` (``avx_vnni``), else :func:`dot_quads_emulated`."""
+    if vnni_available():
+        return "dot_quads"
+    return "dot_quads_256" if compiles_for("avxvnni") else "dot_quads_emulated"
 
 
 #: 16 int32 lanes
@@ -80,6 +91,24 @@ def dot_quads(typingctx, acc, a, b):
     def codegen(context, builder, sig, args):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32X16, [_I32X16] * 3), DOT_QUADS)
         return builder.call(fn, [args[0], builder.bitcast(args[1], _I32X16), builder.bitcast(args[2], _I32X16)])
+
+    return i32x16(acc, a, b), codegen
+
+
+@intrinsic
+def dot_quads_256(typingctx, acc, a, b):
+    """:func:`dot_quads` as two 256-bit ``vpdpbusd`` (needs ``avx_vnni`` or ``avx512_vnni``
+    with ``avx512vl``)."""
+
+    def codegen(context, builder, sig, args):
+        half = ir.VectorType(_I32, 8)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(half, [half] * 3), DOT_QUADS_256)
+        parts = [builder.bitcast(x, _I32X16) for x in args]
+        out = []
+        for lanes in (list(range(8)), list(range(8, 16))):
+            mask = ir.Constant(half, lanes)
+            out.append(builder.call(fn, [builder.shuffle_vector(p, p, mask) for p in parts]))
+        return builder.shuffle_vector(out[0], out[1], ir.Constant(_I32X16, list(range(16))))
 
     return i32x16(acc, a, b), codegen
 
