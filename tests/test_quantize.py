@@ -235,3 +235,21 @@ def test_conversions_to_8_bits_compute_what_jax_computes():
     x = np.linspace(-2, 2, 4 * 64, dtype=np.float32).reshape(4, 64)
     model = ps.compile(fn, x, candidates=2, progress=None)
     np.testing.assert_array_equal(model(x), np.asarray(jax.jit(fn)(x)))
+
+
+@pytest.mark.parametrize("name", ["resnet_tiny", "mobilenet_tiny"])
+def test_the_int8_graph_holds_smaller_weights_and_no_broadcast_constants(name):
+    fn, args = ps.models.get(name)
+    f = ps.from_jax(fn, *args)
+    q = ps.quantize(f, inputs(args[0].shape, 1, 0))
+    assert q.constant_bytes < 0.5 * f.constant_bytes  # int8 weights, and a ReLU6's bounds stay scalars
+    assert max(a.size for a in q.constants.values()) <= max(a.size for a in f.constants.values())
+
+
+def test_a_broadcast_constant_stays_a_node_in_the_int8_graph():
+    w = np.ones((64, 64), np.float32)
+    fn = lambda x: x @ w + jnp.full((128, 64), 2.0, jnp.float32)  # noqa: E731 - kept as a node by the import
+    x = np.ones((128, 64), np.float32)
+    f, q = ps.from_jax(fn, x), ps.quantize(fn, [x])
+    assert "broadcast_in_dim" in [n.op for n in f.nodes] and "broadcast_in_dim" in [n.op for n in q.nodes]
+    assert max(a.size for a in q.constants.values()) == 64 * 64

@@ -54,14 +54,6 @@ class TensorType:
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
 
 
-def _broadcast_to(a: Any, shape: Tuple[int, ...]) -> Any:
-    if isinstance(a, (np.ndarray, np.generic)):
-        return np.broadcast_to(a, shape)
-    import jax.numpy as jnp
-
-    return jnp.broadcast_to(a, shape)
-
-
 @dataclass(frozen=True, eq=False)
 class Node:
     """One JAX primitive applied to values: ``outputs = op(*inputs, **params)``.
@@ -86,11 +78,12 @@ class Node:
         a graph is traced again, :mod:`.quantization`)."""
         from .ops import SCALAR_BROADCASTING
 
-        if self.op in SCALAR_BROADCASTING and len({np.ndim(a) for a in args}) > 1:
+        eager = all(isinstance(a, (np.ndarray, np.generic)) for a in args)
+        if eager and self.op in SCALAR_BROADCASTING and len({np.ndim(a) for a in args}) > 1:
             # a jaxpr's scalar literals broadcast in elementwise operators; bound eagerly,
-            # the primitive wants equal ranks
+            # the primitive wants equal ranks (traced, the scalar stays one: no large constant)
             shape = np.broadcast_shapes(*(np.shape(a) for a in args))
-            args = tuple(_broadcast_to(a, shape) if np.ndim(a) == 0 else a for a in args)
+            args = tuple(np.broadcast_to(a, shape) if np.ndim(a) == 0 else a for a in args)
         out = self.primitive.bind(*args, **self.params)
         return list(out) if self.primitive.multiple_results else [out]
 
