@@ -2,16 +2,20 @@
 
 Tunes GMM:2 and C2D:2 in bfloat16 (``--trials`` more trials each, resuming what ``--db``
 holds; ``--trials 0`` only times the stored bests), then in one process: the bf16
-dot-product peak (``vdpbf16ps``, 16 register-resident vectors) and the FMA peak on all
-threads (:mod:`bench_peak`), and the best kernel of each workload timed interleaved
+dot-product peak (``vdpbf16ps``, 16 register-resident vectors), the FMA peak and, where AMX
+is usable, the AMX tile peak (``tdpbf16ps``) on all threads (:mod:`bench_peak`), and the
+best kernel of each workload timed interleaved
 (:func:`probsched.measure.timer.time_interleaved`), each checked against its reference
 first. Prints, per workload, the median time, GFLOP/s, and the fraction of each peak; the
-target is 85% of the bf16 peak. ``--float32`` adds the float32 workloads beside them.
+target is 85% of the bf16 peak. ``--float32`` adds the float32 workloads beside them. On a
+CPU with AMX the bf16 kernels include the tile ones (:mod:`probsched.intrinsics.matmul_amx`);
+``taskset -c 0`` runs everything (tuning too) on one thread.
 
 Usage::
 
     python benchmarks/bench_bf16.py --trials 256 --db bf16.db          # tune, then time
     python benchmarks/bench_bf16.py --trials 0 --db bf16.db --json out.json   # time again, quiet
+    taskset -c 0 python benchmarks/bench_bf16.py --float32 --trials 256 --db amx.db  # one thread, beside float32
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from probsched.intrinsics.matmul_bf16 import native_available
 from probsched.measure.timer import time_interleaved
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_peak import vector_peak  # noqa: E402
+from bench_peak import amx_peak, vector_peak  # noqa: E402
+
+from probsched.intrinsics import amx  # noqa: E402
 
 TARGET = 0.85
 
@@ -78,19 +84,26 @@ def main(argv=None) -> None:
     peaks = {"fma": vector_peak("fma", threads)}
     if native_available():
         peaks["vdpbf16ps"] = vector_peak("dot_pairs", threads)
+    if amx.usable():
+        peaks["tdpbf16ps"] = amx_peak(threads)
+    tiles = "tdpbf16ps" in peaks
     print(ps.Target.host())
     print()
     print(f"peaks on {threads} threads: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in peaks.items()))
     print()
-    print("| workload | µs | GFLOP/s | of the vdpbf16ps peak | of the FMA peak |")
-    print("|---|---:|---:|---:|---:|")
+    print("| workload | µs | GFLOP/s | of the vdpbf16ps peak | of the FMA peak |" + (" of the AMX peak |" if tiles else ""))
+    print("|---|---:|---:|---:|---:|" + ("---:|" if tiles else ""))
     rows = {}
     for n, t in timed.items():
         gflops = workloads[n].flops / t.median / 1e9
         bf16 = gflops / peaks["vdpbf16ps"] if "vdpbf16ps" in peaks else float("nan")
         rows[n] = {"us": t.median * 1e6, "gflops": gflops, "of_bf16_peak": bf16, "of_fma_peak": gflops / peaks["fma"]}
         mark = " (target met)" if bf16 >= TARGET and n.endswith(":bf16") else ""
-        print(f"| {n} | {t.median * 1e6:.1f} | {gflops:.1f} | {bf16:.0%}{mark} | {gflops / peaks['fma']:.0%} |")
+        extra = ""
+        if tiles:
+            rows[n]["of_amx_peak"] = gflops / peaks["tdpbf16ps"]
+            extra = f" {rows[n]['of_amx_peak']:.0%} |"
+        print(f"| {n} | {t.median * 1e6:.1f} | {gflops:.1f} | {bf16:.0%}{mark} | {gflops / peaks['fma']:.0%} |{extra}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"target": str(ps.Target.host()), "threads": threads, "peaks": peaks, "rows": rows}, fh, indent=1)

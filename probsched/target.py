@@ -16,8 +16,8 @@ Precisions. :attr:`Target.precisions` names the element types the CPU multiplies
 products summed into float32 lanes), ``"int8"`` with ``avx512_vnni`` or ``avx_vnni``
 (``vpdpbusd``). They are derived from the ISA flags, which the JSON form carries, so a
 tuning record's target says which precisions its machine ran. AMX (``amx_tile``,
-``amx_bf16``, ``amx_int8``) is detected and reported (:attr:`Target.amx`, ``str(target)``),
-not used by any kernel yet.
+``amx_bf16``, ``amx_int8``) is detected and reported (:attr:`Target.amx`, ``str(target)``);
+bfloat16 tasks use its tiles where the process may (:mod:`probsched.intrinsics.amx`).
 
 >>> t = Target.from_str("cpu -threads=1")
 >>> t.threads, t.kind
@@ -46,7 +46,7 @@ NATIVE_PRECISIONS = (
     ("bfloat16", ("avx512_bf16",)),
     ("int8", ("avx512_vnni", "avx_vnni")),
 )
-#: AMX units: detected and reported only
+#: AMX units (bf16 tile kernels: :mod:`probsched.intrinsics.matmul_amx`)
 AMX_FLAGS = ("amx_tile", "amx_bf16", "amx_int8")
 
 
@@ -182,7 +182,7 @@ class Target:
             main = [f for f in main if f not in ("avx", "sse4_2")]
         cpu = self.model + (f" ({self.llvm_cpu})" if self.llvm_cpu else "")
         precisions = f", precisions {'/'.join(self.precisions)}" if len(self.precisions) > 1 else ""
-        amx = f", AMX {' '.join(self.amx)} (not used)" if self.amx else ""
+        amx = f", AMX {' '.join(self.amx)}" if self.amx else ""
         simd = " ".join(main) or "no SIMD flags"
         return f"{self.kind}: {cpu}, {self.cores} cores, {simd}{precisions}{amx}, {self.threads} threads"
 

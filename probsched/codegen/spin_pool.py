@@ -19,7 +19,12 @@ while after each job; this is the same idea, written with numba and LLVM atomics
   spins until the worker's ``DONE`` before it sets the slot back to ``SPINNING``. A worker
   it cannot claim (busy for another thread's launch) does no chunk: the launcher splits the
   loop among the workers it got and itself. A worker being woken is waited for; when every
-  worker sleeps (a kernel called without :func:`wake`), the launcher uses ``prange``.
+  worker sleeps (a kernel called without :func:`wake`), the launcher uses ``prange``;
+- a worker starts a job with a compare-and-swap (``POSTED -> RUNNING``), and a launcher that
+  is done with its own chunk while the worker has not started its job takes the job back
+  (``POSTED -> TAKEN``) and runs it itself. A worker descheduled by another process's
+  threads (a numpy or JAX call just before, whose workers still spin on the cores) then
+  costs the kernel its share of the work, never the operating system's time slice.
 
 The worker calls a *trampoline* compiled per argument signature (:mod:`.launch`): it loads
 the launcher's argument tuple, which the launcher stashed on its own stack (it stays alive
@@ -68,20 +73,22 @@ SLOT_WORDS = 8
 """int64 words per worker slot: one cache line, so that slots never share one."""
 STATE, TRAMPOLINE, BODY, ARGS, LO, HI, FAILED = range(7)
 """Word offsets within a slot."""
-COUNTERS = ("launches", "short", "fallbacks", "wake_waits", "slow_collects", "naps")
+COUNTERS = ("launches", "short", "fallbacks", "wake_waits", "slow_collects", "naps", "taken_back")
 """The launch counters, one word each in a cache line after the slots, which launchers
 update (not atomically: two threads launching at once may lose a count; they are for
 diagnosis): launches that got a worker; of those, launches that got fewer workers than
 chunks (a worker busy for another thread's launch); launches that fell back to ``prange``
 (every worker asleep); launches that waited for a worker being woken; launches whose
-wait for the workers' chunks outlasted :data:`SPIN_TICKS` and yielded the core; and the
-times a worker went to sleep (which the workers count)."""
-LAUNCHES, SHORT, FALLBACKS, WAKE_WAITS, SLOW_COLLECTS, NAPS = range(len(COUNTERS))
+wait for the workers' chunks outlasted :data:`SPIN_TICKS` and yielded the core; the
+times a worker went to sleep (which the workers count); and the jobs a launcher took back
+from a worker that had not started them."""
+LAUNCHES, SHORT, FALLBACKS, WAKE_WAITS, SLOW_COLLECTS, NAPS, TAKEN_BACK = range(len(COUNTERS))
 """Word offsets of the counters within their line."""
-ABSENT, SLEEPING, WAKING, SPINNING, CLAIMED, POSTED, DONE, STOPPING = range(8)
+ABSENT, SLEEPING, WAKING, SPINNING, CLAIMED, POSTED, DONE, STOPPING, RUNNING, TAKEN = range(10)
 """Slot states. Transitions: the worker SLEEPING -> (wake) WAKING -> SPINNING; a launcher
-SPINNING -> CLAIMED -> POSTED; the worker POSTED -> DONE; the launcher DONE -> SPINNING;
-the worker SPINNING -> SLEEPING when idle; the pool -> STOPPING at exit, ABSENT after fork."""
+SPINNING -> CLAIMED -> POSTED; the worker POSTED -> RUNNING -> DONE, or the launcher
+POSTED -> TAKEN (it runs the job itself); the launcher DONE or TAKEN -> SPINNING; the
+worker SPINNING -> SLEEPING when idle; the pool -> STOPPING at exit, ABSENT after fork."""
 
 IDLE_TICKS = 3_000_000
 """Time-stamp-counter ticks a worker spins without a job before it sleeps (a millisecond at 3 GHz)."""
@@ -318,9 +325,10 @@ def pool_functions():
         while True:
             state = load_acquire(s)
             if state == POSTED:
-                failed = call(load_relaxed(s + 8 * TRAMPOLINE), (load_relaxed(s + 8 * BODY), load_relaxed(s + 8 * ARGS), load_relaxed(s + 8 * LO), load_relaxed(s + 8 * HI)))
-                store_relaxed(s + 8 * FAILED, failed)
-                store_release(s, DONE)
+                if cas(s, POSTED, RUNNING):  # else the launcher took its job back
+                    failed = call(load_relaxed(s + 8 * TRAMPOLINE), (load_relaxed(s + 8 * BODY), load_relaxed(s + 8 * ARGS), load_relaxed(s + 8 * LO), load_relaxed(s + 8 * HI)))
+                    store_relaxed(s + 8 * FAILED, failed)
+                    store_release(s, DONE)
                 idle_since = ticks()
             elif state == SPINNING:
                 now = ticks()
@@ -338,7 +346,7 @@ def pool_functions():
                 backoff_at(now, idle_since)
             elif state == STOPPING or state == ABSENT or state == SLEEPING:
                 return state
-            else:  # CLAIMED (the job is being written) or DONE (not yet collected)
+            else:  # CLAIMED (the job is being written), DONE or TAKEN (not yet collected)
                 backoff(idle_since)
 
     @numba.njit(i64(i64, i64, i64), **opts)
@@ -388,9 +396,13 @@ def pool_functions():
         while mask >> k:
             if mask >> k & 1:
                 s = base + k * SLOT_WORDS * 8
-                while load_acquire(s) != DONE:
-                    backoff(start)
-                failed += load_relaxed(s + 8 * FAILED)
+                if cas(s, POSTED, TAKEN):  # the worker has not started it: run it here
+                    count(base, workers, TAKEN_BACK)
+                    failed += call(load_relaxed(s + 8 * TRAMPOLINE), (load_relaxed(s + 8 * BODY), load_relaxed(s + 8 * ARGS), load_relaxed(s + 8 * LO), load_relaxed(s + 8 * HI)))
+                else:
+                    while load_acquire(s) != DONE:
+                        backoff(start)
+                    failed += load_relaxed(s + 8 * FAILED)
                 store_release(s, SPINNING)
             k += 1
         if ticks() - start > SPIN_TICKS:
@@ -532,7 +544,7 @@ def launch_counts(reset: bool = False) -> Dict[str, int]:
     ``slow_collects`` (chunks that kept the caller waiting past a spin).
 
     >>> sorted(launch_counts())
-    ['fallbacks', 'launches', 'naps', 'short', 'slow_collects', 'wake_waits']
+    ['fallbacks', 'launches', 'naps', 'short', 'slow_collects', 'taken_back', 'wake_waits']
     """
     if _pool is None:
         return dict.fromkeys(COUNTERS, 0)

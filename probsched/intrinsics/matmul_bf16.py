@@ -46,7 +46,7 @@ from functools import lru_cache
 from typing import Callable, Optional
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
-from .disk_cache import load_module
+from .disk_cache import load_module, source_version
 from .matmul import register_block, register_shapes
 
 #: (M, N): M x N/16 accumulators of 16 float32 lanes. AVX-512 has 32 vector registers, of
@@ -59,17 +59,25 @@ LANES = 16  # float32 lanes of one vector value (simd.f32x16)
 NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
 
 
+#: the compiled signature and the def line of every bf16 matmul kernel (the call of the description)
+KERNEL_HEADER = (
+    "_f = numba.types.Array(numba.float32, 1, 'C')",
+    "_h = numba.types.Array(numba.uint16, 1, 'C')",
+    "_i = numba.int64",
+    "SIGNATURE = numba.void(_f, _i, _i, _i, _h, _i, _i, _i, _i, _h, _i, _i, _i, _i, _i)",
+    "",
+    "",
+    f"@numba.njit(SIGNATURE, {NUMBA_OPTIONS})",
+    "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sp, a_st, B, b_off, b_sj, b_sp, b_st, P):",
+)
+
+
 def native_available() -> bool:
     """Whether numba compiles for a CPU with ``vdpbf16ps`` (``avx512_bf16``): the host's,
     unless ``NUMBA_CPU_FEATURES`` names others (as when testing for an AVX2 machine)."""
-    from numba.core import config
+    from .simd import compiles_for
 
-    features = config.CPU_FEATURES
-    if features is None:
-        import llvmlite.binding as llvm
-
-        features = llvm.get_host_cpu_features().flatten()
-    return "+avx512bf16" in features.split(",")
+    return compiles_for("avx512bf16")
 
 
 def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optional[bool] = None) -> str:
@@ -83,18 +91,11 @@ def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optiona
     lines = [
         # numba's cache checks this file's date only: name the vector helpers' version so
         # that an edited simd module is a new source, compiled anew (disk_cache names by it)
-        f"# probsched.intrinsics.simd {_simd_version()}",
+        f"# probsched.intrinsics.simd {source_version('probsched.intrinsics.simd')}",
         "import numba",
         f"from probsched.intrinsics.simd import broadcast_pair, {dot} as dot, load, load_pairs, store, zeros",
         "",
-        "_f = numba.types.Array(numba.float32, 1, 'C')",
-        "_h = numba.types.Array(numba.uint16, 1, 'C')",
-        "_i = numba.int64",
-        "SIGNATURE = numba.void(_f, _i, _i, _i, _h, _i, _i, _i, _i, _h, _i, _i, _i, _i, _i)",
-        "",
-        "",
-        f"@numba.njit(SIGNATURE, {NUMBA_OPTIONS})",
-        "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sp, a_st, B, b_off, b_sj, b_sp, b_st, P):",
+        *KERNEL_HEADER,
         f"    # {m}x{n} register block of {m}x{nv} vectors; c_sj, a_st, b_st are 1 and b_sj 2 (tensorize checks it)",
     ]
     lines += register_block(
@@ -109,16 +110,6 @@ def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optiona
         store=lambda r, v: f"store(C, crow{r} + {LANES * v}, c{r}_{v})",
     )
     return "\n".join(lines) + "\n"
-
-
-@lru_cache(maxsize=1)
-def _simd_version() -> str:
-    import hashlib
-
-    from . import simd
-
-    with open(simd.__file__, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()[:16]
 
 
 def matmul_bf16_description(m: int, n: int, pairs: int = 2):

@@ -20,7 +20,10 @@ layout rewrite below does it once (its tile layout is that one), otherwise a pac
 copies each ``kc x N`` panel into a local buffer of that layout (not sampled: the kernel
 cannot read B otherwise). A must be contiguous along ``k`` (a pair is one 32-bit load).
 A reduction of odd length, or an A strided along ``k``, is left to the other rules, which
-compute it in float32 from the bf16 loads.
+compute it in float32 from the bf16 loads. Where the CPU has AMX and Linux lets this
+process use it (:mod:`probsched.intrinsics.amx`), the AMX tile kernels
+(:mod:`probsched.intrinsics.matmul_amx`: same description, same B layout) are offered beside
+the vector ones.
 
 A block that multiplies a ``uint8`` A by an ``int8`` B into an ``int32`` accumulator (an
 int8 program, :mod:`probsched.precision`) takes the VNNI kernels
@@ -31,10 +34,13 @@ is left to the other rules, which compute it in int32 from the byte loads.
 
 The rule samples (sites named after the block ``C``):
 
-- ``C/intrin``: the micro-kernel, among the registered matmul kernels whose N divides the
-  extent of ``n`` and whose accumulators fit the target's vector registers;
+- ``C/unit``: ``"amx"`` or ``"vector"``, where AMX kernels are offered beside vector ones;
+- ``C/intrin``: the micro-kernel, among the registered matmul kernels (of that unit) whose N
+  divides the extent of ``n`` and whose accumulators fit the target's vector registers;
 - ``C/<loop>/tile``: two tile levels for every other spatial loop (and for the outer parts
   of ``m`` and ``n``), and the K panel ``kc`` (``max_panel`` at most);
+- ``C/panel`` instead of the K panel's tiles for an AMX kernel: a panel of whole tile
+  steps (16 pairs), when the reduction has one;
 - ``C/pack``: whether the ``kc x N`` panel of B is packed into a contiguous local buffer
   at the panel loop (reused by every M tile below it);
 - ``C/fuse_consumer``: for a single elementwise consumer (bias, relu), whether it is
@@ -70,6 +76,7 @@ if TYPE_CHECKING:
     from ..target import Target
 from ..schedule.analysis import affine_in
 from ..schedule.dataflow import single_store
+from ..schedule.distributions import ALGORITHM
 from ..schedule.layout import LAYOUT_FREE
 from . import analysis as an
 
@@ -264,9 +271,33 @@ def register_budget(target: Optional["Target"] = None) -> int:
     return (32 if lanes >= 16 else 16) - 4
 
 
-def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "float32") -> List[str]:
+def _amx_usable(target: "Target") -> bool:
+    """Whether the target has AMX bf16 tiles and this process may use them (asked once)."""
+    from ..intrinsics import amx
+
+    return amx.usable() and target.has("amx_bf16")  # asked first: the log says why not, once
+
+
+def _unit_choice(sch: Schedule, name: str, candidates: List[str]) -> List[str]:
+    """The candidates of the arithmetic unit sampled as ``{name}/unit`` (an algorithm
+    decision: the search's family cap keeps both units in its batches, since programs on
+    the AMX tiles and on the vector registers differ by large factors and the cost model's
+    transfer records may know only one), when both the tile and the vector kernels are
+    offered; else ``candidates``."""
+    from .. import intrinsics
+
+    tiles = [c for c in candidates if intrinsics.get(c).meta.get("unit") == "amx"]
+    if not tiles or len(tiles) == len(candidates):
+        return candidates
+    if sch.sample_categorical(["amx", "vector"], name=f"{name}/unit", tag=ALGORITHM) == "amx":
+        return tiles
+    return [c for c in candidates if c not in tiles]
+
+
+def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "float32", amx: bool = False) -> List[str]:
     """Registered matmul kernels of ``precision`` usable for an N axis of ``n_extent`` on
-    ``lanes``-wide vectors.
+    ``lanes``-wide vectors; AMX tile kernels (their accumulators are tiles, not vector
+    registers) only with ``amx``.
 
     >>> kernel_candidates(96, 8, 12)
     ['matmul_3x32', 'matmul_4x16', 'matmul_4x24', 'matmul_4x8', 'matmul_6x16', 'matmul_8x8']
@@ -281,7 +312,10 @@ def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "
         if meta.get("kind") != "matmul" or meta.get("precision", "float32") != precision:
             continue
         mm, nn = int(meta["M"]), int(meta["N"])
-        if n_extent % nn == 0 and mm * -(-nn // lanes) <= budget:
+        tiles = meta.get("unit") == "amx"
+        if tiles and not amx:
+            continue
+        if n_extent % nn == 0 and (tiles or mm * -(-nn // lanes) <= budget):
             out.append(nm)
     return out
 
@@ -315,7 +349,8 @@ class MultiLevelTilingWithIntrin:
         if pairs and (extent[roles.k] % step or not roles.a_k_contiguous or roles.b_k_dim < 0):
             return  # the bf16 (int8) kernels read k in pairs (quads), A's adjacent (module docstring)
         candidates = kernel_candidates(
-            roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt), roles.precision
+            roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt), roles.precision,
+            amx=roles.precision == "bfloat16" and _amx_usable(tgt),  # the AMX kernels are bf16 ones
         )
         if roles.precision == "bfloat16" and not tgt.has("avx512_bf16"):  # both bf16 families are the FMA kernels here: offer one
             candidates = [c for c in candidates if intrinsics.get(c).meta.get("dot") != "fma"]
@@ -323,7 +358,7 @@ class MultiLevelTilingWithIntrin:
         # blocking buys nothing and each call would do one row of padded work
         if not candidates or extent[roles.m] < 2:
             return
-        intrin = sch.sample_categorical(candidates, name=f"{name}/intrin")
+        intrin = sch.sample_categorical(_unit_choice(sch, name, candidates), name=f"{name}/intrin")
 
         meta = intrinsics.get(intrin).meta
         M, N = int(meta["M"]), int(meta["N"])
@@ -345,7 +380,7 @@ class MultiLevelTilingWithIntrin:
         if pairs:  # k = 2 p + t (4 q + t): the panel counts pairs (quads)
             k_loop, pair = sch.split(k_loop, [None, step])
         panel = self.max_panel // step
-        k_out, k_in = sch.split(k_loop, sch.sample_perfect_tile(k_loop, n=2, max_innermost_factor=panel))
+        k_out, k_in = sch.split(k_loop, self._panel(sch, k_loop, panel, int(meta.get("panel_multiple", 1)), name))
         outer_of = {roles.m: m_out, roles.n: n_out}
         s0: List[LoopRV] = []
         s1_b: List[LoopRV] = []
@@ -386,6 +421,17 @@ class MultiLevelTilingWithIntrin:
                     local = single_store(an.block(sch, pack.name)).buffer
                     sch.transform_layout(local.name, *pair_layout(local.shape, roles.b_k_dim, step))
         sch.tensorize(k_in, intrin)
+
+    @staticmethod
+    def _panel(sch: Schedule, k_loop: LoopRV, most: int, multiple: int, name: str) -> list:
+        """The K panel's tiles: any perfect tiling up to ``most``, or, for a kernel that steps
+        through the panel ``multiple`` at a time (AMX tiles), one of the panels of whole
+        steps when the reduction has any."""
+        extent = sch.get(k_loop).extent
+        whole = [f for f in range(multiple, min(most, extent) + 1, multiple) if extent % f == 0] if multiple > 1 else []
+        if not whole:
+            return sch.sample_perfect_tile(k_loop, n=2, max_innermost_factor=most)
+        return [None, sch.sample_categorical(whole, name=f"{name}/panel")]
 
     @staticmethod
     def _lay_out_weight(sch: Schedule, block: BlockRV, b: str) -> bool:

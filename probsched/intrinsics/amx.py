@@ -1,0 +1,234 @@
+"""The AMX tile unit (Intel Xeon since Sapphire Rapids) as numba code uses it: the process's
+permission, and the tile instructions as numba intrinsics.
+
+**Permission.** Linux leaves the tile registers out of a process's saved state until the
+process asks for them: every tile instruction faults before
+``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``. :func:`unavailable` asks once per
+process (the grant covers all its threads, and a forked child inherits it) and returns why
+AMX cannot be used here, or None; :func:`usable` is its yes or no and :func:`require` raises
+the reason. The reason is logged once (a warning when the CPU has AMX but Linux refused);
+where AMX is not usable the design space offers no AMX kernel. Compiling code that uses
+the intrinsics below asks too (typing fails with the reason where AMX is not usable); code
+loaded from numba's cache must ask itself (:func:`require`), as the generated kernel
+modules do when imported.
+
+**Tiles.** Eight registers ``tmm0``-``tmm7``, each up to 16 rows of 64 bytes. Their shapes
+are set together by :func:`configure` (``ldtilecfg`` of a 64-byte configuration, palette 1:
+the rows and bytes per row of each tile; 0 and 0 leaves a tile unused), which also zeroes
+them, and last until the next one. Tile numbers are literal integers (the instructions name
+registers), offsets and strides count elements of the array:
+
+- :func:`tile_zero` (``tilezero``);
+- :func:`tile_load`, :func:`tile_store`: the tile's rows at ``array[offset + r * stride]``
+  (``tileloadd``, ``tilestored``; no alignment needed);
+- :func:`dot_bf16`: ``c += a @ b`` (``tdpbf16ps``): ``c`` rows of 16 float32, ``a`` the same
+  rows of ``P`` bfloat16 pairs (``4P`` bytes), ``b`` ``P`` rows of 16 pairs, the
+  pair-interleaved layout of the bf16 kernels (:mod:`.matmul_bf16`); each pair's two products
+  are added to the float32 lane (denormals flushed to zero, as ``vdpbf16ps`` does).
+
+AMX int8 (``tdpbusd``: uint8 x int8 in groups of 4, into int32 rows) is one more intrinsic
+of :func:`dot_bf16`'s form, on a layout interleaved by 4 instead of 2.
+
+>>> import numba, numpy as np, ml_dtypes
+>>> @numba.njit
+... def one_tile(c, a, b):      # c[16, 16] += a[16, 32] @ b, b's 16 pairs x 16 columns x 2
+...     configure((16, 16, 16, 0, 0, 0, 0, 0), (64, 64, 64, 0, 0, 0, 0, 0))
+...     tile_load(0, c, 0, 16)
+...     tile_load(1, a, 0, 32)
+...     tile_load(2, b, 0, 32)
+...     dot_bf16(0, 1, 2)
+...     tile_store(0, c, 0, 16)
+>>> a = np.ones((16, 32), ml_dtypes.bfloat16); b = np.full((16, 16, 2), 0.5, ml_dtypes.bfloat16)
+>>> c = np.ones(16 * 16, np.float32)
+>>> if usable():
+...     one_tile(c, a.view(np.uint16).ravel(), b.view(np.uint16).ravel())
+...     assert c.tolist() == [17.0] * 256
+>>> usable() == (unavailable() is None)
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+import platform
+from typing import Optional
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+from ..errors import ProbschedError
+
+log = logging.getLogger("probsched.intrinsics")
+
+_SYS_ARCH_PRCTL = 158  # x86-64 Linux
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+#: LLVM features the tile kernels are compiled with
+LLVM_FEATURES = ("amx-tile", "amx-bf16")
+
+
+def _request_permission() -> Optional[str]:
+    """Ask Linux for the tile data state; why it was not granted, or None."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return f"only x86-64 Linux is asked for the tile state here (this is {platform.system()} on {platform.machine()})"
+    libc = ctypes.CDLL(None, use_errno=True)
+    rc = libc.syscall(ctypes.c_long(_SYS_ARCH_PRCTL), ctypes.c_long(_ARCH_REQ_XCOMP_PERM), ctypes.c_ulong(_XFEATURE_XTILEDATA))
+    if rc != 0:
+        err = ctypes.get_errno()
+        return f"Linux refused the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM): {os.strerror(err)})"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable() -> Optional[str]:
+    """Why this process cannot run AMX bf16 tiles (asking Linux once), or None when it can."""
+    from ..target import Target
+    from .simd import compiles_for
+
+    missing = [f for f in ("amx_tile", "amx_bf16") if not Target.host().has(f)]
+    if missing:
+        log.info("AMX kernels not offered: the CPU has no %s", " ".join(missing))
+        return f"the CPU has no {' '.join(missing)}"
+    off = [f for f in LLVM_FEATURES if not compiles_for(f)]
+    if off:
+        reason = f"numba compiles without {' '.join(off)} (NUMBA_CPU_FEATURES)"
+    else:
+        reason = _request_permission()
+    if reason:
+        log.warning("AMX kernels not offered: %s", reason)
+    return reason
+
+
+def usable() -> bool:
+    """Whether this process may run AMX bf16 tile instructions (see :func:`unavailable`)."""
+    return unavailable() is None
+
+
+def require() -> None:
+    """Raise :class:`~probsched.errors.ProbschedError` naming why AMX is not usable here."""
+    reason = unavailable()
+    if reason:
+        raise ProbschedError(f"AMX tile kernels cannot run in this process: {reason}")
+
+
+# ------------------------------------------------------------------ tile instructions
+
+_I8, _I16, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
+_PTR = _I8.as_pointer()
+
+
+def _call(builder, name: str, argtypes, args) -> None:
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), argtypes), name)
+    builder.call(fn, args)
+
+
+def _tile(t) -> int:
+    """The register number of a literal tile argument (a typing error otherwise)."""
+    if not isinstance(t, types.IntegerLiteral) or not 0 <= t.literal_value < 8:
+        raise TypingError(f"an AMX tile is a literal integer 0-7, got {t}")
+    return t.literal_value
+
+
+def _host_check(what: str) -> None:
+    # Typing asks for the permission, so a process that compiles tile code may run it; and
+    # LLVM aborts the process on an instruction it cannot select: refuse while typing instead
+    reason = unavailable()
+    if reason:
+        raise TypingError(f"{what}: AMX tile kernels cannot run in this process: {reason}")
+
+
+def _address(context, builder, array_type, array, offset):
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.bitcast(builder.gep(data, [offset]), _PTR)
+
+
+def _stride_bytes(context, builder, array_type, stride_type, stride):
+    itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
+    return builder.mul(context.cast(builder, stride, stride_type, types.int64), ir.Constant(_I64, itemsize))
+
+
+@intrinsic
+def configure(typingctx, rows, colsb):
+    """``ldtilecfg``: tile ``t`` gets ``rows[t]`` rows (at most 16) of ``colsb[t]`` bytes (at
+    most 64, a multiple of 4); both 8-tuples of integers. A thread whose tiles have this shape
+    already keeps them as they are (``ldtilecfg`` costs as much as several tile multiplies,
+    ``sttilecfg`` little): no tile's value may be assumed after it."""
+    _host_check("configure")
+    for x in (rows, colsb):
+        if not (isinstance(x, types.BaseTuple) and len(x) == 8 and all(isinstance(e, types.Integer) for e in x)):
+            raise TypingError(f"configure: expected two 8-tuples of integers, got {rows} and {colsb}")
+
+    def codegen(context, builder, sig, args):
+        config = cgutils.alloca_once(builder, ir.ArrayType(_I8, 64))  # in the entry block: no stack growth in loops
+        builder.store(ir.Constant(ir.ArrayType(_I8, 64), [0] * 64), config)
+        base = builder.bitcast(config, _PTR)
+        builder.store(ir.Constant(_I8, 1), base)  # palette 1
+        for t, (r, c) in enumerate(zip(cgutils.unpack_tuple(builder, args[0]), cgutils.unpack_tuple(builder, args[1]))):
+            colsb_at = builder.bitcast(builder.gep(base, [ir.Constant(_I64, 16 + 2 * t)]), _I16.as_pointer())
+            builder.store(builder.trunc(c, _I16), colsb_at)
+            builder.store(builder.trunc(r, _I8), builder.gep(base, [ir.Constant(_I64, 48 + t)]))
+        current = cgutils.alloca_once(builder, ir.ArrayType(_I8, 64))
+        _call(builder, "llvm.x86.sttilecfg", [_PTR], [builder.bitcast(current, _PTR)])
+        whole = ir.IntType(512).as_pointer()
+        same = builder.icmp_unsigned("==", builder.load(builder.bitcast(config, whole)), builder.load(builder.bitcast(current, whole)))
+        with builder.if_then(builder.not_(same), likely=False):
+            _call(builder, "llvm.x86.ldtilecfg", [_PTR], [base])
+        return context.get_dummy_value()
+
+    return types.void(rows, colsb), codegen
+
+
+@intrinsic(prefer_literal=True)
+def tile_zero(typingctx, tile):
+    """``tilezero``: tile ``tile`` holds zeros."""
+    _host_check("tile_zero")
+    t = _tile(tile)
+
+    def codegen(context, builder, sig, args):
+        _call(builder, "llvm.x86.tilezero", [_I8], [ir.Constant(_I8, t)])
+        return context.get_dummy_value()
+
+    return types.void(tile), codegen
+
+
+def _memory_op(name: str, llvm_name: str):
+    @intrinsic(prefer_literal=True)
+    def op(typingctx, tile, array, offset, stride):
+        _host_check(name)
+        t = _tile(tile)
+        if not isinstance(array, types.Array) or not isinstance(offset, types.Integer) or not isinstance(stride, types.Integer):
+            raise TypingError(f"{name}: expected (tile, array, offset, stride), got {array}, {offset}, {stride}")
+
+        def codegen(context, builder, sig, args):
+            address = _address(context, builder, sig.args[1], args[1], args[2])
+            stride = _stride_bytes(context, builder, sig.args[1], sig.args[3], args[3])
+            _call(builder, llvm_name, [_I8, _PTR, _I64], [ir.Constant(_I8, t), address, stride])
+            return context.get_dummy_value()
+
+        return types.void(tile, array, offset, stride), codegen
+
+    return op
+
+
+tile_load = _memory_op("tile_load", "llvm.x86.tileloadd64")
+tile_load.__doc__ = "``tileloadd``: tile ``tile``'s rows from ``array[offset + r * stride]`` (elements)."
+tile_store = _memory_op("tile_store", "llvm.x86.tilestored64")
+tile_store.__doc__ = "``tilestored``: tile ``tile``'s rows to ``array[offset + r * stride]`` (elements)."
+
+
+@intrinsic(prefer_literal=True)
+def dot_bf16(typingctx, c, a, b):
+    """``tdpbf16ps``: float32 tile ``c`` += bfloat16 tile ``a`` @ pair-interleaved tile ``b``."""
+    _host_check("dot_bf16")
+    tiles = [_tile(x) for x in (c, a, b)]
+
+    def codegen(context, builder, sig, args):
+        _call(builder, "llvm.x86.tdpbf16ps", [_I8] * 3, [ir.Constant(_I8, t) for t in tiles])
+        return context.get_dummy_value()
+
+    return types.void(c, a, b), codegen
