@@ -230,9 +230,11 @@ def test_conversions_to_8_bits_compute_what_jax_computes():
     def fn(x):
         t = jnp.clip(x * 40.0, -128.0, 255.0)  # truncated toward zero, not rounded
         wrapped = (jnp.round(x * 300.0).astype(jnp.int32)).astype(jnp.int8)  # an integer: modulo 256
-        return t.astype(jnp.uint8).astype(jnp.float32) + t.astype(jnp.int8).astype(jnp.float32) + wrapped.astype(jnp.float32)
+        away = lax.round(x * 4.0)  # lax's default: half away from zero (jnp.round: to even)
+        return t.astype(jnp.uint8).astype(jnp.float32) + t.astype(jnp.int8).astype(jnp.float32) + wrapped.astype(jnp.float32) + away
 
     x = np.linspace(-2, 2, 4 * 64, dtype=np.float32).reshape(4, 64)
+    x[0, :4] = [-0.625, -0.375, 0.375, 0.625]  # ties of x * 4
     model = ps.compile(fn, x, candidates=2, progress=None)
     np.testing.assert_array_equal(model(x), np.asarray(jax.jit(fn)(x)))
 
