@@ -255,3 +255,19 @@ def test_a_broadcast_constant_stays_a_node_in_the_int8_graph():
     f, q = ps.from_jax(fn, x), ps.quantize(fn, [x])
     assert "broadcast_in_dim" in [n.op for n in f.nodes] and "broadcast_in_dim" in [n.op for n in q.nodes]
     assert max(a.size for a in q.constants.values()) == 64 * 64
+
+
+def test_tune_model_measures_the_int8_tasks_of_a_quantized_graph(tmp_path):
+    from probsched.measure import LocalMeasurer
+
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    fn = lambda x: jax.nn.relu(x @ w1) @ w2  # noqa: E731
+    q = ps.quantize(fn, inputs((16, 64), 4, 0))
+    with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0) as m:
+        r = ps.tune_model(q, trials=6, measurer=m, database=str(tmp_path / "q.db"), strategy="replay", cost_model=None,
+                          retime_top=0, candidates=2)
+    assert len(r.history) == 6 and not [e.trial.error for e in r.history if e.trial.error]
+    x = inputs((16, 64), 1, 1)[0]
+    want = q.evaluate(x)[0]
+    assert np.abs(r.model(x) - want).max() <= 1e-3 * np.abs(want).max()
