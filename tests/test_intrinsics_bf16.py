@@ -71,15 +71,17 @@ def test_native_and_emulated_dot_products_agree_bit_for_bit():
     assert np.array_equal(*results)
 
 
-def test_tensorize_refuses_a_b_not_stored_in_pairs():
-    w = wl.matmul(8, 16, 8, batch=None).with_precision("bf16")
+@pytest.mark.parametrize("precision, step", [("bf16", 2), ("int8", 4)])
+def test_tensorize_refuses_a_b_not_stored_in_pairs(precision, step):
+    w = wl.matmul(8, 16, 8, batch=None).with_precision(precision)
     sch = ps.Schedule(w.func)
     i, j, k = sch.get_loops(sch.get_block("Z"))
-    k0, t = sch.split(k, [None, 2])
-    sch.reorder(i, j, k0, t)  # a 8x16 tile: i, j, pairs, t
+    k0, t = sch.split(k, [None, step])
+    sch.reorder(i, j, k0, t)  # a 8x16 tile: i, j, pairs (quads), t
     sch.decompose_reduction(sch.get_block("Z"), i)
-    with pytest.raises(ps.ScheduleError, match="Y has a step of 1 along loop j; intrinsic needs 2 .is the operand laid out or packed"):
-        sch.tensorize(i, "matmul_bf16_8x16")
+    match = f"Y has a step of 1 along loop j; intrinsic needs {step} .is the operand laid out or packed"
+    with pytest.raises(ps.ScheduleError, match=match):
+        sch.tensorize(i, f"matmul_{precision}_8x16")
 
 
 # reduced shapes: N a multiple of 16, reductions of whole pairs and quads (the int8 kernels'
@@ -164,14 +166,16 @@ def test_b_is_packed_in_pairs_or_laid_out_in_pairs_once():
     w.check(ps.build(sch).run(*x), expected)
 
 
-def test_odd_reductions_and_strided_a_are_left_to_the_other_rules():
-    for w in (wl.small("C2D", "bf16"), wl.matmul(8, 16, 7, batch=None).with_precision("bf16")):  # 3, 7 terms
+@pytest.mark.parametrize("precision, k", [("bf16", 7), ("int8", 6)])
+def test_odd_reductions_and_strided_a_are_left_to_the_other_rules(precision, k):
+    # reductions not of whole pairs (quads): 3 and k terms
+    for w in (wl.small("C2D", precision), wl.matmul(8, 16, k, batch=None).with_precision(precision)):
         sch = ps.Schedule(w.func)
         block = w.func.blocks()[-1].name
         before = sch.mod
         MultiLevelTilingWithIntrin()(sch, sch.get_block(block))
         assert sch.mod is before
-        sch, _ = draw(w, 0)  # the default space still schedules it, in float32 arithmetic
+        sch, _ = draw(w, 0)  # the default space still schedules it, in float32 (int32) arithmetic
         x = w.random_inputs(np.random.default_rng(0))
         w.check(evaluate(sch.mod, *x), w.reference(*x))
 

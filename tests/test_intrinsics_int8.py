@@ -12,16 +12,14 @@ import numpy as np
 import pytest
 
 import probsched as ps
-import probsched.workloads as wl
 from probsched.intrinsics.disk_cache import load_module
 from probsched.intrinsics.matmul_int8 import matmul_int8_source
 from probsched.intrinsics.simd import compiles_for
 from probsched.intrinsics.simd_int8 import vnni_available
-from probsched.ir.interpreter import evaluate
-from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, kernel_candidates, matmul_roles
+from probsched.space.intrin_tiling import kernel_candidates, matmul_roles
 
 import test_intrinsics_bf16 as shared  # the reduced shapes and helpers; its trace tests cover int8 too
-from test_intrinsics_bf16 import draw, tensorized
+from test_intrinsics_bf16 import draw
 
 NATIVE = pytest.mark.skipif(not vnni_available(), reason="no avx512_vnni")
 # the 256-bit VNNI runs where either VNNI does (AVX-VNNI, or AVX-512 VNNI with its VL forms)
@@ -98,17 +96,6 @@ def test_cpus_without_avx512_vnni_compile_exact_kernels(tmp_path, cpu, features,
     assert out.returncode == 0, out.stderr[-2000:]
 
 
-def test_tensorize_refuses_a_b_not_stored_in_quads():
-    w = wl.matmul(8, 16, 8, batch=None).with_precision("int8")
-    sch = ps.Schedule(w.func)
-    i, j, k = sch.get_loops(sch.get_block("Z"))
-    k0, t = sch.split(k, [None, 4])
-    sch.reorder(i, j, k0, t)  # a 8x16 tile: i, j, quads, t
-    sch.decompose_reduction(sch.get_block("Z"), i)
-    with pytest.raises(ps.ScheduleError, match="Y has a step of 1 along loop j; intrinsic needs 4 .is the operand laid out or packed"):
-        sch.tensorize(i, "matmul_int8_8x16")
-
-
 def data(name, layout_free=False):
     return shared.data(name, layout_free, "int8")
 
@@ -138,15 +125,3 @@ def test_b_is_packed_in_quads_and_the_packing_replays():
     again = ps.Schedule(w.func)
     ps.InstructionLog.from_json(sch.instructions.to_json()).apply(again)
     assert again.mod == sch.mod
-
-
-def test_reductions_not_of_whole_quads_are_left_to_the_other_rules():
-    for w in (wl.small("C2D", "int8"), wl.matmul(8, 16, 6, batch=None).with_precision("int8")):  # 3, 6 terms
-        sch = ps.Schedule(w.func)
-        block = w.func.blocks()[-1].name
-        before = sch.mod
-        MultiLevelTilingWithIntrin()(sch, sch.get_block(block))
-        assert sch.mod is before
-        sch, _ = draw(w, 0)  # the default space still schedules it, in int32 arithmetic
-        x = w.random_inputs(np.random.default_rng(0))
-        w.check(evaluate(sch.mod, *x), w.reference(*x))

@@ -129,7 +129,7 @@ def test_activation_and_weight_quantization():
 
 def tiny_cnn():
     """A float32 ONNX CNN: two convolutions with ReLU, a global pooling, a dense layer."""
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)

@@ -45,7 +45,7 @@ from typing import Callable, Optional
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from .disk_cache import load_module, source_version
-from .matmul import register_block, register_shapes
+from .matmul import dot_product_block, register_shapes
 
 #: (M, N): M x N/16 accumulators of 16 int32 lanes; AVX-512 has 32 vector registers, of
 #: which N/16 hold B's quads and one A's broadcast (the rule's register budget keeps AVX2
@@ -80,20 +80,11 @@ def matmul_int8_source(m: int, n: int, zero_start: bool = False, dot: Optional[s
         "",
         "",
         f"@numba.njit(SIGNATURE, {NUMBA_OPTIONS})",
-        "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sq, a_st, B, b_off, b_sj, b_sq, b_st, Q):",
-        f"    # {m}x{n} register block of {m}x{nv} vectors; c_sj, a_st, b_st are 1 and b_sj {QUAD} (tensorize checks it)",
+        "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sp, a_st, B, b_off, b_sj, b_sp, b_st, P):",
+        f"    # {m}x{n} register block of {m}x{nv} vectors over P quads; c_sj, a_st, b_st are 1 and b_sj {QUAD} "
+        "(tensorize checks it)",
     ]
-    lines += register_block(
-        m,
-        nv,
-        start=lambda r, v: "zeros()" if zero_start else f"load(C, crow{r} + {LANES * v})",
-        loop=["for q in range(Q):", "    brow = b_off + q * b_sq"]
-        + [f"    b{v} = load_quads(B, brow + {QUAD * LANES * v})" for v in range(nv)]
-        + ["    arow = a_off + q * a_sq"],
-        row=lambda r: f"a = broadcast_quad(A, arow + {r} * a_si)",
-        update=lambda r, v: f"c{r}_{v} = dot(c{r}_{v}, a, b{v})",
-        store=lambda r, v: f"store(C, crow{r} + {LANES * v}, c{r}_{v})",
-    )
+    lines += dot_product_block(m, nv, LANES, QUAD, zero_start, "load_quads", "broadcast_quad")
     return "\n".join(lines) + "\n"
 
 
