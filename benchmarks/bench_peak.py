@@ -1,38 +1,40 @@
-"""The machine's float32, bfloat16 and int8 ceilings, as numba reaches them: what a tuned
-kernel can hope for.
+"""The machine's float32, bfloat16 and int8 ceilings, as numba reaches them, and each
+micro-kernel against them: what a tuned kernel can hope for.
 
-Prints, for one and for all threads, each figure the best of 5 runs (the machine may be
-shared: the best run is the one least disturbed):
+Prints, for one thread and for all threads, each figure the best of 5 runs of about a
+millisecond (the machine may be shared: the best run is the one least disturbed; one thread
+runs without numba's thread pool, whose waiting main thread takes a core of its own):
 
-- ``fma``: independent vector FMAs on values held in registers (12 accumulators of one
-  vector each, enough to cover the FMA latency on one 512-bit FMA pipe or two 256-bit
-  ones: Zen 4, AVX2 CPUs), no memory traffic: the arithmetic peak;
-- ``fma, 16 vectors``: the same with 16 independent 16-lane vectors (:mod:`probsched.intrinsics.simd`):
-  the peak of a CPU with two 512-bit FMA pipes (Intel Xeon since Skylake-SP), which 12
-  accumulators of 8 lanes (6 vectors) cannot keep busy;
+- ``fma``: independent vector FMAs on values held in registers, no memory traffic: the
+  arithmetic peak. The vectors are the widest the target has (16 lanes with AVX-512, 8 with
+  AVX2), and there are enough independent accumulators to keep every FMA pipe busy: a core
+  with two pipes of 4-5 cycles latency needs 8-10 (:func:`fma_chains`). Fewer read half the
+  peak of an Intel core with two 512-bit pipes, though they suffice on one that splits
+  512-bit FMAs in two (AMD Zen 4);
 - ``vdpbf16ps``: 16 independent bfloat16 dot products (:func:`~probsched.intrinsics.simd.dot_pairs`,
   4 flops per float32 lane: two products, two sums), on CPUs with ``avx512_bf16``: the
   bfloat16 peak, beside the float32 one;
 - ``vpdpbusd``: 16 independent u8 x s8 dot products (:func:`~probsched.intrinsics.simd_int8.dot_quads`,
-  128 integer ops per instruction: 16 int32 lanes of 4 products and 4 sums), on CPUs with
-  ``avx512_vnni``: the int8 peak (the emulated dot product elsewhere);
+  128 integer ops per instruction: 16 int32 lanes of 4 products and 4 sums; on 256 bits
+  with AVX-VNNI only, emulated without VNNI): the int8 peak;
 - ``tdpbf16ps``: AMX tile multiplies on tiles held in the tile registers (6 independent
   16 x 16 float32 accumulators, 16 x 32 bf16 times 32 x 16 bf16 each: 16384 flops), where
   AMX is usable (:mod:`probsched.intrinsics.amx`): the AMX bfloat16 peak;
-- ``matmul_MxN``, ``matmul_bf16_MxN``, ``matmul_bf16amx_MxN``, ``matmul_int8_MxN``: each named micro-kernel on
-  operands that stay in L1 (a K panel of 512), called from a numba loop as a tuned kernel calls it: the best a
-  tensorized matmul or convolution can do per core; a bf16 kernel also as a fraction of
-  the ``vdpbf16ps`` peak (where there is none, it runs its emulated path: the fraction is
-  of the FMA peak), an AMX one of the ``tdpbf16ps`` peak (its operands, 32 x 512 and
-  512 x 32 bf16, fill L1: they are read from L2 in part), an int8 one of the ``vpdpbusd``
-  peak (GOP/s: integer operations).
+- ``matmul_MxN``, ``matmul_bf16_MxN``, ``matmul_bf16amx_MxN``, ``matmul_int8_MxN``: each micro-kernel on operands that stay in L1 (a K
+  panel sized so that A's and B's panels fill at most 3/4 of the L1 data cache:
+  :func:`l1_panel`), called from a numba loop as a tuned kernel calls it: the best a
+  tensorized matmul or convolution can do per core; a bf16 kernel as a fraction of the
+  ``vdpbf16ps`` peak (where there is none, it runs its emulated path: the fraction is of the
+  FMA peak), an AMX one of the ``tdpbf16ps`` peak, an int8 one of the ``vpdpbusd`` peak
+  (GOP/s: integer operations). By default: the float32 kernels the design space offers on
+  this target (their accumulators fit its registers), a few bf16 and int8 ones, and the AMX
+  ones where AMX is usable.
 
 A tuned GMM, C2D or CBR runs at most at the micro-kernel's rate (its inner loop *is* the
 micro-kernel); the gap between the peak and the kernels is what the register block loses to
-loads and broadcasts.
+loads, broadcasts and the call.
 
-Usage: ``python benchmarks/bench_peak.py [--kernels matmul_3x32,matmul_bf16_8x32]`` (the AMX
-kernels are added where AMX is usable)
+Usage: ``python benchmarks/bench_peak.py [--kernels matmul_12x32,matmul_bf16_8x32] [--one-thread]``
 """
 
 from __future__ import annotations
@@ -45,11 +47,15 @@ import numba
 import numpy as np
 
 import probsched as ps
+from probsched.aligned import aligned_copy
 from probsched.intrinsics import amx
 from probsched.intrinsics.matmul_bf16 import native_available
 from probsched.intrinsics.simd_int8 import dot_quads_name
-from probsched.codegen.stackalloc import stack_empty
+from probsched.space.intrin_tiling import register_budget
 
+BF16_KERNELS = "matmul_bf16_4x32,matmul_bf16_8x32,matmul_bf16_12x32,matmul_bf16fma_8x32,matmul_bf16fma_4x64"
+INT8_KERNELS = "matmul_int8_8x32,matmul_int8_12x32,matmul_int8_6x64"
+VECTORS = 16  # independent accumulators of the bf16 dot-product peak
 RUNS = 5
 
 
@@ -63,63 +69,175 @@ def _best_seconds(run, runs: int = RUNS) -> float:
     return best
 
 
-LANES = 8  # one AVX2 vector of float32; on AVX-512 the loop still vectorizes by 16
-ACCS = 12
-WIDTH = 96  # ACCS * LANES, a literal for stack_empty
+def fma_chains(target: ps.Target) -> int:
+    """Independent FMA accumulators of the float32 peak: all vector registers but the two
+    operands and two spare (12 of AVX2's 16, at most 16 of AVX-512's 32), at least the
+    10 that two pipes of 5 cycles latency keep in flight."""
+    return min(16, (32 if target.vector_lanes("float32") >= 16 else 16) - 4)
 
 
-@numba.njit(fastmath=True, parallel=True)
-def _fma_loop(x, reps, threads):
-    out = np.zeros(threads, np.float32)
-    for t in numba.prange(threads):
-        a = stack_empty(WIDTH, np.float32)
-        for r in range(ACCS * LANES):
-            a[r] = x[r % LANES] + r
-        b, c = x[LANES], x[LANES + 1]
-        for _ in range(reps):
-            for r in range(ACCS * LANES):
-                a[r] = a[r] * b + c
-        s = np.float32(0)
-        for r in range(ACCS * LANES):
-            s += a[r]
-        out[t] = s
-    return out
-
-
-def fma_peak(threads: int, reps: int = 4_000_000) -> float:
-    """GFLOP/s of register-resident FMAs on ``threads`` threads (best of 5)."""
-    x = (np.random.default_rng(0).random(LANES + 2) * 1e-3).astype(np.float32)
-    return threads * ACCS * LANES * 2 * reps / _best_seconds(lambda: _fma_loop(x, reps, threads)) / 1e9
-
-
-VECTORS = 16  # independent accumulators of the vector peaks: latency x pipes on any x86 CPU
-
-
-def _vector_peak_loop(op: str):
-    """A numba loop of VECTORS independent ``acc = op(acc, a, b)`` per step on each thread."""
-    accs = [f"c{i}" for i in range(VECTORS)]
+def _vector_peak_loop(op: str, lanes: int, chains: int):
+    """A numba loop of ``chains`` independent ``acc = op(acc, a, b)`` per step on each thread."""
+    accs = [f"c{i}" for i in range(chains)]
     source = "\n".join(
         ["def loop(xf, xh, reps, threads):", "    for t in numba.prange(threads):"]
         + ["        a, b = (broadcast_pair(xh, 0), load_pairs(xh, 0)) if BF16 else (load(xf, 0), load(xf, 16))"]
         + [f"        {c} = zeros()" for c in accs]
         + ["        for _ in range(reps):"]
         + [f"            {c} = {op}({c}, a, b)" for c in accs]
-        + [f"        store(xf, 32 + 16 * ({VECTORS} * t + {i}), {c})" for i, c in enumerate(accs)]  # keep every chain alive
+        + [f"        store(xf, 32 + 16 * ({chains} * t + {i}), {c})" for i, c in enumerate(accs)]  # keep every chain alive
     )
     from probsched.intrinsics import simd
 
-    scope = {"numba": numba, "BF16": op != "fma", op: getattr(simd, op), **{f: getattr(simd, f) for f in ("broadcast_pair", "load", "load_pairs", "store", "zeros")}}
+    width = "" if lanes == 16 else "8"
+    scope = {
+        "numba": numba, "BF16": op != "fma", op: getattr(simd, op), "store": simd.store,
+        "load": getattr(simd, "load" + width), "zeros": getattr(simd, "zeros" + width),
+        **{f: getattr(simd, f) for f in ("broadcast_pair", "load_pairs")},
+    }
     exec(compile(source, f"<{op} peak>", "exec"), scope)
-    return numba.njit(parallel=True)(scope["loop"])
+    return scope["loop"]
 
 
-def vector_peak(op: str, threads: int, reps: int = 4_000_000) -> float:
-    """GFLOP/s of register-resident ``fma`` or ``dot_pairs`` on ``threads`` threads (best of 5)."""
-    loop = _vector_peak_loop(op)
-    xf = (np.random.default_rng(0).random(32 + 16 * VECTORS * threads) * 1e-3).astype(np.float32)
+def _njit(fn, threads: int):
+    """``fn`` compiled, its ``prange`` parallel only on more than one thread."""
+    return numba.njit(parallel=threads > 1)(fn)
+
+
+def vector_peak(op: str, threads: int, reps: int = 400_000) -> float:
+    """GFLOP/s of register-resident ``fma`` (the target's widest vectors, :func:`fma_chains`
+    of them) or ``dot_pairs`` (16 vectors of 16 lanes) on ``threads`` threads, best of 5."""
+    target = ps.Target.host()
+    lanes, chains = (target.vector_lanes("float32"), fma_chains(target)) if op == "fma" else (16, VECTORS)
+    lanes = min(lanes, 16)
+    loop = _njit(_vector_peak_loop(op, lanes, chains), threads)
+    xf = (np.random.default_rng(0).random(32 + 16 * chains * threads) * 1e-3).astype(np.float32)
     xh = xf[:64].astype(ml_dtypes.bfloat16).view(np.uint16)
-    flops = 16 * (4 if op == "dot_pairs" else 2)  # per vector op: 16 lanes of 2 products + 2 sums, or of an FMA
-    return threads * VECTORS * flops * reps / _best_seconds(lambda: loop(xf, xh, reps, threads)) / 1e9
+    seconds = _best_seconds(lambda: loop(xf, xh, reps, threads))
+    flops = lanes * (4 if op == "dot_pairs" else 2)  # per vector op: lanes of 2 products + 2 sums, or of an FMA
+    return threads * chains * flops * reps / seconds / 1e9
+
+
+def _vnni_peak_loop(dot: str):
+    """A numba loop of VECTORS independent ``acc = dot(acc, a, b)`` per step on each thread."""
+    accs = [f"c{i}" for i in range(VECTORS)]
+    source = "\n".join(
+        ["def loop(xu, xs, xi, reps, threads):", "    for t in numba.prange(threads):",
+         "        a, b = broadcast_quad(xu, 0), load_quads(xs, 0)"]
+        + [f"        {c} = zeros()" for c in accs]
+        + ["        for _ in range(reps):"]
+        + [f"            {c} = dot({c}, a, b)" for c in accs]
+        + [f"        store(xi, 16 * ({VECTORS} * t + {i}), {c})" for i, c in enumerate(accs)]
+    )
+    from probsched.intrinsics import simd_int8
+
+    scope = {"numba": numba, "dot": getattr(simd_int8, dot), **{f: getattr(simd_int8, f) for f in ("broadcast_quad", "load_quads", "store", "zeros")}}
+    exec(compile(source, "<vpdpbusd peak>", "exec"), scope)
+    return scope["loop"]
+
+
+def vnni_peak(threads: int, reps: int = 400_000) -> float:
+    """GOP/s of register-resident ``vpdpbusd`` (on 256 bits with AVX-VNNI only, emulated
+    without VNNI) on ``threads`` threads, best of 5."""
+    loop = _njit(_vnni_peak_loop(dot_quads_name()), threads)
+    rng = np.random.default_rng(0)
+    xu, xs = rng.integers(0, 4, 64).astype(np.uint8), rng.integers(-2, 2, 64).astype(np.int8)
+    xi = np.zeros(16 * VECTORS * threads, np.int32)
+    return threads * VECTORS * 16 * 8 * reps / _best_seconds(lambda: loop(xu, xs, xi, reps, threads)) / 1e9
+
+
+def l1_data_bytes() -> int:
+    """The L1 data cache of CPU 0 (32 KiB when the OS does not say)."""
+    import glob
+
+    for path in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+        try:
+            with open(f"{path}/level") as lv, open(f"{path}/type") as ty, open(f"{path}/size") as sz:
+                if lv.read().strip() == "1" and ty.read().strip() == "Data":
+                    size = sz.read().strip().upper()
+                    return int(size[:-1]) * 1024 if size.endswith("K") else int(size)
+        except (OSError, ValueError):
+            continue
+    return 32 * 1024
+
+
+def l1_panel(m: int, n: int, itemsize: int = 4, cap: int = 512) -> int:
+    """The K of an M x N kernel's call whose A and B panels fill at most 3/4 of L1 (a multiple
+    of 16, at most ``cap``): long enough to hide the call, short enough to stay in L1.
+
+    >>> l1_panel(12, 32) <= 512 and l1_panel(12, 32) % 16 == 0
+    True
+    """
+    k = l1_data_bytes() * 3 // 4 // ((m + n) * itemsize)
+    return max(16, min(cap, k // 16 * 16))
+
+
+def kernel_peak(name: str, threads: int, k: int = 0, reps: int = 0) -> float:
+    """GFLOP/s (int8: GOP/s) of micro-kernel ``name`` on L1-resident operands (``k``: the
+    panel, default :func:`l1_panel`), ``threads`` threads, best of 5."""
+    intrin = ps.intrinsics.get(name)
+    m, n = int(intrin.meta["M"]), int(intrin.meta["N"])
+    bf16 = intrin.meta.get("precision") == "bfloat16"
+    int8 = intrin.meta.get("precision") == "int8"
+    k = k or l1_panel(m, n, _itemsize(intrin.meta))
+    reps = reps or max(10, int(2e8 // (2 * m * n * k)))  # about 0.2 GFLOP per thread and run
+    mk = intrin.kernel()
+    rng = np.random.default_rng(0)
+    C = aligned_copy(np.zeros(threads * m * n, np.float32))
+    if int8:
+        q = k // 4
+        C = aligned_copy(np.zeros(threads * m * n, np.int32))
+
+        def loop(C, A, B, reps):
+            for t in numba.prange(threads):
+                for _ in range(reps):
+                    mk(C, t * m * n, n, 1, A, t * m * k, k, 4, 1, B, t * k * n, 4, 4 * n, 1, q)
+
+        A = rng.integers(0, 256, threads * m * k).astype(np.uint8)
+        B = rng.integers(-128, 128, threads * k * n).astype(np.int8)
+    elif bf16:
+        p = k // 2
+
+        def loop(C, A, B, reps):
+            for t in numba.prange(threads):
+                for _ in range(reps):
+                    mk(C, t * m * n, n, 1, A, t * m * k, k, 2, 1, B, t * k * n, 2, 2 * n, 1, p)
+
+        A = rng.random(threads * m * k).astype(ml_dtypes.bfloat16).view(np.uint16)
+        B = rng.random(threads * k * n).astype(ml_dtypes.bfloat16).view(np.uint16)
+    else:
+
+        def loop(C, A, B, reps):
+            for t in numba.prange(threads):
+                for _ in range(reps):
+                    mk(C, t * m * n, n, 1, A, t * m * k, k, 1, B, t * k * n, 1, n, k)
+
+        A = rng.random(threads * m * k, dtype=np.float32)
+        B = rng.random(threads * k * n, dtype=np.float32)
+    # 64-byte aligned, as the arrays of a tuned kernel are: a vector load never splits a line
+    A, B = aligned_copy(A), aligned_copy(B)
+    loop = _njit(loop, threads)
+    seconds = _best_seconds(lambda: loop(C, A, B, reps))
+    return threads * 2 * m * n * k * reps / seconds / 1e9
+
+
+def _itemsize(meta: dict) -> int:
+    """Bytes of one element of a kernel's operands."""
+    return {"bfloat16": 2, "int8": 1}.get(meta.get("precision", "float32"), 4)
+
+
+def float32_kernels(target: ps.Target) -> list:
+    """The float32 matmul kernels whose accumulators fit ``target``'s registers (what the
+    design space offers there), largest register block first."""
+    lanes, budget = target.vector_lanes("float32"), register_budget(target)
+    out = []
+    for name in ps.intrinsics.list():
+        meta = ps.intrinsics.get(name).meta
+        if meta.get("kind") == "matmul" and meta.get("precision", "float32") == "float32":
+            m, n = int(meta["M"]), int(meta["N"])
+            if m * -(-n // lanes) <= budget:
+                out.append((-m * n, name))
+    return [name for _, name in sorted(out)]
 
 
 AMX_ACCUMULATORS = 6  # C tiles; one A and one B tile take the other two registers
@@ -160,118 +278,50 @@ def amx_peak(threads: int, reps: int = 100_000) -> float:
     return threads * AMX_ACCUMULATORS * 16 * 16 * 32 * 2 * reps / seconds / 1e9
 
 
-def _vnni_peak_loop(dot: str):
-    """A numba loop of VECTORS independent ``acc = dot(acc, a, b)`` per step on each thread."""
-    accs = [f"c{i}" for i in range(VECTORS)]
-    source = "\n".join(
-        ["def loop(xu, xs, xi, reps, threads):", "    for t in numba.prange(threads):",
-         "        a, b = broadcast_quad(xu, 0), load_quads(xs, 0)"]
-        + [f"        {c} = zeros()" for c in accs]
-        + ["        for _ in range(reps):"]
-        + [f"            {c} = dot({c}, a, b)" for c in accs]
-        + [f"        store(xi, 16 * ({VECTORS} * t + {i}), {c})" for i, c in enumerate(accs)]
-    )
-    from probsched.intrinsics import simd_int8
-
-    scope = {"numba": numba, "dot": getattr(simd_int8, dot), **{f: getattr(simd_int8, f) for f in ("broadcast_quad", "load_quads", "store", "zeros")}}
-    exec(compile(source, "<vpdpbusd peak>", "exec"), scope)
-    return numba.njit(parallel=True)(scope["loop"])
-
-
-def vnni_peak(threads: int, reps: int = 4_000_000) -> float:
-    """GOP/s of register-resident ``vpdpbusd`` (on 256 bits with AVX-VNNI only, emulated
-    without VNNI) on ``threads`` threads (best of 5)."""
-    loop = _vnni_peak_loop(dot_quads_name())
-    rng = np.random.default_rng(0)
-    xu, xs = rng.integers(0, 4, 64).astype(np.uint8), rng.integers(-2, 2, 64).astype(np.int8)
-    xi = np.zeros(16 * VECTORS * threads, np.int32)
-    return threads * VECTORS * 16 * 8 * reps / _best_seconds(lambda: loop(xu, xs, xi, reps, threads)) / 1e9
-
-
-def kernel_peak(name: str, threads: int, k: int = 512, reps: int = 20_000) -> float:
-    """GFLOP/s (int8: GOP/s) of micro-kernel ``name`` on L1-resident operands, ``threads`` threads."""
-    intrin = ps.intrinsics.get(name)
-    m, n = int(intrin.meta["M"]), int(intrin.meta["N"])
-    mk = intrin.kernel()
-    rng = np.random.default_rng(0)
-    C = np.zeros(threads * m * n, np.float32)
-    if intrin.meta.get("precision") == "int8":
-        q = k // 4
-        C = np.zeros(threads * m * n, np.int32)
-
-        @numba.njit(parallel=True)
-        def loop(C, A, B, reps):
-            for t in numba.prange(threads):
-                for _ in range(reps):
-                    mk(C, t * m * n, n, 1, A, t * m * k, k, 4, 1, B, t * k * n, 4, 4 * n, 1, q)
-
-        A = rng.integers(0, 256, threads * m * k).astype(np.uint8)
-        B = rng.integers(-128, 128, threads * k * n).astype(np.int8)
-    elif intrin.meta.get("precision") == "bfloat16":
-        p = k // 2
-
-        @numba.njit(parallel=True)
-        def loop(C, A, B, reps):
-            for t in numba.prange(threads):
-                for _ in range(reps):
-                    mk(C, t * m * n, n, 1, A, t * m * k, k, 2, 1, B, t * k * n, 2, 2 * n, 1, p)
-
-        A = rng.random(threads * m * k).astype(ml_dtypes.bfloat16).view(np.uint16)
-        B = rng.random(threads * k * n).astype(ml_dtypes.bfloat16).view(np.uint16)
-    else:
-
-        @numba.njit(parallel=True)
-        def loop(C, A, B, reps):
-            for t in numba.prange(threads):
-                for _ in range(reps):
-                    mk(C, t * m * n, n, 1, A, t * m * k, k, 1, B, t * k * n, 1, n, k)
-
-        A = rng.random(threads * m * k, dtype=np.float32)
-        B = rng.random(threads * k * n, dtype=np.float32)
-    return threads * 2 * m * n * k * reps / _best_seconds(lambda: loop(C, A, B, reps)) / 1e9
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "--kernels",
-        default="matmul_3x32,matmul_4x16,matmul_6x16,matmul_bf16_4x32,matmul_bf16_8x32,matmul_bf16_12x32,matmul_bf16fma_8x32,"
-        "matmul_bf16fma_4x64,matmul_int8_8x32,matmul_int8_12x32,matmul_int8_6x64",
-        help="comma-separated micro-kernels",
-    )
+    ap.add_argument("--kernels", help=f"comma-separated micro-kernels (default: the float32 ones that fit, {BF16_KERNELS} "
+                                      f"and {INT8_KERNELS})")
+    ap.add_argument("--one-thread", action="store_true", help="single-thread figures only")
     args = ap.parse_args(argv)
-    threads = numba.config.NUMBA_NUM_THREADS
     target = ps.Target.host()
+    names = args.kernels.split(",") if args.kernels else float32_kernels(target) + BF16_KERNELS.split(",") + INT8_KERNELS.split(",")
+    counts = [1] if args.one_thread else [1, numba.config.NUMBA_NUM_THREADS]
     print(f"{target}")
     print()
-    print(f"| kernel | GFLOP/s, 1 thread | GFLOP/s, {threads} threads | of the peak (1, {threads} threads) |")
-    print("|---|---:|---:|---:|")
-    print(f"| fma ({ACCS} x {LANES}-lane accumulators) | {fma_peak(1):.1f} | {fma_peak(threads):.1f} | |")
-    fma = (vector_peak("fma", 1), vector_peak("fma", threads))
-    print(f"| fma, {VECTORS} vectors | {fma[0]:.1f} | {fma[1]:.1f} | |")
+    print("| kernel | " + " | ".join(f"GFLOP/s, {t} thread{'s' if t > 1 else ''}" for t in counts) + " | of the peak |")
+    print("|---|" + "---:|" * (len(counts) + 1))
+
+    def row(label: str, values, note: str = "") -> None:
+        print(f"| {label} | " + " | ".join(f"{v:.1f}" for v in values) + f" | {note} |")
+
+    lanes = min(16, target.vector_lanes("float32"))
+    fma = [vector_peak("fma", t) for t in counts]
+    row(f"fma ({fma_chains(target)} x {lanes}-lane vectors)", fma)
     bf16 = None
     if native_available():
-        bf16 = (vector_peak("dot_pairs", 1), vector_peak("dot_pairs", threads))
-        print(f"| vdpbf16ps, {VECTORS} vectors | {bf16[0]:.1f} | {bf16[1]:.1f} | {bf16[0] / fma[0]:.0%}, {bf16[1] / fma[1]:.0%} of fma |")
-    int8 = (vnni_peak(1), vnni_peak(threads))
-    print(f"| vpdpbusd ({dot_quads_name()}), {VECTORS} vectors (GOP/s) | {int8[0]:.1f} | {int8[1]:.1f} | |")
-    names = args.kernels.split(",")
+        bf16 = [vector_peak("dot_pairs", t) for t in counts]
+        row(f"vdpbf16ps, {VECTORS} vectors", bf16, ", ".join(f"{b / f:.0%}" for b, f in zip(bf16, fma)) + " of fma")
+    int8 = [vnni_peak(t) for t in counts]
+    row(f"vpdpbusd ({dot_quads_name()}), {VECTORS} vectors (GOP/s)", int8)
     tiles = None
     if amx.usable():
-        tiles = (amx_peak(1), amx_peak(threads))
-        print(f"| tdpbf16ps, {AMX_ACCUMULATORS} tiles | {tiles[0]:.1f} | {tiles[1]:.1f} | {tiles[0] / fma[0]:.1f}x, {tiles[1] / fma[1]:.1f}x fma |")
-        names += [n for n in ("matmul_bf16amx_32x32", "matmul_bf16amx_32x16") if n not in names]
+        tiles = [amx_peak(t) for t in counts]
+        row(f"tdpbf16ps, {AMX_ACCUMULATORS} tiles", tiles, ", ".join(f"{t / f:.1f}x" for t, f in zip(tiles, fma)) + " fma")
+        if not args.kernels:
+            names += ["matmul_bf16amx_32x32", "matmul_bf16amx_32x16"]
     for name in names:
-        one, all_ = kernel_peak(name, 1), kernel_peak(name, threads)
         meta = ps.intrinsics.get(name).meta
         is_bf16 = meta.get("precision") == "bfloat16"
+        k = l1_panel(int(meta["M"]), int(meta["N"]), _itemsize(meta))
+        values = [kernel_peak(name, t, k) for t in counts]
         peak, label = (bf16, "vdpbf16ps") if is_bf16 and bf16 else (fma, "fma")
         if meta.get("unit") == "amx":
             peak, label = tiles, "tdpbf16ps"
         if meta.get("precision") == "int8":
             peak, label = int8, "vpdpbusd"
         emulated = is_bf16 and (meta.get("dot") == "fma" or not bf16)
-        print(f"| {name}{' (FMAs)' if emulated else ''} (L1, K={512}) | {one:.1f} | {all_:.1f} | {one / peak[0]:.0%}, {all_ / peak[1]:.0%} of {label} |")
+        row(f"{name}{' (FMAs)' if emulated else ''} (L1, K={k})", values, ", ".join(f"{v / p:.0%}" for v, p in zip(values, peak)) + f" of {label}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ accepts ``None`` (the host), a ``Target``, or a string:
   CPU this process may use).
 
 numba always compiles for the host CPU, so a target describes the host; it is recorded
-with tuning results and tells schedule rules the vector width.
+with tuning results and tells schedule rules the vector width. A feature that numba is
+told to compile without (``NUMBA_CPU_FEATURES`` naming ``-avx512f``, as when an AVX2 machine
+is simulated on an AVX-512 one) is not the target's either.
 
 Precisions. :attr:`Target.precisions` names the element types the CPU multiplies natively:
 ``"float32"`` always, ``"bfloat16"`` with ``avx512_bf16`` (``vdpbf16ps``: pairs of bf16
@@ -72,6 +74,13 @@ def _read_cpuinfo() -> tuple:
     return model, flags
 
 
+def _disabled_by_numba() -> frozenset:
+    """The features ``NUMBA_CPU_FEATURES`` turns off (``-avx512f``), spelt without ``-``/``_``
+    (LLVM's ``avx512bf16`` and ``amx-tile`` are /proc/cpuinfo's ``avx512_bf16``, ``amx_tile``)."""
+    features = os.environ.get("NUMBA_CPU_FEATURES") or ""
+    return frozenset(f.strip()[1:].replace("-", "").replace("_", "") for f in features.split(",") if f.strip().startswith("-"))
+
+
 def _usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -104,7 +113,8 @@ class Target:
     def host() -> "Target":
         """The machine this process runs on."""
         model, flags = _read_cpuinfo()
-        isa = tuple(sorted(f for f in flags if f.startswith(_ISA_PREFIXES)))
+        off = _disabled_by_numba()
+        isa = tuple(sorted(f for f in flags if f.startswith(_ISA_PREFIXES) and f.replace("_", "") not in off))
         cores = _usable_cpus()
         return Target("cpu", model, _llvm_cpu(), cores, isa, cores)
 

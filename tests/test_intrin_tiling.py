@@ -7,7 +7,7 @@ import probsched as ps
 import probsched.workloads as wl
 from handlers import condition, seed, trace
 from probsched.ir.interpreter import evaluate
-from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, kernel_candidates, matmul_roles
+from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, kernel_candidates, kernel_weights, matmul_roles
 
 # Reduced shapes whose N axis (output channels, columns) is a multiple of 8, so a
 # micro-kernel applies; M axes are not multiples of the kernel heights (partial tiles).
@@ -86,6 +86,20 @@ def test_kernel_candidates_respect_n_and_registers():
     assert "matmul_8x32" not in kernel_candidates(64, 8, 12)  # 32 accumulators: spills on AVX2
     assert "matmul_8x32" in kernel_candidates(64, 16, 28)
     assert kernel_candidates(12, 8, 12) == []
+
+
+@pytest.mark.parametrize("target", [ps.Target(isa=("avx2", "fma")), ps.Target(isa=("avx2", "avx512f", "fma"))])
+def test_float32_kernels_are_drawn_in_proportion_to_their_accumulators(target):
+    w = wl.matmul(28, 64, 8, batch=None)
+    sch = ps.Schedule(w.func)
+    rule = MultiLevelTilingWithIntrin(target=target)
+    tr = trace(seed(lambda s: rule(s, s.get_block("Z")), 0)).get_trace(sch)
+    dist = tr["Z/intrin"].dist
+    lanes = target.vector_lanes("float32")
+    accumulators = {c: ps.intrinsics.get(c).meta["M"] * -(-ps.intrinsics.get(c).meta["N"] // lanes) for c in dist.candidates}
+    assert max(accumulators.values()) == (12 if lanes == 8 else 28)  # the target's largest blocks are offered
+    assert np.allclose(dist.probs, [accumulators[c] / sum(accumulators.values()) for c in dist.candidates])
+    assert kernel_weights(["matmul_4x8", "matmul_8x8"], lanes) == pytest.approx([1 / 3, 2 / 3])
 
 
 @pytest.mark.parametrize("name", sorted(FRIENDLY))

@@ -1,16 +1,47 @@
 """Shipped micro-kernels against numpy, blockize, and tensorize's structural matching."""
 
+import numba
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import probsched as ps
+from probsched.intrinsics import simd
 from probsched.intrinsics.matmul import SHAPES
 from probsched.ir.interpreter import evaluate
 
-# 8x32 is an AVX-512 shape that takes ~30 s to compile cold: part of the slow sweep
+# the AVX-512 shapes (up to 28 vector accumulators) compile in seconds each: the slow sweep
+# takes them, test_largest_kernel_on_strided_operands_partial_rows_and_odd_k one of them
 MATMULS = [
     pytest.param(f"matmul_{m}x{n}", marks=pytest.mark.slow) if m * n > 200 else f"matmul_{m}x{n}" for m, n in SHAPES
 ]
+
+
+def tile_case(rng, m, n, K, a_si, a_sk, b_sk, c_si, pad):
+    """Flat A, B, C holding an m x K, K x n and m x n tile at ``pad`` with those strides, and
+    the tiles themselves (float64)."""
+    A = rng.uniform(-1, 1, pad + (m - 1) * a_si + max(K - 1, 0) * a_sk + 1).astype("float32")
+    B = rng.uniform(-1, 1, pad + max(K - 1, 0) * b_sk + n).astype("float32")
+    C = rng.uniform(-1, 1, pad + (m - 1) * c_si + n).astype("float32")
+    a = np.array([[A[pad + r * a_si + k * a_sk] for k in range(K)] for r in range(m)], dtype="float64").reshape(m, K)
+    b = np.array([[B[pad + k * b_sk + c] for c in range(n)] for k in range(K)], dtype="float64").reshape(K, n)
+    c = np.array([[C[pad + r * c_si + c] for c in range(n)] for r in range(m)], dtype="float64")
+    return A, B, C, a, b, c
+
+
+def check_call(mk, m, n, K, a_si, a_sk, b_sk, c_si, pad, zero_start=False, seed=0):
+    """Call ``mk`` on a strided case: the tile is ``A @ B`` (plus C's old tile unless
+    ``zero_start``) and nothing outside it was written."""
+    A, B, C, a, b, c0 = tile_case(np.random.default_rng(seed), m, n, K, a_si, a_sk, b_sk, c_si, pad)
+    before = C.copy()
+    mk(C, pad, c_si, 1, A, pad, a_si, a_sk, B, pad, 1, b_sk, K)
+    got = np.array([[C[pad + r * c_si + c] for c in range(n)] for r in range(m)])
+    np.testing.assert_allclose(got, (0 if zero_start else c0) + a @ b, rtol=1e-5, atol=1e-5)
+    mask = np.ones(C.shape, bool)
+    for r in range(m):
+        mask[pad + r * c_si : pad + r * c_si + n] = False
+    assert np.array_equal(C[mask], before[mask]), "the kernel wrote outside its tile"
 
 
 @pytest.mark.parametrize("name", MATMULS)
@@ -18,23 +49,65 @@ def test_matmul_kernel_with_strided_operands(name):
     intrin = ps.intrinsics.get(name)
     m, n = intrin.meta["M"], intrin.meta["N"]
     mk = intrin.kernel()
-    rng = np.random.default_rng(0)
     for K, a_si, a_sk, b_sk, c_si, pad in [(1, 1, m, n, n, 0), (7, 13, 1, n + 3, n + 5, 2), (20, 2, 2 * m, 3 * n, 2 * n, 1)]:
         # A and B laid out with arbitrary strides inside bigger flat buffers, at an offset
-        A = rng.uniform(-1, 1, pad + (m - 1) * a_si + (K - 1) * a_sk + 1).astype("float32")
-        B = rng.uniform(-1, 1, pad + (K - 1) * b_sk + n).astype("float32")
-        C = rng.uniform(-1, 1, pad + (m - 1) * c_si + n).astype("float32")
-        a = np.array([[A[pad + r * a_si + k * a_sk] for k in range(K)] for r in range(m)], dtype="float64")
-        b = np.array([[B[pad + k * b_sk + c] for c in range(n)] for k in range(K)], dtype="float64")
-        c0 = np.array([[C[pad + r * c_si + c] for c in range(n)] for r in range(m)], dtype="float64")
-        before = C.copy()
-        mk(C, pad, c_si, 1, A, pad, a_si, a_sk, B, pad, 1, b_sk, K)
-        got = np.array([[C[pad + r * c_si + c] for c in range(n)] for r in range(m)])
-        np.testing.assert_allclose(got, c0 + a @ b, rtol=1e-5, atol=1e-5)
-        mask = np.ones(C.shape, bool)
-        for r in range(m):
-            mask[pad + r * c_si : pad + r * c_si + n] = False
-        assert np.array_equal(C[mask], before[mask]), "the kernel wrote outside its tile"
+        check_call(mk, m, n, K, a_si, a_sk, b_sk, c_si, pad)
+
+
+def test_largest_kernel_on_strided_operands_partial_rows_and_odd_k():
+    # 28 accumulators: all but 4 of AVX-512's vector registers (it spills where there are 16)
+    intrin = ps.intrinsics.get("matmul_14x32")
+    full, zero_rows = intrin.kernel(), intrin.meta["zero_start_variant"](5)()
+    check_call(full, 14, 32, 13, 37, 2, 35, 33, 3)  # A strided along k, B and C rows padded
+    check_call(zero_rows, 5, 32, 9, 9, 1, 32, 40, 1, zero_start=True)
+
+
+# kernels the other tests compile too: both vector widths (16 lanes; 8 lanes, three vectors a row)
+SHARED = {("matmul_4x8", False): 4, ("matmul_4x24", False): 4, ("matmul_4x16", False): 4, ("matmul_4x16", True): 4}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kernel=st.sampled_from(sorted(SHARED) + [("matmul_4x16", 3)]),
+    K=st.integers(0, 9),
+    a_si=st.integers(1, 12),
+    a_sk=st.integers(0, 5),
+    b_extra=st.integers(0, 9),
+    c_extra=st.integers(0, 9),
+    pad=st.integers(0, 3),
+)
+def test_kernels_compute_the_strided_tile(kernel, K, a_si, a_sk, b_extra, c_extra, pad):
+    # any panel (empty and odd ones too), A strided along both axes (even 0: a broadcast
+    # row), B and C rows apart: C's tile gets A @ B added, or set to it when starting from zero
+    name, mode = kernel
+    intrin = ps.intrinsics.get(name)
+    n = intrin.meta["N"]
+    if mode is False:
+        m, mk, zero_start = intrin.meta["M"], intrin.kernel(), False
+    else:  # the zero-start kernel, of all rows (True) or of a partial tile's
+        m = intrin.meta["M"] if mode is True else mode
+        mk, zero_start = intrin.meta["zero_start_variant"](None if mode is True else mode)(), True
+    check_call(mk, m, n, K, a_si, a_sk, n + b_extra, n + c_extra, pad, zero_start, seed=K)
+
+
+def test_vector_helpers_of_both_widths():
+    @numba.njit
+    def axpy(out, a, x, y):  # out[0:24] = a[0] * x + y with one 16-lane and one 8-lane vector
+        s16, s8 = simd.broadcast(a, 0), simd.broadcast8(a, 0)
+        simd.store(out, 0, simd.fma(simd.load(y, 0), s16, simd.load(x, 0)))
+        simd.store(out, 16, simd.fma(simd.fma(simd.zeros8(), s8, simd.load8(x, 16)), simd.broadcast8(a, 1), simd.load8(y, 16)))
+
+    x, y = np.arange(24, dtype=np.float32), np.ones(24, np.float32)
+    out = np.zeros(24, np.float32)
+    axpy(out, np.array([2.0, 1.0], np.float32), x, y)
+    np.testing.assert_array_equal(out, 2 * x + y)
+
+    @numba.njit
+    def mixed(out, a):
+        simd.store(out, 0, simd.fma(simd.zeros(), simd.broadcast8(a, 0), simd.broadcast(a, 0)))
+
+    with pytest.raises(TypeError, match="fma: expected three vectors of one width"):
+        mixed(out, x)
 
 
 def tiled(n=12, m=32, k=20, mi=6, nj=16, kk=10):

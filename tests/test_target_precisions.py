@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -37,6 +38,17 @@ def test_precisions_follow_the_isa_flags(isa, precisions, amx):
     assert again == t and again.precisions == precisions and again.amx == amx
 
 
+def test_features_numba_compiles_without_are_not_the_targets(monkeypatch):
+    # an AVX2 machine simulated on an AVX-512 one: the design space must see AVX2's registers
+    host = Target.host()
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2,+fma,-avx512f,-avx512bw, -avx512bf16,-amx-tile")
+    t = Target.host.__wrapped__()
+    assert not any(f in t.isa for f in ("avx512f", "avx512bw", "avx512_bf16", "amx_tile"))
+    assert t.vector_lanes("float32") <= 8 and "bfloat16" not in t.precisions
+    assert t.has("avx2") == host.has("avx2")  # what it turns on is not read: the host has it or not
+
+
+@pytest.mark.skipif(bool(os.environ.get("NUMBA_CPU_FEATURES")), reason="simulating another CPU")
 def test_host_precisions_match_cpuinfo():
     t = Target.host()
     with open("/proc/cpuinfo") as fh:

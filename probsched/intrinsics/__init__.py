@@ -2,7 +2,7 @@
 
 >>> import probsched as ps
 >>> sorted(n for n in ps.intrinsics.list() if n.startswith("matmul_"))[:3]
-['matmul_3x32', 'matmul_4x16', 'matmul_4x24']
+['matmul_12x32', 'matmul_14x32', 'matmul_3x32']
 """
 
 from ..ir.intrinsic import Intrinsic, get, list, register, unregister  # noqa: F401

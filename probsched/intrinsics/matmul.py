@@ -1,13 +1,24 @@
-"""Register-blocked float32 matmul micro-kernels, generated from one template.
+"""Register-blocked float32 matmul micro-kernels, written with explicit vectors.
 
 ``matmul_{M}x{N}`` computes ``C[0:M, 0:N] += A[0:M, k] * B[k, 0:N]`` for ``k`` over a panel
-of any length, keeping the M x N accumulators in registers: ``M * N / lanes`` vector
-registers (lanes = 8 with AVX2, 16 with AVX-512) plus one row of B and a broadcast of A.
-Its *zero-start* variant computes ``C[0:M, 0:N] = A @ B`` instead (the accumulators start at
-zero and C is never read): a tile whose reduction begins in this call needs no init pass.
-Operands are strided (a convolution's input window is an A with row stride
-``stride * channels``); C and B must be contiguous along N, which is what lets LLVM's SLP
-vectorizer turn each row's N scalar FMAs into vector FMAs.
+of any length, keeping the M x N accumulators in vector registers (:mod:`.simd`, the
+target's widest when they divide N, :func:`vector_lanes`): per step of ``k`` it loads B's
+row as ``N / lanes`` vectors and, per row of A, broadcasts ``A[r, k]`` to every lane and
+adds its products to the row's accumulators, one FMA each. Its *zero-start* variant computes ``C[0:M, 0:N] = A @ B``
+instead (the accumulators start at zero and C is never read): a tile whose reduction begins
+in this call needs no init pass. Operands are strided (a convolution's input window is an A
+with row stride ``stride * channels``); C and B must be contiguous along N.
+
+Why vectors and not scalar code: LLVM's SLP vectorizer turns a block of scalar FMAs into
+vector ones, but leaves such a kernel at about half the FMA peak of a core with two 512-bit
+FMA pipes, and takes many seconds to compile the larger blocks.
+
+Which shapes pay depends on the core (the micro-kernel rule offers those that fit its
+registers, :mod:`probsched.space.intrin_tiling`): the accumulators, ``M * N / lanes``
+vectors, must fit the vector registers beside B's row or the rows' broadcasts (AVX2: 16,
+AVX-512: 32), and there must be enough of them to hide the FMA latency on every pipe (two pipes of
+4-5 cycles: 8 to 10). The small shapes are AVX2's (6x16, 4x24, 3x32: 12 ymm) and those of
+a narrow N; AVX-512 takes the large ones (12x32, 14x32, 6x64: 24-28 zmm).
 
 >>> import numpy as np
 >>> import probsched as ps
@@ -22,25 +33,60 @@ vectorizer turn each row's N scalar FMAs into vector FMAs.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from ..ir.intrinsic import register
 from .disk_cache import load_module
+from .disk_cache import source_version
 
-# (M, N): AVX2 fits 12 accumulator registers of 8 lanes (6x16, 4x24, 3x32 fill them);
-# AVX-512's 32 registers of 16 lanes take the larger ones.
-SHAPES = ((4, 8), (8, 8), (4, 16), (6, 16), (8, 16), (4, 24), (3, 32), (4, 32), (8, 32))
+#: (M, N). AVX2's 16 registers hold 12 accumulators of 8 lanes (6x16, 4x24, 3x32); AVX-512's
+#: 32 hold up to 28 of 16 lanes (12x32, 14x32, 6x64); the rest serve narrow or odd N.
+SHAPES = (
+    (4, 8), (8, 8), (4, 16), (6, 16), (8, 16), (4, 24), (3, 32), (4, 32), (8, 32),
+    (12, 32), (14, 32), (4, 64), (6, 64),
+)
 
-NUMBA_OPTIONS = "nogil=True, cache=True, fastmath={'nsz', 'arcp', 'contract', 'afn'}, error_model='numpy', boundscheck=False"
+NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
 
 
-def matmul_source(m: int, n: int, zero_start: bool = False) -> str:
-    """Python source of the M x N kernel (scalar accumulators, unrolled, uint64 indices);
-    ``zero_start``: the accumulators start at zero instead of C's values."""
+def vector_lanes(n: int, target_lanes: Optional[int] = None) -> int:
+    """Lanes of the vectors a kernel of ``n`` columns is written with: the target's widest
+    (``target_lanes``, default the host's: 16 with AVX-512, 8 with AVX2) when they divide
+    ``n``, else 8.
+
+    >>> vector_lanes(64, 16), vector_lanes(24, 16), vector_lanes(64, 8)
+    (16, 8, 8)
+    """
+    if n % 8:
+        raise ValueError(f"matmul kernel: N = {n} is not a multiple of 8")
+    if target_lanes is None:
+        from ..target import Target
+
+        target_lanes = Target.host().vector_lanes("float32")
+    return 16 if target_lanes >= 16 and n % 16 == 0 else 8
+
+
+def matmul_source(m: int, n: int, zero_start: bool = False, target_lanes: Optional[int] = None) -> str:
+    """Python source of the M x N kernel for a target of ``target_lanes`` float32 lanes
+    (:func:`vector_lanes`); ``zero_start``: the accumulators start at zero instead of C's
+    values.
+
+    Per step of k the kernel keeps either B's row (``N / lanes`` vectors) or the rows'
+    broadcasts (M vectors) in registers beside the accumulators, whichever is fewer: 3x32 on
+    AVX2 is 12 accumulators, four vectors of B or three broadcasts, and only the second
+    fits 16 registers."""
+    lanes = vector_lanes(n, target_lanes)
+    nv = n // lanes
+    width = "" if lanes == 16 else "8"
+    by_column = m < nv
     lines = [
+        # numba's cache checks this file's date only: name the vector helpers' version so
+        # that an edited simd module is a new source, compiled anew (disk_cache names by it)
+        f"# probsched.intrinsics.simd {source_version('probsched.intrinsics.simd')}",
         "import numba",
-        "import numpy as np",
+        "from probsched.intrinsics.simd import fma, store, "
+        + (f"broadcast{width} as broadcast, load{width} as load, zeros{width} as zeros" if width else "broadcast, load, zeros"),
         "",
         "_f = numba.types.Array(numba.float32, 1, 'C')",
         "_i = numba.int64",
@@ -49,16 +95,26 @@ def matmul_source(m: int, n: int, zero_start: bool = False) -> str:
         "",
         f"@numba.njit(SIGNATURE, {NUMBA_OPTIONS})",
         "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sk, B, b_off, b_sj, b_sk, K):",
-        f"    # {m}x{n} register block; c_sj and b_sj are 1 (tensorize checks it)",
+        f"    # {m}x{n} register block of {m}x{nv} vectors of {lanes} lanes, {'column by column' if by_column else 'row by row'};"
+        " c_sj and b_sj are 1 (tensorize checks it)",
     ]
+    loop = ["for k in range(K):", "    brow = b_off + k * b_sk", "    arow = a_off + k * a_sk"]
+    if by_column:  # the rows' broadcasts, then B one vector at a time
+        loop += [f"    a{r} = broadcast(A, arow + {r} * a_si)" for r in range(m)]
+        for v in range(nv):
+            loop += [f"    b = load(B, brow + {lanes * v})"] + [f"    c{r}_{v} = fma(c{r}_{v}, a{r}, b)" for r in range(m)]
+        row, update = (lambda r: ""), None
+    else:  # B's row, then each row's broadcast
+        loop += [f"    b{v} = load(B, brow + {lanes * v})" for v in range(nv)]
+        row, update = (lambda r: f"a = broadcast(A, arow + {r} * a_si)"), (lambda r, v: f"c{r}_{v} = fma(c{r}_{v}, a, b{v})")
     lines += register_block(
         m,
-        n,
-        start=lambda r, c: "np.float32(0.0)" if zero_start else f"C[np.uint64(crow{r} + {c})]",
-        loop=["for k in range(K):", "    brow = b_off + k * b_sk"] + [f"    b{c} = B[np.uint64(brow + {c})]" for c in range(n)],
-        row=lambda r: f"a{r} = A[np.uint64(a_off + {r} * a_si + k * a_sk)]",
-        update=lambda r, c: f"c{r}_{c} += a{r} * b{c}",
-        store=lambda r, c: f"C[np.uint64(crow{r} + {c})] = c{r}_{c}",
+        nv,
+        start=lambda r, v: "zeros()" if zero_start else f"load(C, crow{r} + {lanes * v})",
+        loop=loop,
+        row=row,
+        update=update,
+        store=lambda r, v: f"store(C, crow{r} + {lanes * v}, c{r}_{v})",
     )
     return "\n".join(lines) + "\n"
 
@@ -69,19 +125,20 @@ def register_block(
     start: Callable[[int, int], str],
     loop: List[str],
     row: Callable[[int], str],
-    update: Callable[[int, int], str],
+    update: Optional[Callable[[int, int], str]],
     store: Callable[[int, int], str],
 ) -> List[str]:
     """Body lines of a register-blocked kernel: accumulators ``c{r}_{c}`` (``m`` rows of C,
     ``cols`` each, row ``r`` at ``crow{r}``) set by ``start``; the reduction ``loop`` (its
     header and the loads of B, relative to the loop's indent); per row the load of A
-    (``row``) and the ``update`` of each accumulator; then the ``store`` of each."""
+    (``row``) and the ``update`` of each accumulator (``update`` None: the ``loop`` does
+    both itself); then the ``store`` of each."""
     lines = []
     for r in range(m):
         lines.append(f"    crow{r} = c_off + {r} * c_si")
         lines += [f"    c{r}_{c} = {start(r, c)}" for c in range(cols)]
     lines += [f"    {text}" for text in loop]
-    for r in range(m):
+    for r in range(m) if update is not None else ():
         lines.append(f"        {row(r)}")
         lines += [f"        {update(r, c)}" for c in range(cols)]
     lines += [f"    {store(r, c)}" for r in range(m) for c in range(cols)]
@@ -119,9 +176,6 @@ def matmul_description(m: int, n: int, k: int = 4):
 def _implementation(m: int, n: int, zero_start: bool) -> Callable[[], Callable]:
     @lru_cache(maxsize=None)
     def load() -> Callable:
-        from ..codegen.compile import configure_numba
-
-        configure_numba()  # SLP on before the first compile
         name = f"matmul_{m}x{n}" + ("_zero" if zero_start else "")
         module = load_module(name, matmul_source(m, n, zero_start))
         return module.kernel

@@ -1,16 +1,20 @@
-"""512-bit vector values in numba code: what the bfloat16 micro-kernels are written with.
+"""Vector values in numba code: what the micro-kernels are written with.
 
-numba has no vector types, and LLVM's vectorizers do not form ``vdpbf16ps`` from scalar
-code, so the bf16 kernels (:mod:`.matmul_bf16`) hold their accumulators in two numba types
-whose LLVM form is a vector: :data:`f32x16` (``<16 x float>``, one AVX-512 register, two
-AVX2 ones) and :data:`bf16x32` (``<32 x i16>``: 16 pairs of bfloat16). The functions below
-are numba intrinsics, each a few LLVM instructions inlined where they are called, indexing
-flat 1-D arrays by an element offset (unchecked, unaligned):
+numba has no vector types, LLVM's vectorizers do not form ``vdpbf16ps`` from scalar code,
+and its SLP vectorizer leaves a register block of scalar float32 FMAs at about half the FMA
+peak of a core with two 512-bit pipes; so the micro-kernels (:mod:`.matmul`,
+:mod:`.matmul_bf16`) hold their accumulators in numba types whose LLVM form is a vector:
+:data:`f32x16` (``<16 x float>``, one AVX-512 register, two AVX2 ones), :data:`f32x8`
+(``<8 x float>``, one AVX2 register) and :data:`bf16x32` (``<32 x i16>``: 16 pairs of
+bfloat16). The functions below are numba intrinsics, each a few LLVM instructions inlined
+where they are called, indexing flat 1-D arrays by an element offset (unchecked, unaligned):
 
-- :func:`zeros`, :func:`load`, :func:`store`: float32 vectors;
+- :func:`zeros`, :func:`load`, :func:`store`: float32 vectors (``store`` of either width);
+- :func:`broadcast`: one float32 in all 16 lanes; :func:`zeros8`, :func:`load8`,
+  :func:`broadcast8`: the same for 8 lanes;
 - :func:`load_pairs`: 32 bfloat16 (the bits of a uint16 array): 16 lanes of 2;
 - :func:`broadcast_pair`: 2 adjacent bfloat16 copied to all 16 lanes;
-- :func:`fma`: ``acc + a * b`` on float32 vectors, one rounding (``vfmadd``);
+- :func:`fma`: ``acc + a * b`` on float32 vectors of either width, one rounding (``vfmadd``);
 - :func:`dot_pairs` / :func:`dot_pairs_emulated`: ``acc[l] += a[l].odd * b[l].odd``, then
   ``+= a[l].even * b[l].even`` in float32, rounding to nearest after each: the first is
   the instruction ``vdpbf16ps`` (``avx512_bf16``; it also flushes denormals to zero), the
@@ -32,6 +36,9 @@ flat 1-D arrays by an element offset (unchecked, unaligned):
 """
 
 from __future__ import annotations
+
+import functools
+import hashlib
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -55,6 +62,7 @@ _I32 = ir.IntType(32)
 _F32X16 = ir.VectorType(ir.FloatType(), 16)
 _I16X32 = ir.VectorType(ir.IntType(16), 32)
 _I32X16 = ir.VectorType(_I32, 16)
+_F32X8 = ir.VectorType(ir.FloatType(), 8)
 DOT_PAIRS = "llvm.x86.avx512bf16.dpbf16ps.512"
 
 
@@ -104,8 +112,12 @@ def vector_type(name: str, llvm_type: ir.Type) -> types.Type:
 
 #: 16 float32 lanes
 f32x16 = vector_type("f32x16", _F32X16)
+#: 8 float32 lanes
+f32x8 = vector_type("f32x8", _F32X8)
 #: 16 lanes of 2 bfloat16 (32 x 16 bits)
 bf16x32 = vector_type("bf16x32", _I16X32)
+#: the float32 vector types and their LLVM form
+_FLOAT_VECTORS = {f32x16: _F32X16, f32x8: _F32X8}
 
 
 def _element_ptr(context, builder, array_type, array, index, pointee):
@@ -167,8 +179,10 @@ def vector_store(element, llvm_type: ir.Type, doc: str):
 
 
 def broadcast_32_bits(element, vector: types.Type, llvm_type: ir.Type, name: str, doc: str):
-    """An intrinsic ``name(array, index)``: the 32 bits at ``array[index:]`` (a group of
-    ``element``) in each of the 16 lanes of a ``vector``."""
+    """An intrinsic ``name(array, index)``: the 32 bits at ``array[index:]`` (a float32, or a
+    group of narrower ``element``) in each 32-bit lane of a ``vector``."""
+    lanes = ir.VectorType(_I32, llvm_type.count * llvm_type.element.width // 32) if isinstance(
+        llvm_type.element, ir.IntType) else ir.VectorType(_I32, llvm_type.count)
 
     def broadcast(typingctx, array, index):
         _check(array, element, name)
@@ -176,8 +190,8 @@ def broadcast_32_bits(element, vector: types.Type, llvm_type: ir.Type, name: str
         def codegen(context, builder, sig, args):
             ptr = _element_ptr(context, builder, sig.args[0], args[0], args[1], _I32)
             group = builder.load(ptr, align=element.bitwidth // 8)
-            one = builder.insert_element(ir.Constant(_I32X16, None), group, ir.Constant(_I32, 0))
-            every = builder.shuffle_vector(one, one, ir.Constant(_I32X16, [0] * 16))
+            one = builder.insert_element(ir.Constant(lanes, None), group, ir.Constant(_I32, 0))
+            every = builder.shuffle_vector(one, one, ir.Constant(lanes, [0] * lanes.count))
             return builder.bitcast(every, llvm_type)
 
         return vector(array, index), codegen
@@ -187,8 +201,11 @@ def broadcast_32_bits(element, vector: types.Type, llvm_type: ir.Type, name: str
 
 
 zeros = vector_zeros(f32x16, _F32X16, "A float32 vector of zeros.")
+zeros8 = vector_zeros(f32x8, _F32X8, "A vector of 8 float32 zeros.")
 load = vector_load(types.float32, f32x16, _F32X16, "load", "``array[index : index + 16]`` (float32) as a vector.")
-store = vector_store(types.float32, _F32X16, "``array[index : index + 16] = value`` (float32).")
+load8 = vector_load(types.float32, f32x8, _F32X8, "load8", "``array[index : index + 8]`` (float32) as a vector.")
+broadcast = broadcast_32_bits(types.float32, f32x16, _F32X16, "broadcast", "``array[index]`` (float32) in all 16 lanes.")
+broadcast8 = broadcast_32_bits(types.float32, f32x8, _F32X8, "broadcast8", "``array[index]`` (float32) in all 8 lanes.")
 load_pairs = vector_load(
     types.uint16, bf16x32, _I16X32, "load_pairs",
     "The 32 bfloat16 ``array[index : index + 32]`` (uint16 bits): lane ``l`` holds elements ``2l`` (even) and "
@@ -200,19 +217,42 @@ broadcast_pair = broadcast_32_bits(
 )
 
 
+@intrinsic
+def store(typingctx, array, index, value):
+    """``array[index : index + lanes] = value`` (float32, a vector of either width)."""
+    _check(array, types.float32, "store")
+    vector = _float_vector(value, "store")
+
+    def codegen(context, builder, sig, args):
+        builder.store(args[2], _element_ptr(context, builder, sig.args[0], args[0], args[1], vector), align=4)
+        return context.get_dummy_value()
+
+    return types.void(array, index, value), codegen
+
+
+def _float_vector(value, what: str) -> ir.VectorType:
+    if value not in _FLOAT_VECTORS:
+        raise TypeError(f"{what}: expected a float32 vector (f32x16 or f32x8), got {value}")
+    return _FLOAT_VECTORS[value]
+
+
 def _fma(builder, acc, a, b):
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16] * 3), "llvm.fma.v16f32")
+    vector = acc.type
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3), f"llvm.fma.v{vector.count}f32")
     return builder.call(fn, [a, b, acc])
 
 
 @intrinsic
 def fma(typingctx, acc, a, b):
-    """``acc + a * b`` on float32 vectors, rounded once."""
+    """``acc + a * b`` on float32 vectors (three of one width), rounded once."""
+    _float_vector(acc, "fma")
+    if not (a == acc and b == acc):
+        raise TypeError(f"fma: expected three vectors of one width, got {acc}, {a}, {b}")
 
     def codegen(context, builder, sig, args):
         return _fma(builder, *args)
 
-    return f32x16(acc, a, b), codegen
+    return acc(acc, a, b), codegen
 
 
 @intrinsic

@@ -36,7 +36,8 @@ The rule samples (sites named after the block ``C``):
 
 - ``C/unit``: ``"amx"`` or ``"vector"``, where AMX kernels are offered beside vector ones;
 - ``C/intrin``: the micro-kernel, among the registered matmul kernels (of that unit) whose N
-  divides the extent of ``n`` and whose accumulators fit the target's vector registers;
+  divides the extent of ``n`` and whose accumulators fit the target's vector registers
+  (float32 and int8 ones drawn in proportion to their accumulators, :func:`kernel_weights`);
 - ``C/<loop>/tile``: two tile levels for every other spatial loop (and for the outer parts
   of ``m`` and ``n``), and the K panel ``kc`` (``max_panel`` at most);
 - ``C/panel`` instead of the K panel's tiles for an AMX kernel: a panel of whole tile
@@ -320,6 +321,24 @@ def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "
     return out
 
 
+def kernel_weights(names: Sequence[str], lanes: int) -> List[float]:
+    """The prior of the float32 kernel choice over ``names``: each kernel in proportion to
+    its vector accumulators (``M * N / lanes``). A larger register block does more FMAs per
+    load and keeps more FMAs in flight (two pipes of 4-5 cycles need 8-10), so it is drawn
+    more often; every kernel stays in the support, for the search to measure.
+
+    >>> [round(p, 2) for p in kernel_weights(["matmul_4x16", "matmul_12x32"], 16)]
+    [0.14, 0.86]
+    """
+    from .. import intrinsics
+
+    sizes = []
+    for nm in names:
+        meta = intrinsics.get(nm).meta
+        sizes.append(int(meta["M"]) * -(-int(meta["N"]) // lanes))
+    return [s / sum(sizes) for s in sizes]
+
+
 class MultiLevelTilingWithIntrin:
     """Tile a matmul-like block to a sampled micro-kernel shape and tensorize it."""
 
@@ -358,7 +377,10 @@ class MultiLevelTilingWithIntrin:
         # blocking buys nothing and each call would do one row of padded work
         if not candidates or extent[roles.m] < 2:
             return
-        intrin = sch.sample_categorical(_unit_choice(sch, name, candidates), name=f"{name}/intrin")
+        offered = _unit_choice(sch, name, candidates)
+        lanes = tgt.vector_lanes("float32")
+        probs = kernel_weights(offered, lanes) if roles.precision in ("float32", "int8") else None
+        intrin = sch.sample_categorical(offered, probs, name=f"{name}/intrin")
 
         meta = intrinsics.get(intrin).meta
         M, N = int(meta["M"]), int(meta["N"])
