@@ -54,6 +54,16 @@ def best_kernel(w, db: Database):
     return kernel.bind(*inputs, *outputs)
 
 
+def tuned_kernels(workloads: dict, trials: int, db_path: str, seed: int) -> dict:
+    """``trials`` more trials of each workload (by name) into ``db_path``, then the stored best
+    of each as a checked, bound kernel (workloads without records are left out)."""
+    if trials:
+        for w in workloads.values():
+            ps.tune(w, trials=trials, database=db_path, seed=seed)
+    with Database(db_path) as db:
+        return {n: k for n, k in ((n, best_kernel(w, db)) for n, w in workloads.items()) if k is not None}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workloads", default="GMM:2:bf16,C2D:2:bf16")
@@ -68,12 +78,8 @@ def main(argv=None) -> None:
     if args.float32:
         names += [n.rsplit(":", 1)[0] for n in names if n.endswith(":bf16")]
     workloads = {n: ps.workloads.get(n) for n in names}
-    if args.trials:
-        for w in workloads.values():
-            ps.tune(w, trials=args.trials, database=args.db, seed=args.seed)
     threads = numba.config.NUMBA_NUM_THREADS
-    with Database(args.db) as db:
-        kernels = {n: k for n, k in ((n, best_kernel(w, db)) for n, w in workloads.items()) if k is not None}
+    kernels = tuned_kernels(workloads, args.trials, args.db, args.seed)
     timed = time_interleaved(kernels, rounds=args.rounds)
     peaks = {"fma": vector_peak("fma", threads)}
     if native_available():

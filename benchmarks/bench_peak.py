@@ -1,5 +1,5 @@
-"""The machine's float32 and bfloat16 ceilings, as numba reaches them, and each micro-kernel
-against them: what a tuned kernel can hope for.
+"""The machine's float32, bfloat16 and int8 ceilings, as numba reaches them, and each
+micro-kernel against them: what a tuned kernel can hope for.
 
 Prints, for one thread and for all threads, each figure the best of 5 runs of about a
 millisecond (the machine may be shared: the best run is the one least disturbed; one thread
@@ -14,17 +14,21 @@ runs without numba's thread pool, whose waiting main thread takes a core of its 
 - ``vdpbf16ps``: 16 independent bfloat16 dot products (:func:`~probsched.intrinsics.simd.dot_pairs`,
   4 flops per float32 lane: two products, two sums), on CPUs with ``avx512_bf16``: the
   bfloat16 peak, beside the float32 one;
+- ``vpdpbusd``: 16 independent u8 x s8 dot products (:func:`~probsched.intrinsics.simd_int8.dot_quads`,
+  128 integer ops per instruction: 16 int32 lanes of 4 products and 4 sums; on 256 bits
+  with AVX-VNNI only, emulated without VNNI): the int8 peak;
 - ``tdpbf16ps``: AMX tile multiplies on tiles held in the tile registers (6 independent
   16 x 16 float32 accumulators, 16 x 32 bf16 times 32 x 16 bf16 each: 16384 flops), where
   AMX is usable (:mod:`probsched.intrinsics.amx`): the AMX bfloat16 peak;
-- ``matmul_MxN``, ``matmul_bf16_MxN``, ``matmul_bf16amx_MxN``: each micro-kernel on operands that stay in L1 (a K
+- ``matmul_MxN``, ``matmul_bf16_MxN``, ``matmul_bf16amx_MxN``, ``matmul_int8_MxN``: each micro-kernel on operands that stay in L1 (a K
   panel sized so that A's and B's panels fill at most 3/4 of the L1 data cache:
   :func:`l1_panel`), called from a numba loop as a tuned kernel calls it: the best a
   tensorized matmul or convolution can do per core; a bf16 kernel as a fraction of the
   ``vdpbf16ps`` peak (where there is none, it runs its emulated path: the fraction is of the
-  FMA peak), an AMX one of the ``tdpbf16ps`` peak. By default: the float32 kernels the
-  design space offers on this target (their accumulators fit its registers), a few bf16
-  ones, and the AMX ones where AMX is usable.
+  FMA peak), an AMX one of the ``tdpbf16ps`` peak, an int8 one of the ``vpdpbusd`` peak
+  (GOP/s: integer operations). By default: the float32 kernels the design space offers on
+  this target (their accumulators fit its registers), a few bf16 and int8 ones, and the AMX
+  ones where AMX is usable.
 
 A tuned GMM, C2D or CBR runs at most at the micro-kernel's rate (its inner loop *is* the
 micro-kernel); the gap between the peak and the kernels is what the register block loses to
@@ -46,9 +50,11 @@ import probsched as ps
 from probsched.aligned import aligned_copy
 from probsched.intrinsics import amx
 from probsched.intrinsics.matmul_bf16 import native_available
+from probsched.intrinsics.simd_int8 import dot_quads_name
 from probsched.space.intrin_tiling import register_budget
 
 BF16_KERNELS = "matmul_bf16_4x32,matmul_bf16_8x32,matmul_bf16_12x32,matmul_bf16fma_8x32,matmul_bf16fma_4x64"
+INT8_KERNELS = "matmul_int8_8x32,matmul_int8_12x32,matmul_int8_6x64"
 VECTORS = 16  # independent accumulators of the bf16 dot-product peak
 RUNS = 5
 
@@ -112,6 +118,34 @@ def vector_peak(op: str, threads: int, reps: int = 400_000) -> float:
     return threads * chains * flops * reps / seconds / 1e9
 
 
+def _vnni_peak_loop(dot: str):
+    """A numba loop of VECTORS independent ``acc = dot(acc, a, b)`` per step on each thread."""
+    accs = [f"c{i}" for i in range(VECTORS)]
+    source = "\n".join(
+        ["def loop(xu, xs, xi, reps, threads):", "    for t in numba.prange(threads):",
+         "        a, b = broadcast_quad(xu, 0), load_quads(xs, 0)"]
+        + [f"        {c} = zeros()" for c in accs]
+        + ["        for _ in range(reps):"]
+        + [f"            {c} = dot({c}, a, b)" for c in accs]
+        + [f"        store(xi, 16 * ({VECTORS} * t + {i}), {c})" for i, c in enumerate(accs)]
+    )
+    from probsched.intrinsics import simd_int8
+
+    scope = {"numba": numba, "dot": getattr(simd_int8, dot), **{f: getattr(simd_int8, f) for f in ("broadcast_quad", "load_quads", "store", "zeros")}}
+    exec(compile(source, "<vpdpbusd peak>", "exec"), scope)
+    return scope["loop"]
+
+
+def vnni_peak(threads: int, reps: int = 400_000) -> float:
+    """GOP/s of register-resident ``vpdpbusd`` (on 256 bits with AVX-VNNI only, emulated
+    without VNNI) on ``threads`` threads, best of 5."""
+    loop = _njit(_vnni_peak_loop(dot_quads_name()), threads)
+    rng = np.random.default_rng(0)
+    xu, xs = rng.integers(0, 4, 64).astype(np.uint8), rng.integers(-2, 2, 64).astype(np.int8)
+    xi = np.zeros(16 * VECTORS * threads, np.int32)
+    return threads * VECTORS * 16 * 8 * reps / _best_seconds(lambda: loop(xu, xs, xi, reps, threads)) / 1e9
+
+
 def l1_data_bytes() -> int:
     """The L1 data cache of CPU 0 (32 KiB when the OS does not say)."""
     import glob
@@ -139,17 +173,29 @@ def l1_panel(m: int, n: int, itemsize: int = 4, cap: int = 512) -> int:
 
 
 def kernel_peak(name: str, threads: int, k: int = 0, reps: int = 0) -> float:
-    """GFLOP/s of micro-kernel ``name`` (float32 or bf16) on L1-resident operands (``k``:
-    the panel, default :func:`l1_panel`), ``threads`` threads, best of 5."""
+    """GFLOP/s (int8: GOP/s) of micro-kernel ``name`` on L1-resident operands (``k``: the
+    panel, default :func:`l1_panel`), ``threads`` threads, best of 5."""
     intrin = ps.intrinsics.get(name)
     m, n = int(intrin.meta["M"]), int(intrin.meta["N"])
     bf16 = intrin.meta.get("precision") == "bfloat16"
-    k = k or l1_panel(m, n, 2 if bf16 else 4)
+    int8 = intrin.meta.get("precision") == "int8"
+    k = k or l1_panel(m, n, _itemsize(intrin.meta))
     reps = reps or max(10, int(2e8 // (2 * m * n * k)))  # about 0.2 GFLOP per thread and run
     mk = intrin.kernel()
     rng = np.random.default_rng(0)
     C = aligned_copy(np.zeros(threads * m * n, np.float32))
-    if bf16:
+    if int8:
+        q = k // 4
+        C = aligned_copy(np.zeros(threads * m * n, np.int32))
+
+        def loop(C, A, B, reps):
+            for t in numba.prange(threads):
+                for _ in range(reps):
+                    mk(C, t * m * n, n, 1, A, t * m * k, k, 4, 1, B, t * k * n, 4, 4 * n, 1, q)
+
+        A = rng.integers(0, 256, threads * m * k).astype(np.uint8)
+        B = rng.integers(-128, 128, threads * k * n).astype(np.int8)
+    elif bf16:
         p = k // 2
 
         def loop(C, A, B, reps):
@@ -173,6 +219,11 @@ def kernel_peak(name: str, threads: int, k: int = 0, reps: int = 0) -> float:
     loop = _njit(loop, threads)
     seconds = _best_seconds(lambda: loop(C, A, B, reps))
     return threads * 2 * m * n * k * reps / seconds / 1e9
+
+
+def _itemsize(meta: dict) -> int:
+    """Bytes of one element of a kernel's operands."""
+    return {"bfloat16": 2, "int8": 1}.get(meta.get("precision", "float32"), 4)
 
 
 def float32_kernels(target: ps.Target) -> list:
@@ -229,11 +280,12 @@ def amx_peak(threads: int, reps: int = 100_000) -> float:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kernels", help=f"comma-separated micro-kernels (default: the float32 ones that fit, and {BF16_KERNELS})")
+    ap.add_argument("--kernels", help=f"comma-separated micro-kernels (default: the float32 ones that fit, {BF16_KERNELS} "
+                                      f"and {INT8_KERNELS})")
     ap.add_argument("--one-thread", action="store_true", help="single-thread figures only")
     args = ap.parse_args(argv)
     target = ps.Target.host()
-    names = args.kernels.split(",") if args.kernels else float32_kernels(target) + BF16_KERNELS.split(",")
+    names = args.kernels.split(",") if args.kernels else float32_kernels(target) + BF16_KERNELS.split(",") + INT8_KERNELS.split(",")
     counts = [1] if args.one_thread else [1, numba.config.NUMBA_NUM_THREADS]
     print(f"{target}")
     print()
@@ -250,6 +302,8 @@ def main(argv=None) -> None:
     if native_available():
         bf16 = [vector_peak("dot_pairs", t) for t in counts]
         row(f"vdpbf16ps, {VECTORS} vectors", bf16, ", ".join(f"{b / f:.0%}" for b, f in zip(bf16, fma)) + " of fma")
+    int8 = [vnni_peak(t) for t in counts]
+    row(f"vpdpbusd ({dot_quads_name()}), {VECTORS} vectors (GOP/s)", int8)
     tiles = None
     if amx.usable():
         tiles = [amx_peak(t) for t in counts]
@@ -259,11 +313,13 @@ def main(argv=None) -> None:
     for name in names:
         meta = ps.intrinsics.get(name).meta
         is_bf16 = meta.get("precision") == "bfloat16"
-        k = l1_panel(int(meta["M"]), int(meta["N"]), 2 if is_bf16 else 4)
+        k = l1_panel(int(meta["M"]), int(meta["N"]), _itemsize(meta))
         values = [kernel_peak(name, t, k) for t in counts]
         peak, label = (bf16, "vdpbf16ps") if is_bf16 and bf16 else (fma, "fma")
         if meta.get("unit") == "amx":
             peak, label = tiles, "tdpbf16ps"
+        if meta.get("precision") == "int8":
+            peak, label = int8, "vpdpbusd"
         emulated = is_bf16 and (meta.get("dot") == "fma" or not bf16)
         row(f"{name}{' (FMAs)' if emulated else ''} (L1, K={k})", values, ", ".join(f"{v / p:.0%}" for v, p in zip(values, peak)) + f" of {label}")
 

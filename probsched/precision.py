@@ -9,6 +9,16 @@ only moves such an input (a convolution's padding stage) on its way to a product
 products widen their operands to float32 (exactly), and everything else is unchanged.
 Elementwise epilogues, softmax and norms thus stay float32.
 
+A program in *int8* multiplies 8-bit integers and accumulates in int32: what ``vpdpbusd``
+computes (four products of an unsigned and a signed byte summed into int32 lanes). From a
+float32 program :func:`convert` makes the first factor of every product (the activation:
+a matmul's A, a convolution's input, and what only moves it) ``uint8``, the second (the
+weight) ``int8``, and the reduction's output ``int32``; what reads that output reads it
+as an integer (a float epilogue widens it). The values are the caller's to choose: a
+quantized network (:mod:`probsched.graph.quantization`) is built in int8 directly, with its
+scales and zero points in the graph; a suite workload in int8 (``"GMM:2:int8"``) is the
+kernel alone.
+
 The precision is part of the program (its buffers' dtypes), so it is part of its
 structural hash: a database never gives a float32 record to a bfloat16 program or the
 reverse. :func:`precision_of` reads it back.
@@ -22,23 +32,27 @@ reverse. :func:`precision_of` reads it back.
 ('bfloat16', 'float32', True)
 >>> convert(f, "float32") == w.func
 True
+>>> q = convert(w.func, "int8")
+>>> [(b.name, b.dtype) for b in q.params], precision_of(q)
+([('inputs', 'uint8'), ('weight', 'int8'), ('conv2d', 'int32')], 'int8')
 """
 
 from __future__ import annotations
 
-from typing import Collection, Dict, List, Set
+from typing import Collection, Dict, List, Optional, Set
 
 from .errors import ProbschedError
-from .ir.dtypes import BF16, is_float
+from .ir.dtypes import BF16, INT8, NARROW_INT_DTYPES, UINT8, is_float
 from .ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, cast, map_loads, walk
 from .ir.stmt import Block, Buffer, PrimFunc, Store, map_blocks
 
 #: accepted spellings -> the element type a product reads
-_BY_NAME = {"float32": "float32", "fp32": "float32", "f32": "float32", "bfloat16": BF16, "bf16": BF16}
+_BY_NAME = {"float32": "float32", "fp32": "float32", "f32": "float32", "bfloat16": BF16, "bf16": BF16, "int8": "int8",
+            "i8": "int8"}
 NAMES = tuple(_BY_NAME)
-PRECISIONS = ("float32", BF16)
+PRECISIONS = ("float32", BF16, "int8")
 #: the short names workload names and the command line use
-SHORT = {"float32": "fp32", BF16: "bf16"}
+SHORT = {"float32": "fp32", BF16: "bf16", "int8": "int8"}
 
 
 def canonical(precision: str) -> str:
@@ -49,7 +63,7 @@ def canonical(precision: str) -> str:
     >>> canonical("fp16")
     Traceback (most recent call last):
     ...
-    probsched.errors.ProbschedError: unknown precision 'fp16'; expected one of float32, fp32, f32, bfloat16, bf16
+    probsched.errors.ProbschedError: unknown precision 'fp16'; expected one of float32, fp32, f32, bfloat16, bf16, int8, i8
     """
     key = precision.lower() if isinstance(precision, str) else precision
     if key not in _BY_NAME:
@@ -58,8 +72,12 @@ def canonical(precision: str) -> str:
 
 
 def precision_of(func: PrimFunc) -> str:
-    """``"bfloat16"`` when some buffer of ``func`` is bfloat16, else ``"float32"``."""
-    return BF16 if any(b.dtype == BF16 for b in tuple(func.params) + tuple(func.allocs)) else "float32"
+    """``"int8"`` when some buffer of ``func`` is an 8-bit integer, ``"bfloat16"`` when some
+    is bfloat16, else ``"float32"``."""
+    dtypes = {b.dtype for b in tuple(func.params) + tuple(func.allocs)}
+    if dtypes & set(NARROW_INT_DTYPES):
+        return "int8"
+    return BF16 if BF16 in dtypes else "float32"
 
 
 def _operand_buffers(e: Expr) -> List[str]:
@@ -86,14 +104,15 @@ def _moves_data(value: Expr) -> bool:
     return not any(isinstance(x, (BinOp, Call)) and is_float(x.dtype) for x in walk(value))
 
 
-def lowered_buffers(func: PrimFunc, keep: Collection[str] = ()) -> Set[str]:
+def lowered_buffers(func: PrimFunc, keep: Collection[str] = (), factor: Optional[int] = None) -> Set[str]:
     """Names of the float32 buffers a bfloat16 program reads in bfloat16 (module docstring);
-    parameters in ``keep`` stay float32 (a data move of them rounds instead)."""
+    parameters in ``keep`` stay float32 (a data move of them rounds instead). ``factor``:
+    only those of the products' first (0) or second (1) factors."""
     params = {b.name: b for b in func.params}
     allocs = {b.name: b for b in func.allocs}
     written = {b.name for blk in func.blocks() for b, _ in blk.writes()}
     out: Set[str] = set()
-    todo = [name for blk in func.blocks() for name in product_operands(blk)]
+    todo = [name for blk in func.blocks() for k, name in enumerate(product_operands(blk)) if factor in (None, k)]
     while todo:
         name = todo.pop()
         if name in out:
@@ -113,15 +132,16 @@ def lowered_buffers(func: PrimFunc, keep: Collection[str] = ()) -> Set[str]:
     return out
 
 
-def _narrow(e: Expr) -> Expr:
-    """``e`` (a data move of bfloat16 values) as a bfloat16 expression: no widen-then-round."""
-    if isinstance(e, Cast) and e.dtype == "float32" and e.value.dtype == BF16:
-        return e.value
+def _narrow(e: Expr, dtype: str = BF16) -> Expr:
+    """``e`` (a data move of ``dtype`` values) as a ``dtype`` expression: no widen-then-round."""
+    inner = e
+    while isinstance(inner, Cast) and inner.dtype in ("float32", "float64", "int32", "int64"):
+        inner = inner.value  # widenings of the value moved, each exact
+    if inner.dtype == dtype and inner is not e:
+        return inner
     if isinstance(e, Select):
-        return Select(e.cond, _narrow(e.t), _narrow(e.f))
-    if isinstance(e, Const):
-        return Const(e.value, BF16)
-    return cast(BF16, e)
+        return Select(e.cond, _narrow(e.t, dtype), _narrow(e.f, dtype))
+    return cast(dtype, e)
 
 
 def _retype(func: PrimFunc, dtypes: Dict[str, str]) -> PrimFunc:
@@ -134,6 +154,8 @@ def _retype(func: PrimFunc, dtypes: Dict[str, str]) -> PrimFunc:
         if ld.buffer.name not in new:
             return ld
         out = Load(new[ld.buffer.name], ld.indices)
+        if out.dtype in NARROW_INT_DTYPES:
+            return cast("int32", out)  # arithmetic reads int32
         return cast("float32", out) if out.dtype == BF16 else out  # arithmetic reads float32
 
     def fix_stmt(s):
@@ -144,8 +166,8 @@ def _retype(func: PrimFunc, dtypes: Dict[str, str]) -> PrimFunc:
         value = map_loads(s.value, fix_load)
         indices = tuple(map_loads(i, fix_load) for i in s.indices)
         buf = new.get(s.buffer.name, s.buffer)
-        if buf.dtype == BF16:
-            value = _narrow(value)
+        if buf.dtype == BF16 or buf.dtype in NARROW_INT_DTYPES:
+            value = _narrow(value, buf.dtype)
         elif buf is not s.buffer:
             value = _widened(value, buf.dtype)
         return Store(buf, indices, value)
@@ -183,4 +205,24 @@ def convert(func: PrimFunc, precision: str, keep: Collection[str] = ()) -> PrimF
     target = canonical(precision)
     if target == BF16:
         return _retype(func, {name: BF16 for name in lowered_buffers(func, keep)})
+    if target == "int8":
+        return _retype(func, _int8_dtypes(func, keep))
+    if precision_of(func) == "int8":
+        raise ProbschedError(f"{func.name} is an int8 program: quantization cannot be undone; convert the float32 one")
     return _retype(func, {b.name: "float32" for b in tuple(func.params) + tuple(func.allocs) if b.dtype == BF16})
+
+
+def _int8_dtypes(func: PrimFunc, keep: Collection[str]) -> Dict[str, str]:
+    """Buffer -> dtype of ``func`` in int8 (module docstring): each product's first factor
+    uint8, its second int8 (with what only moves them), its accumulator int32."""
+    activations, weights = lowered_buffers(func, keep, 0), lowered_buffers(func, keep, 1)
+    both = activations & weights
+    if both:
+        raise ProbschedError(f"{func.name}: {sorted(both)} is read as both factors of a product; int8 programs multiply "
+                             "an activation (uint8) by a weight (int8)")
+    out = {name: UINT8 for name in activations}
+    out.update({name: INT8 for name in weights})
+    for blk in func.blocks():
+        if product_operands(blk):
+            out[blk.body.buffer.name] = "int32"
+    return out

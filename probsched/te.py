@@ -30,6 +30,7 @@ from .ir.expr import (
     BOOL,
     FLOAT_DTYPES,
     INT_DTYPES,
+    NARROW_INT_DTYPES,
     Const,
     Expr,
     ExprLike,
@@ -156,8 +157,9 @@ def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "place
     >>> ps.placeholder((2, 3), name="X")
     Tensor(X, placeholder, shape=(2, 3), dtype=float32)
     """
-    if dtype not in FLOAT_DTYPES + INT_DTYPES:
-        raise FrontEndError(f"placeholder {name}: dtype {dtype!r} is not one of {FLOAT_DTYPES + INT_DTYPES}")
+    allowed = FLOAT_DTYPES + INT_DTYPES + NARROW_INT_DTYPES
+    if dtype not in allowed:
+        raise FrontEndError(f"placeholder {name}: dtype {dtype!r} is not one of {allowed}")
     try:
         return Tensor(Buffer(name, _shape(shape, name), dtype), None)
     except IRError as exc:

@@ -1,5 +1,6 @@
 """bfloat16 micro-kernels (native vdpbf16ps and emulated), their tensorize matching, and
-the design space that tiles bf16 matmuls and convolutions around them."""
+the design space that tiles bf16 matmuls and convolutions around them (and int8 ones: the
+trace tests cover both reduced precisions)."""
 
 from __future__ import annotations
 
@@ -70,18 +71,21 @@ def test_native_and_emulated_dot_products_agree_bit_for_bit():
     assert np.array_equal(*results)
 
 
-def test_tensorize_refuses_a_b_not_stored_in_pairs():
-    w = wl.matmul(8, 16, 8, batch=None).with_precision("bf16")
+@pytest.mark.parametrize("precision, step", [("bf16", 2), ("int8", 4)])
+def test_tensorize_refuses_a_b_not_stored_in_pairs(precision, step):
+    w = wl.matmul(8, 16, 8, batch=None).with_precision(precision)
     sch = ps.Schedule(w.func)
     i, j, k = sch.get_loops(sch.get_block("Z"))
-    k0, t = sch.split(k, [None, 2])
-    sch.reorder(i, j, k0, t)  # a 8x16 tile: i, j, pairs, t
+    k0, t = sch.split(k, [None, step])
+    sch.reorder(i, j, k0, t)  # a 8x16 tile: i, j, pairs (quads), t
     sch.decompose_reduction(sch.get_block("Z"), i)
-    with pytest.raises(ps.ScheduleError, match="Y has a step of 1 along loop j; intrinsic needs 2 .is the operand laid out or packed"):
-        sch.tensorize(i, "matmul_bf16_8x16")
+    match = f"Y has a step of 1 along loop j; intrinsic needs {step} .is the operand laid out or packed"
+    with pytest.raises(ps.ScheduleError, match=match):
+        sch.tensorize(i, f"matmul_{precision}_8x16")
 
 
-# reduced shapes: N a multiple of 16, even reductions, M not a multiple of the kernel heights
+# reduced shapes: N a multiple of 16, reductions of whole pairs and quads (the int8 kernels'
+# tests share them), M not a multiple of the kernel heights
 FRIENDLY = {
     "GMM": lambda: wl.matmul(11, 32, 12, batch=2),
     "C2D": lambda: wl.conv2d_nhwc(1, 6, 7, 4, 16, 3, 2, 1),
@@ -90,10 +94,10 @@ FRIENDLY = {
 _DATA: dict = {}
 
 
-def data(name, layout_free=False):
-    key = (name, layout_free)
+def data(name, layout_free=False, precision="bf16"):
+    key = (name, layout_free, precision)
     if key not in _DATA:
-        w = FRIENDLY[name]().with_precision("bf16")
+        w = FRIENDLY[name]().with_precision(precision)
         if layout_free:  # a network's weight: the layout rewrite may store it in pairs once
             w = replace(w, func=w.func.replace(attrs={LAYOUT_FREE: (w.func.params[1].name,)}))
         x = w.random_inputs(np.random.default_rng(5))
@@ -121,20 +125,26 @@ def test_roles_of_a_bf16_block():
     )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(name=st.sampled_from(sorted(FRIENDLY)), layout_free=st.booleans(), s=st.integers(0, 10**6))
-def test_tensorized_bf16_traces_match_the_reference_interpreted(name, layout_free, s):
-    w, x, expected = data(name, layout_free)
+# the kernel family each reduced precision is tiled around (the int8 ones: test_intrinsics_int8.py)
+FAMILY = {"bf16": "matmul_bf16", "int8": "matmul_int8"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(FRIENDLY)), layout_free=st.booleans(), s=st.integers(0, 10**6),
+       precision=st.sampled_from(sorted(FAMILY)))
+def test_tensorized_traces_match_the_reference_interpreted(name, layout_free, s, precision):
+    w, x, expected = data(name, layout_free, precision)
     sch, tr = draw(w, s)
     kernels = tensorized(sch)
-    assert kernels and all(k.startswith("matmul_bf16") for k in kernels), tr
+    assert kernels and all(k.startswith(FAMILY[precision]) for k in kernels), tr
     stored = ps.schedule.layout.lay_out_inputs(sch.mod, x)
     w.check(evaluate(sch.mod, *stored), expected)
 
 
+@pytest.mark.parametrize("precision", sorted(FAMILY))
 @pytest.mark.parametrize("name, layout_free", [("GMM", False), ("C2D", True), ("GRP", False)])
-def test_compiled_bf16_traces_match_the_reference(name, layout_free):
-    w, x, expected = data(name, layout_free)
+def test_compiled_traces_match_the_reference(name, layout_free, precision):
+    w, x, expected = data(name, layout_free, precision)
     sch, tr = draw(w, 0)
     assert tensorized(sch)
     assert ("conv2d/weight_layout" in tr) == layout_free
@@ -156,14 +166,16 @@ def test_b_is_packed_in_pairs_or_laid_out_in_pairs_once():
     w.check(ps.build(sch).run(*x), expected)
 
 
-def test_odd_reductions_and_strided_a_are_left_to_the_other_rules():
-    for w in (wl.small("C2D", "bf16"), wl.matmul(8, 16, 7, batch=None).with_precision("bf16")):  # 3, 7 terms
+@pytest.mark.parametrize("precision, k", [("bf16", 7), ("int8", 6)])
+def test_odd_reductions_and_strided_a_are_left_to_the_other_rules(precision, k):
+    # reductions not of whole pairs (quads): 3 and k terms
+    for w in (wl.small("C2D", precision), wl.matmul(8, 16, k, batch=None).with_precision(precision)):
         sch = ps.Schedule(w.func)
         block = w.func.blocks()[-1].name
         before = sch.mod
         MultiLevelTilingWithIntrin()(sch, sch.get_block(block))
         assert sch.mod is before
-        sch, _ = draw(w, 0)  # the default space still schedules it, in float32 arithmetic
+        sch, _ = draw(w, 0)  # the default space still schedules it, in float32 (int32) arithmetic
         x = w.random_inputs(np.random.default_rng(0))
         w.check(evaluate(sch.mod, *x), w.reference(*x))
 

@@ -184,6 +184,8 @@ def numba_type(kind: str):
         "float32": types.float32,
         "float64": types.float64,
         "int32": types.int32,
+        "uint8": types.uint8,
+        "int8": types.int8,
         "int64": types.int64,
         "bool": types.boolean,
     }

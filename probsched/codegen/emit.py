@@ -78,10 +78,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import BuildError
-from ..ir.dtypes import BF16, numpy_dtype, storage_dtype
+from ..ir.dtypes import BF16, NARROW_INT_DTYPES, numpy_dtype, storage_dtype
 from ..ir.expr import BOOL, INT_DTYPES, Cast, Const, Expr, Load, Select, Var, all_of, as_expr, binary, children, eq, free_vars, substitute, walk
 from ..ir.stmt import Block, Buffer, Loop, PrimFunc, Store
-from .exprs import ExprWriter, const_src, fold_bool, linear_const, linearize
+from .exprs import ExprWriter, const_src, fold_bool, linear_const, linearize, saturate_src
 from .names import Namer
 from .registry import lookup, lookup_block
 
@@ -693,6 +693,8 @@ class Emitter:
         scalar = buf.name in self._scalar_set()
         if buf.dtype == BF16:
             rhs = self._bf16_store_src(value, scalar)
+        elif buf.dtype in NARROW_INT_DTYPES and value.dtype != buf.dtype:
+            rhs = saturate_src(self.writer.src(value), value.dtype, buf.dtype)  # a narrowing store saturates
         else:
             rhs = self.writer.src(value)
             if scalar and (value.dtype != buf.dtype or buf.dtype not in ("float32", "float64", "int64")):

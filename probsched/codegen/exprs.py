@@ -48,6 +48,7 @@ from ..ir.expr import (
     Select,
     Var,
 )
+from ..ir.dtypes import INT_RANGE, NARROW_INT_DTYPES, arithmetic_dtype, is_float
 
 ATOM = 10
 _PREC = {
@@ -60,7 +61,27 @@ _SYM = {
     "or": "or", "and": "and", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
     "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
 }
-_NP_TYPE = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32", "int64": "np.int64"}
+_NP_TYPE = {
+    "float32": "np.float32", "float64": "np.float64", "int32": "np.int32", "int64": "np.int64",
+    "uint8": "np.uint8", "int8": "np.int8",
+}
+
+
+def saturate_src(text: str, from_dtype: str, dtype: str) -> str:
+    """Source converting ``text`` (of ``from_dtype``) to 8-bit ``dtype`` as the IR does:
+    a float rounded to nearest even, then clamped to the range (numba's own conversion of an
+    out-of-range value is undefined).
+
+    >>> saturate_src("x", "float32", "uint8")
+    'np.uint8(min(max(np.rint(x), np.float32(0.0)), np.float32(255.0)))'
+    >>> saturate_src("y", "int32", "int8")
+    'np.int8(min(max(y, -128), 127))'
+    """
+    lo, hi = INT_RANGE[dtype]
+    if is_float(from_dtype):
+        f = arithmetic_dtype(from_dtype)
+        return f"{_NP_TYPE[dtype]}(min(max(np.rint({text}), {const_src(lo, f)}), {const_src(hi, f)}))"
+    return f"{_NP_TYPE[dtype]}(min(max({text}, {lo}), {hi}))"
 
 
 # ----------------------------------------------------------------------------- affine forms
@@ -211,7 +232,11 @@ class ExprWriter:
             neg = e.dtype in INT_DTYPES and e.value < 0
             return s, (6 if neg else ATOM)
         if isinstance(e, BinOp):
-            if e.dtype in INT_DTYPES and e.op in ("add", "sub", "mul"):
+            # a product of two non-constant integers (int8 values widened) is an atom of its
+            # own affine form: printed as the product it is
+            if e.dtype in INT_DTYPES and e.op in ("add", "sub", "mul") and not (
+                e.op == "mul" and linear_const(e.a) is None and linear_const(e.b) is None
+            ):
                 return self._affine(e)
             if e.op in ("min", "max"):
                 return f"{e.op}({self.src(e.a)}, {self.src(e.b)})", ATOM
@@ -245,6 +270,8 @@ class ExprWriter:
                 return f"np.power({args[0]}, {args[1]})", ATOM
             if e.name == "abs":
                 return f"abs({args[0]})", ATOM
+            if e.name == "rint":
+                return f"np.rint({args[0]})", ATOM
             if e.name == "sigmoid":
                 one = const_src(1.0, e.dtype) if e.dtype in ("float32", "float64") else "1.0"
                 return f"({one} / ({one} + {self._math('exp', e.dtype, f'-({args[0]})')}))", ATOM
@@ -259,6 +286,8 @@ class ExprWriter:
                 if e.value.dtype != "float32":
                     inner = f"np.float32({inner})"
                 return f"{self.bf16('bf16_round')}({inner})", ATOM
+            if e.dtype in NARROW_INT_DTYPES:
+                return saturate_src(inner, e.value.dtype, e.dtype), ATOM
             return f"{_NP_TYPE[e.dtype]}({inner})", ATOM
         if isinstance(e, Select):
             c = fold_bool(e.cond)

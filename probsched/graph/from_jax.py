@@ -15,7 +15,9 @@ the import does with the jaxpr:
   broadcast of a scalar stays a cheap node instead of becoming a big constant);
 - every other primitive must be one the graph knows (:data:`probsched.graph.ops.OPS`);
 - chains of additions and multiplications by constants (a batch norm) fold into one
-  multiply-add (:mod:`.simplify`).
+  multiply-add (:mod:`.simplify`); nodes whose results nothing reads are dropped;
+- 8-bit integer values (a quantized network, :mod:`.quantization`) are kept as they are, and so
+  is the widening of an 8-bit weight to int32 (the kernels read the 8-bit weight).
 
 A primitive outside that set, a dynamic shape, or a tensor that is not float32 (booleans and
 int32 indices excepted) raises one :class:`~probsched.errors.FrontEndError` naming the
@@ -45,7 +47,8 @@ import numpy as np
 from ..errors import FrontEndError
 from .ir import Graph, Node, TensorType
 from .ops import OPS, ALLOWED_DTYPES
-from .simplify import fold_affine_chains, prune_constants, widen_boolean_constants
+from ..ir.dtypes import NARROW_INT_DTYPES as NARROW
+from .simplify import fold_affine_chains, prune_dead_nodes, widen_boolean_constants
 
 #: Call-like primitives whose body is inlined (their params hold the jaxpr).
 INLINED = frozenset(
@@ -58,6 +61,9 @@ _BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 #: The name-scope prefix of a node of an imported model, whose scope names it better than
 #: a line of probsched's importer does.
 SOURCE_SCOPE = "ONNX node "
+#: The name-scope prefix under which a graph traced again (:mod:`.quantization`) keeps the
+#: source line of the node it re-binds.
+KEPT_SCOPE = "probsched source "
 #: Primitives that compute nothing at inference time.
 IDENTITY = frozenset({"stop_gradient", "copy", "copy_p", "optimization_barrier"})
 #: A folded constant may be at most this many times larger than the largest folded input
@@ -75,9 +81,17 @@ def source_line(eqn) -> str:
         scope = str(eqn.source_info.name_stack)
         if SOURCE_SCOPE in scope:  # an imported model's node (from_onnx) names itself
             return scope[scope.index(SOURCE_SCOPE):]
+        if KEPT_SCOPE in scope:  # a node of a graph traced again keeps its line
+            return scope[scope.index(KEPT_SCOPE) + len(KEPT_SCOPE):]
         return source_info_util.summarize(eqn.source_info)
     except Exception:  # a private API: a JAX without it only loses the line in messages
         return ""
+
+
+def source_scope(source: str) -> str:
+    """The name scope under which to bind a graph's node again so that the new equation
+    reports ``source`` (:func:`source_line`)."""
+    return source if source.startswith(SOURCE_SCOPE) else KEPT_SCOPE + source
 
 
 def _dtype_name(dtype) -> str:
@@ -191,7 +205,9 @@ class _Importer:
                 f"unsupported {where()}; probsched imports: {', '.join(sorted(OPS))}"
             )
         node = Node(name, tuple(ins), (), dict(eqn.params), eqn.primitive, src)
-        if ins and all(v in self.graph.constants for v in ins) and self._foldable(in_types, out_types):
+        # an 8-bit weight widened for an integer product stays 8-bit: what the kernels read
+        widening = name == "convert_element_type" and in_types[0].dtype in NARROW
+        if ins and all(v in self.graph.constants for v in ins) and self._foldable(in_types, out_types) and not widening:
             results = node.evaluate(*(self.graph.constants[v] for v in ins))
             return [self.constant(r, where) for r in results]
         for t in in_types + out_types:
@@ -308,7 +324,7 @@ def from_jax(fn: Callable, *example_args: Any, name: Optional[str] = None) -> Gr
             raise FrontEndError(f"from_jax: an output is a {t} parameter; probsched computes in float32: {CAST_FIX}")
     imp.graph.outputs = outs
     imp.graph.out_tree = jax.tree_util.tree_structure(out_shape)
-    return widen_boolean_constants(fold_affine_chains(prune_constants(imp.graph)))
+    return widen_boolean_constants(fold_affine_chains(prune_dead_nodes(imp.graph)))
 
 
-__all__ = ["from_jax", "INLINED", "IDENTITY", "SOURCE_SCOPE", "source_line"]
+__all__ = ["from_jax", "INLINED", "IDENTITY", "SOURCE_SCOPE", "KEPT_SCOPE", "source_line", "source_scope"]

@@ -16,6 +16,9 @@ function: ``graph.tasks()``, ``ps.compile`` and ``ps.tune_model`` take the resul
   model's order); without one it is an error naming the input and the dimension.
 - Convolution chains are kept channels-last (:mod:`.onnx_layout`): a model's NCHW input is
   transposed once, where it enters, and no transpose is left between layers.
+- A quantized model in QDQ form (``QuantizeLinear`` / ``DequantizeLinear`` around its
+  convolutions and matmuls, as ONNX Runtime's ``quantize_static`` writes it) is imported
+  with those layers in int8 (:mod:`.onnx_qdq`), as :func:`probsched.quantize` makes them.
 - An operator, attribute, data type or dynamic dimension the import does not handle raises
   one :class:`~probsched.errors.FrontEndError` naming the node (operator, name, input
   shapes) and what is supported.

@@ -71,16 +71,21 @@ class Node:
 
     def evaluate(self, *args: np.ndarray) -> List[np.ndarray]:
         """The node's outputs as JAX computes them (float32 numpy arrays)."""
+        return [np.asarray(o) for o in self.bind(*args)]
+
+    def bind(self, *args: Any) -> List[Any]:
+        """The node's outputs: its primitive applied to ``args`` (arrays, or JAX tracers when
+        a graph is traced again, :mod:`.quantization`)."""
         from .ops import SCALAR_BROADCASTING
 
-        if self.op in SCALAR_BROADCASTING and len({np.ndim(a) for a in args}) > 1:
+        eager = all(isinstance(a, (np.ndarray, np.generic)) for a in args)
+        if eager and self.op in SCALAR_BROADCASTING and len({np.ndim(a) for a in args}) > 1:
             # a jaxpr's scalar literals broadcast in elementwise operators; bound eagerly,
-            # the primitive wants equal ranks
+            # the primitive wants equal ranks (traced, the scalar stays one: no large constant)
             shape = np.broadcast_shapes(*(np.shape(a) for a in args))
             args = tuple(np.broadcast_to(a, shape) if np.ndim(a) == 0 else a for a in args)
         out = self.primitive.bind(*args, **self.params)
-        outs = out if self.primitive.multiple_results else [out]
-        return [np.asarray(o) for o in outs]
+        return list(out) if self.primitive.multiple_results else [out]
 
 
 @dataclass

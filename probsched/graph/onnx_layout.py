@@ -70,10 +70,12 @@ def _transpose(x: Any, perm: Sequence[int]) -> Any:
 
 @dataclass
 class Value:
-    """An ONNX value: ``data`` in the layout ``perm`` (None: ONNX's own)."""
+    """An ONNX value: ``data`` in the layout ``perm`` (None: ONNX's own); ``qdq``: the
+    quantization it is the result of (:class:`~.onnx_qdq.QDQ`), if any."""
 
     data: Any
     perm: Optional[Perm] = None
+    qdq: Optional[Any] = None
 
     @property
     def shape(self) -> Tuple[int, ...]:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import FrontEndError
+from . import onnx_qdq
 from .onnx_layout import Value, channels_last, common_layout, inverse, is_static, operand_in, xp_of
 
 Converter = Callable[[List[Optional[Value]], "Attrs", int], Any]
@@ -707,6 +708,9 @@ def _batch_norm(ins, a, opset):
 
 @converter("MatMul")
 def _matmul(ins, a, opset):
+    quantized = onnx_qdq.matmul(ins[0], ins[1])
+    if quantized is not None:
+        return Value(quantized)
     x, y = (v.logical() for v in ins)
     return Value(xp_of(x, y).matmul(x, y))
 
@@ -716,12 +720,14 @@ def _gemm(ins, a, opset):
     A, B = ins[0].logical(), ins[1].logical()
     C = ins[2].logical() if len(ins) > 2 and ins[2] is not None else None
     alpha, beta = np.float32(a.get("alpha", 1.0)), np.float32(a.get("beta", 1.0))
+    trans_b = bool(a.get("transB", 0))
+    out = None if a.get("transA", 0) else onnx_qdq.matmul(ins[0], ins[1], trans_b)
     if a.get("transA", 0):
         A = A.T
-    if a.get("transB", 0):
+    if trans_b:
         B = B.T  # a static weight: transposed once, here
     xp = xp_of(A, B, C)
-    out = xp.matmul(A, B)
+    out = xp.matmul(A, B) if out is None else out
     if alpha != 1:
         out = out * alpha
     if C is not None:
@@ -790,16 +796,17 @@ def _conv(ins, a, opset):
     if list(w.shape[2:]) != kernel:
         raise FrontEndError(f"kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
     perm = channels_last(rank)
-    xd = x.in_layout(perm)
-    # OIHW -> HWIO; a constant weight is laid out once, here
-    wperm = tuple(range(2, rank)) + (1, 0)
-    wd = np.ascontiguousarray(np.transpose(w.data, wperm)) if w.static else _jnp().transpose(w.logical(), wperm)
-    if w.static and w.dtype != "float32":
-        raise FrontEndError(f"a {w.dtype} weight {list(w.shape)}; probsched computes in float32 (export the model in float32)")
     strides, dil, padding = _window(a, x.shape[2:], kernel)
-    lax = _lax()
-    out = lax.conv_general_dilated(xd, wd, tuple(strides), padding, rhs_dilation=tuple(dil),
-                                   dimension_numbers=_conv_specs(rank), feature_group_count=group)
+    out = onnx_qdq.conv(x, w, perm, strides, padding, dil, _conv_specs(rank), group)  # a QDQ convolution
+    if out is None:
+        xd = x.in_layout(perm)
+        # OIHW -> HWIO; a constant weight is laid out once, here
+        wperm = tuple(range(2, rank)) + (1, 0)
+        wd = np.ascontiguousarray(np.transpose(w.data, wperm)) if w.static else _jnp().transpose(w.logical(), wperm)
+        if w.static and w.dtype != "float32":
+            raise FrontEndError(f"a {w.dtype} weight {list(w.shape)}; probsched computes in float32 (export the model in float32)")
+        out = _lax().conv_general_dilated(xd, wd, tuple(strides), padding, rhs_dilation=tuple(dil),
+                                          dimension_numbers=_conv_specs(rank), feature_group_count=group)
     if b is not None:
         out = out + b.logical()  # the channels are last: the bias broadcasts as it is
     return Value(out, perm)
@@ -879,6 +886,8 @@ def _global_pool(kind: str) -> Converter:
 
 CONVERTERS["GlobalAveragePool"] = _global_pool("avg")
 CONVERTERS["GlobalMaxPool"] = _global_pool("max")
+CONVERTERS["QuantizeLinear"] = onnx_qdq.quantize_linear
+CONVERTERS["DequantizeLinear"] = onnx_qdq.dequantize_linear
 
 
 #: The operator names, sorted: what an error about an unsupported operator lists (``If`` on

@@ -8,7 +8,8 @@ Every primitive has an :class:`OpDef`:
   ``"reduce"`` (sums and maxima over axes: softmax, norms), ``"elemwise"`` (float
   arithmetic: one compute stage, fused into its producer's task), ``"view"`` (broadcasts,
   reshapes, transposes, slices, comparisons, casts: an index map substituted into whatever
-  reads it, never a stage or a task of its own);
+  reads it, never a stage or a task of its own), except a conversion to an 8-bit integer
+  (a quantization): a stage, stored by the group that computes it;
 - ``lower(node, operands, stages)`` returns the node's outputs as
   :class:`~.operands.Operand` objects, making compute stages through ``stages``;
 - ``flops(node, in_types, out_types)``: 2 per multiply-add of a matmul or convolution, 1 per
@@ -28,6 +29,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import FrontEndError
+from ..ir.dtypes import INT_RANGE
 from ..ir.expr import (
     Const,
     Expr,
@@ -45,6 +47,7 @@ from ..ir.expr import (
     maximum,
     minimum,
     power,
+    rint,
     sigmoid,
     sqrt,
     tanh,
@@ -58,8 +61,11 @@ from ..te import sum as te_sum
 from .operands import Index, LazyOperand, Operand, Stages
 from . import ops_indexing as ix
 
-#: dtypes a graph value may have: float32 data, booleans from comparisons, int32 indices.
-ALLOWED_DTYPES = ("float32", "bool", "int32")
+#: dtypes a graph value may have: float32 data, booleans from comparisons, int32 indices
+#: (and accumulators of quantized products), 8-bit integers (quantized data).
+ALLOWED_DTYPES = ("float32", "bool", "int32", "uint8", "int8")
+#: the 8-bit types: a conversion to them is stored, not substituted where read
+QUANTIZED = ("uint8", "int8")
 
 ANCHOR, REDUCE, ELEMWISE, VIEW = "anchor", "reduce", "elemwise", "view"
 
@@ -81,7 +87,10 @@ class OpDef:
 
     def kind_of(self, out_types: Sequence) -> str:
         """The node's kind: elementwise operators that make booleans or integers are views
-        (substituted into their float consumers, never stored)."""
+        (substituted into their float consumers, never stored), except conversions to 8-bit
+        integers (quantizations), which are stored."""
+        if self.lower is _lower_convert and out_types[0].dtype in QUANTIZED:
+            return ELEMWISE
         if self.kind == ELEMWISE and out_types[0].dtype != "float32":
             return VIEW
         return self.kind
@@ -214,7 +223,35 @@ def _lower_integer_pow(node, ins, stages, out_types):
 def _lower_convert(node, ins, stages, out_types):
     t = out_types[0]
     (x,) = ins
+    if t.dtype in QUANTIZED:  # a quantization: stored in 8 bits (OpDef.kind_of)
+        return [stages.compute("quantize", t.shape, lambda i: _to_8_bits(_at(x, i), t.dtype), dtype=t.dtype)]
     return [LazyOperand(t.shape, t.dtype, lambda i: cast(t.dtype, _at(x, i)))]
+
+
+def _to_8_bits(x: Expr, dtype: str) -> Expr:
+    """JAX's conversion to an 8-bit integer: a float truncated toward zero (within the range:
+    the quantization clipped it before; outside it is saturated here), an integer wrapped
+    modulo 256. The IR's own conversion rounds and saturates (:mod:`probsched.ir.dtypes`):
+    equal on what it is given here."""
+    lo, hi = INT_RANGE[dtype]
+    if x.dtype == "bool":
+        return cast(dtype, x)
+    if x.dtype == "float32":
+        return cast(dtype, cast("int32", minimum(maximum(x, _f32(lo)), _f32(hi))))
+    if x.dtype in QUANTIZED:
+        x = cast("int32", x)
+    return cast(dtype, binary("mod", x - lo, Const(256, x.dtype)) + lo)
+
+
+def _round(node) -> Callable[[Expr], Expr]:
+    """``lax.round``: to nearest even (``jnp.round``) or half away from zero."""
+    if int(node.params.get("rounding_method", 0)) == 1:  # RoundingMethod.TO_NEAREST_EVEN
+        return rint
+    return lambda x: if_then_else(binary("ge", x, _f32(0.0)), ix.floor(x + _f32(0.5)), -ix.floor(_f32(0.5) - x))
+
+
+def _lower_round(node, ins, stages, out_types):
+    return _ew("round", _round(node))(node, ins, stages, out_types)
 
 
 def _check_bitwise(node, in_types, out_types, where) -> None:
@@ -419,8 +456,11 @@ def _lower_pad(node, ins, stages, out_types):
         return if_then_else(all_of(*conds), inside, _at(value, ())) if conds else inside
 
     # a stage: a padded tensor read by a convolution must not put its test in the
-    # convolution's inner loop (TVM's CPU rules never inline padding either)
-    return [stages.compute("pad", t.shape, body)] if t.dtype == "float32" else [LazyOperand(t.shape, t.dtype, body)]
+    # convolution's inner loop (TVM's CPU rules never inline padding either); a quantized
+    # activation too (padded with its zero point)
+    if t.dtype == "float32" or t.dtype in QUANTIZED:
+        return [stages.compute("pad", t.shape, body, dtype=t.dtype)]
+    return [LazyOperand(t.shape, t.dtype, body)]
 
 
 def _lower_concatenate(node, ins, stages, out_types):
@@ -605,8 +645,15 @@ def _dot_flops(node, in_types, out_types) -> int:
 
 
 def _check_dot(node, in_types, out_types, where) -> None:
-    if any(t.dtype != "float32" for t in in_types):
+    if any(t.dtype != "float32" for t in in_types) and not _integer_product(in_types, out_types):
         raise FrontEndError(f"{where()}: dot_general of non-float32 operands")
+
+
+def _integer_product(in_types, out_types) -> bool:
+    """Whether a matmul or convolution multiplies integers into int32 (a quantized layer:
+    8-bit operands, or int32 ones a conversion of 8-bit values makes)."""
+    ints = ("int32",) + QUANTIZED
+    return out_types[0].dtype == "int32" and all(t.dtype in ints for t in in_types)
 
 
 def _conv_params(node, in_types):
@@ -629,7 +676,7 @@ def _check_conv(node, in_types, out_types, where) -> None:
         raise FrontEndError(f"{where()}: batch_group_count {p['batch_group_count']} is not supported")
     if any(lo < 0 or hi < 0 for lo, hi in p["padding"]):
         raise FrontEndError(f"{where()}: negative padding {tuple(p['padding'])} is not supported")
-    if any(t.dtype != "float32" for t in in_types):
+    if any(t.dtype != "float32" for t in in_types) and not _integer_product(in_types, out_types):
         raise FrontEndError(f"{where()}: convolution of non-float32 operands")
 
 
@@ -647,9 +694,10 @@ def _pad_stage(stages: Stages, x: Operand, before: Sequence[int], after: Sequenc
             if a:
                 conds.append(binary("lt", e, Const(s + b, "int64")))
             src.append(e - b if b else e)
-        return if_then_else(all_of(*conds), _at(x, tuple(src)), _f32(value))
+        fill = _f32(value) if x.dtype == "float32" else Const(int(value), x.dtype)  # an integer convolution's 0
+        return if_then_else(all_of(*conds), _at(x, tuple(src)), fill)
 
-    return stages.compute("pad", shape, body)
+    return stages.compute("pad", shape, body, dtype=x.dtype)
 
 
 def _lower_conv(node, ins, stages, out_types):
@@ -766,6 +814,7 @@ def _build_table() -> Dict[str, OpDef]:
         check = _check_bitwise if prim in ("and", "or", "not") else _check_int_arith
         table[prim] = OpDef(ELEMWISE, _ew(base, fn), _ew_flops, check)
     table["integer_pow"] = OpDef(ELEMWISE, _lower_integer_pow, _ew_flops, _check_int_arith)
+    table["round"] = OpDef(ELEMWISE, _lower_round, _ew_flops, _check_int_arith)
     table["convert_element_type"] = _view(_lower_convert)
     table["broadcast_in_dim"] = _view(_lower_broadcast)
     table["reshape"] = _view(_lower_reshape, _check_reshape)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Tuple
 
+from ..errors import ProbschedError
 from ..ir.stmt import PrimFunc
 from ..precision import canonical, convert, lowered_buffers, product_operands
 from ..schedule.cache import cache_read
@@ -37,6 +38,9 @@ def task_function(task: "Task", precision: str) -> Tuple[PrimFunc, str, Tuple[st
     reference must read them rounded alike: the kernel check compares with the format's
     tolerance on equal inputs)."""
     target = canonical(precision)
+    if target == "int8":
+        raise ProbschedError("a network in int8 needs its activations' ranges: quantize it with "
+                             "ps.quantize(fn, calibration_inputs) (or import a QDQ ONNX model) and compile the graph it returns")
     func = task.func if task.precision == "float32" else convert(task.func, "float32")
     if target == "float32":
         return func, target, ()

@@ -120,6 +120,32 @@ def fold_affine_chains(graph: Graph) -> Graph:
     return graph
 
 
+def prune_dead_nodes(graph: Graph) -> Graph:
+    """``graph`` without the nodes whose results nothing reads (in place), then without the
+    constants only they read: a trace keeps every equation, and an importer may compute a
+    value it ends up not using (an ONNX ``DequantizeLinear`` whose convolution reads the
+    integers instead).
+
+    >>> import numpy as np
+    >>> import probsched as ps
+    >>> g = ps.from_jax(lambda x: (x * 2.0, x + 1.0)[0], np.ones(3, np.float32))
+    >>> [n.op for n in g.nodes]
+    ['mul']
+    """
+    live = set(graph.outputs)
+    kept: List[Node] = []
+    for n in reversed(graph.nodes):
+        if live.intersection(n.outputs):
+            kept.append(n)
+            live.update(n.inputs)
+    if len(kept) != len(graph.nodes):
+        graph.nodes = kept[::-1]
+        for v in [v for v in graph.types if v not in live and v not in graph.inputs]:
+            graph.constants.pop(v, None)
+            del graph.types[v]
+    return prune_constants(graph)
+
+
 def prune_constants(graph: Graph) -> Graph:
     """``graph`` without the constants no node and no output reads (in place): the
     bfloat16 originals of weights whose cast to float32 was folded, for instance."""
@@ -181,4 +207,4 @@ def _new_constant(graph: Graph, array: np.ndarray) -> int:
     return v
 
 
-__all__ = ["fold_affine_chains", "prune_constants", "widen_boolean_constants"]
+__all__ = ["fold_affine_chains", "prune_constants", "prune_dead_nodes", "widen_boolean_constants"]

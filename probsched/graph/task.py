@@ -37,7 +37,7 @@ from ..ir.stmt import PrimFunc
 from ..ir.layout import LAYOUT_FREE
 from ..te import create_func, placeholder
 from ..workloads import Workload
-from ..workloads.workload import RTOL, tolerance, widening
+from ..workloads.workload import INTEGER_SAMPLERS, RTOL, tolerance, widening
 from .fusion import COPY, Group, fuse
 from .ir import Graph, Node
 from .operands import Operand, ScalarOperand, Stages, TensorOperand
@@ -218,8 +218,10 @@ class Task:
         """The task as a :class:`~probsched.workloads.Workload` (random inputs, the JAX
         reference, a tolerance scaled to its reduction length and its outputs' size)."""
         # integer inputs are indices and masks (token ids, an attention mask): 0 and 1 read
-        # two rows of any table and set both sides of any mask (float samples cast to 0)
-        samplers = {b.name: _small_ints for b in self.func.input_buffers() if b.dtype.startswith("int")}
+        # two rows of any table and set both sides of any mask (float samples cast to 0);
+        # 8-bit ones are quantized data, drawn over their whole range
+        samplers = {b.name: INTEGER_SAMPLERS.get(b.dtype, _small_ints) for b in self.func.input_buffers()
+                    if b.dtype.startswith(("int", "uint"))}
         base = Workload(self.name, self.func, self.flops, (self.name,), reference_fn=widening(self.reference), samplers=samplers)
         expected = base.reference(*base.random_inputs(np.random.default_rng(0)))
         _, atol = tolerance(self.lowered.reduction_length)

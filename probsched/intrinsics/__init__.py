@@ -9,10 +9,12 @@ from ..ir.intrinsic import Intrinsic, get, list, register, unregister  # noqa: F
 from .disk_cache import cache_dir, clear  # noqa: F401
 from .matmul import register_all as _register_matmul
 from .matmul_bf16 import register_all as _register_matmul_bf16
+from .matmul_int8 import register_all as _register_matmul_int8
 from .matmul_amx import register_all as _register_matmul_amx
 
 _register_matmul()
 _register_matmul_bf16()
+_register_matmul_int8()
 _register_matmul_amx()
 
 

@@ -145,6 +145,25 @@ def register_block(
     return lines
 
 
+def dot_product_block(m: int, nv: int, lanes: int, group: int, zero_start: bool, load_b: str, broadcast_a: str) -> List[str]:
+    """Body lines of a kernel on vector dot products (bf16 pairs, int8 quads: ``group``
+    elements of the reduction per lane): ``m x nv`` accumulators of ``lanes`` lanes; per group
+    of the panel (``P`` of them) ``nv`` vectors of B (``load_b``) and, per row, A's group in
+    every lane (``broadcast_a``), each accumulator ``dot(acc, a, b)``. Its module imports
+    ``zeros``, ``load``, ``store``, ``dot`` and those two."""
+    return register_block(
+        m,
+        nv,
+        start=lambda r, v: "zeros()" if zero_start else f"load(C, crow{r} + {lanes * v})",
+        loop=["for p in range(P):", "    brow = b_off + p * b_sp"]
+        + [f"    b{v} = {load_b}(B, brow + {group * lanes * v})" for v in range(nv)]
+        + ["    arow = a_off + p * a_sp"],
+        row=lambda r: f"a = {broadcast_a}(A, arow + {r} * a_si)",
+        update=lambda r, v: f"c{r}_{v} = dot(c{r}_{v}, a, b{v})",
+        store=lambda r, v: f"store(C, crow{r} + {lanes * v}, c{r}_{v})",
+    )
+
+
 def matmul_description(m: int, n: int, k: int = 4):
     """``C[i, j] += A[i, k] * B[k, j]`` over an M x N tile (k is the panel axis)."""
     A = placeholder((m, k), name="A")

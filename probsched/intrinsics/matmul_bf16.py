@@ -47,7 +47,7 @@ from typing import Callable, Optional
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from .disk_cache import load_module, source_version
-from .matmul import register_block, register_shapes
+from .matmul import dot_product_block, register_shapes
 
 #: (M, N): M x N/16 accumulators of 16 float32 lanes. AVX-512 has 32 vector registers, of
 #: which N/16 hold B's pairs and one A's broadcast; AVX2 holds each accumulator in two.
@@ -98,17 +98,7 @@ def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optiona
         *KERNEL_HEADER,
         f"    # {m}x{n} register block of {m}x{nv} vectors; c_sj, a_st, b_st are 1 and b_sj 2 (tensorize checks it)",
     ]
-    lines += register_block(
-        m,
-        nv,
-        start=lambda r, v: "zeros()" if zero_start else f"load(C, crow{r} + {LANES * v})",
-        loop=["for p in range(P):", "    brow = b_off + p * b_sp"]
-        + [f"    b{v} = load_pairs(B, brow + {2 * LANES * v})" for v in range(nv)]
-        + ["    arow = a_off + p * a_sp"],
-        row=lambda r: f"a = broadcast_pair(A, arow + {r} * a_si)",
-        update=lambda r, v: f"c{r}_{v} = dot(c{r}_{v}, a, b{v})",
-        store=lambda r, v: f"store(C, crow{r} + {LANES * v}, c{r}_{v})",
-    )
+    lines += dot_product_block(m, nv, LANES, 2, zero_start, "load_pairs", "broadcast_pair")
     return "\n".join(lines) + "\n"
 
 

@@ -95,50 +95,29 @@ def compiles_for(feature: str) -> bool:
     return f"+{feature}" in features.split(",")
 
 
-class F32x16(types.Type):
-    """16 float32 lanes."""
+def vector_type(name: str, llvm_type: ir.Type) -> types.Type:
+    """A numba type ``name`` whose values are LLVM ``llvm_type`` values (vector registers)."""
 
-    def __init__(self) -> None:
-        super().__init__(name="f32x16")
+    class Vector(types.Type):
+        def __init__(self) -> None:
+            super().__init__(name=name)
 
+    @register_model(Vector)
+    class _Model(models.PrimitiveModel):
+        def __init__(self, dmm, fe_type) -> None:
+            super().__init__(dmm, fe_type, llvm_type)
 
-class F32x8(types.Type):
-    """8 float32 lanes."""
-
-    def __init__(self) -> None:
-        super().__init__(name="f32x8")
-
-
-class BF16x32(types.Type):
-    """16 lanes of 2 bfloat16 (32 x 16 bits)."""
-
-    def __init__(self) -> None:
-        super().__init__(name="bf16x32")
+    return Vector()
 
 
-f32x16 = F32x16()
-f32x8 = F32x8()
-bf16x32 = BF16x32()
+#: 16 float32 lanes
+f32x16 = vector_type("f32x16", _F32X16)
+#: 8 float32 lanes
+f32x8 = vector_type("f32x8", _F32X8)
+#: 16 lanes of 2 bfloat16 (32 x 16 bits)
+bf16x32 = vector_type("bf16x32", _I16X32)
 #: the float32 vector types and their LLVM form
 _FLOAT_VECTORS = {f32x16: _F32X16, f32x8: _F32X8}
-
-
-@register_model(F32x16)
-class _F32x16Model(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type) -> None:
-        super().__init__(dmm, fe_type, _F32X16)
-
-
-@register_model(F32x8)
-class _F32x8Model(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type) -> None:
-        super().__init__(dmm, fe_type, _F32X8)
-
-
-@register_model(BF16x32)
-class _BF16x32Model(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type) -> None:
-        super().__init__(dmm, fe_type, _I16X32)
 
 
 def _element_ptr(context, builder, array_type, array, index, pointee):
@@ -152,30 +131,90 @@ def _check(array, dtype, what: str) -> None:
         raise TypeError(f"{what}: expected a 1-D {dtype} array, got {array}")
 
 
-@intrinsic
-def zeros(typingctx):
-    """A float32 vector of zeros."""
+def vector_zeros(vector: types.Type, llvm_type: ir.Type, doc: str):
+    """An intrinsic ``zeros()``: a ``vector`` of zeros."""
 
-    def codegen(context, builder, sig, args):
-        return ir.Constant(_F32X16, [0.0] * 16)
+    def zeros(typingctx):
+        def codegen(context, builder, sig, args):
+            return ir.Constant(llvm_type, [0] * llvm_type.count)
 
-    return f32x16(), codegen
+        return vector(), codegen
 
-
-def _loader(vector: ir.VectorType):
-    """The codegen of a float32 vector load ``array[index : index + lanes]``."""
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], vector), align=4)
-
-    return codegen
+    zeros.__doc__ = doc
+    return intrinsic(zeros)
 
 
-@intrinsic
-def load(typingctx, array, index):
-    """``array[index : index + 16]`` (float32) as a vector."""
-    _check(array, types.float32, "load")
-    return f32x16(array, index), _loader(_F32X16)
+def vector_load(element, vector: types.Type, llvm_type: ir.Type, name: str, doc: str):
+    """An intrinsic ``name(array, index)``: the ``vector`` at ``array[index:]``, a 1-D array of
+    ``element`` (numba type)."""
+
+    def load(typingctx, array, index):
+        _check(array, element, name)
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], args[1], llvm_type)
+            return builder.load(ptr, align=element.bitwidth // 8)
+
+        return vector(array, index), codegen
+
+    load.__name__, load.__doc__ = name, doc
+    return intrinsic(load)
+
+
+def vector_store(element, llvm_type: ir.Type, doc: str):
+    """An intrinsic ``store(array, index, value)``: a vector to ``array[index:]``."""
+
+    def store(typingctx, array, index, value):
+        _check(array, element, "store")
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], args[1], llvm_type)
+            builder.store(args[2], ptr, align=element.bitwidth // 8)
+            return context.get_dummy_value()
+
+        return types.void(array, index, value), codegen
+
+    store.__doc__ = doc
+    return intrinsic(store)
+
+
+def broadcast_32_bits(element, vector: types.Type, llvm_type: ir.Type, name: str, doc: str):
+    """An intrinsic ``name(array, index)``: the 32 bits at ``array[index:]`` (a float32, or a
+    group of narrower ``element``) in each 32-bit lane of a ``vector``."""
+    lanes = ir.VectorType(_I32, llvm_type.count * llvm_type.element.width // 32) if isinstance(
+        llvm_type.element, ir.IntType) else ir.VectorType(_I32, llvm_type.count)
+
+    def broadcast(typingctx, array, index):
+        _check(array, element, name)
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_ptr(context, builder, sig.args[0], args[0], args[1], _I32)
+            group = builder.load(ptr, align=element.bitwidth // 8)
+            one = builder.insert_element(ir.Constant(lanes, None), group, ir.Constant(_I32, 0))
+            every = builder.shuffle_vector(one, one, ir.Constant(lanes, [0] * lanes.count))
+            return builder.bitcast(every, llvm_type)
+
+        return vector(array, index), codegen
+
+    broadcast.__name__, broadcast.__doc__ = name, doc
+    return intrinsic(broadcast)
+
+
+zeros = vector_zeros(f32x16, _F32X16, "A float32 vector of zeros.")
+zeros8 = vector_zeros(f32x8, _F32X8, "A vector of 8 float32 zeros.")
+load = vector_load(types.float32, f32x16, _F32X16, "load", "``array[index : index + 16]`` (float32) as a vector.")
+load8 = vector_load(types.float32, f32x8, _F32X8, "load8", "``array[index : index + 8]`` (float32) as a vector.")
+broadcast = broadcast_32_bits(types.float32, f32x16, _F32X16, "broadcast", "``array[index]`` (float32) in all 16 lanes.")
+broadcast8 = broadcast_32_bits(types.float32, f32x8, _F32X8, "broadcast8", "``array[index]`` (float32) in all 8 lanes.")
+load_pairs = vector_load(
+    types.uint16, bf16x32, _I16X32, "load_pairs",
+    "The 32 bfloat16 ``array[index : index + 32]`` (uint16 bits): lane ``l`` holds elements ``2l`` (even) and "
+    "``2l + 1`` (odd).",
+)
+broadcast_pair = broadcast_32_bits(
+    types.uint16, bf16x32, _I16X32, "broadcast_pair",
+    "The two bfloat16 ``array[index]`` (even) and ``array[index + 1]`` (odd) in every lane.",
+)
 
 
 @intrinsic
@@ -195,65 +234,6 @@ def _float_vector(value, what: str) -> ir.VectorType:
     if value not in _FLOAT_VECTORS:
         raise TypeError(f"{what}: expected a float32 vector (f32x16 or f32x8), got {value}")
     return _FLOAT_VECTORS[value]
-
-
-def _broadcast(context, builder, sig, args, vector: ir.VectorType):
-    x = builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], ir.FloatType()), align=4)
-    one = builder.insert_element(ir.Constant(vector, None), x, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, vector.count), [0] * vector.count))
-
-
-@intrinsic
-def broadcast(typingctx, array, index):
-    """``array[index]`` (float32) in all 16 lanes."""
-    _check(array, types.float32, "broadcast")
-    return f32x16(array, index), lambda context, builder, sig, args: _broadcast(context, builder, sig, args, _F32X16)
-
-
-@intrinsic
-def zeros8(typingctx):
-    """A vector of 8 float32 zeros."""
-    return f32x8(), lambda context, builder, sig, args: ir.Constant(_F32X8, [0.0] * 8)
-
-
-@intrinsic
-def load8(typingctx, array, index):
-    """``array[index : index + 8]`` (float32) as a vector."""
-    _check(array, types.float32, "load8")
-    return f32x8(array, index), _loader(_F32X8)
-
-
-@intrinsic
-def broadcast8(typingctx, array, index):
-    """``array[index]`` (float32) in all 8 lanes."""
-    _check(array, types.float32, "broadcast8")
-    return f32x8(array, index), lambda context, builder, sig, args: _broadcast(context, builder, sig, args, _F32X8)
-
-
-@intrinsic
-def load_pairs(typingctx, array, index):
-    """The 32 bfloat16 ``array[index : index + 32]`` (uint16 bits): lane ``l`` holds elements
-    ``2l`` (even) and ``2l + 1`` (odd)."""
-    _check(array, types.uint16, "load_pairs")
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _I16X32), align=2)
-
-    return bf16x32(array, index), codegen
-
-
-@intrinsic
-def broadcast_pair(typingctx, array, index):
-    """The two bfloat16 ``array[index]`` (even) and ``array[index + 1]`` (odd) in every lane."""
-    _check(array, types.uint16, "broadcast_pair")
-
-    def codegen(context, builder, sig, args):
-        pair = builder.load(_element_ptr(context, builder, sig.args[0], args[0], args[1], _I32), align=2)
-        one = builder.insert_element(ir.Constant(_I32X16, None), pair, ir.Constant(_I32, 0))
-        every = builder.shuffle_vector(one, one, ir.Constant(_I32X16, [0] * 16))
-        return builder.bitcast(every, _I16X32)
-
-    return bf16x32(array, index), codegen
 
 
 def _fma(builder, acc, a, b):

@@ -7,6 +7,12 @@ their bits as ``uint16``. In the IR, arithmetic on bfloat16 values is float32 ar
 (:func:`~probsched.ir.expr.binary` widens the operands, exactly: the bits shifted left by
 16), and a value stored to a bfloat16 buffer is rounded to nearest, ties to even.
 
+``"uint8"`` and ``"int8"`` are the storage types of quantized programs (activations and
+weights, :mod:`probsched.precision`): arithmetic on them is int32 arithmetic (the operands
+widened, exactly), and a conversion to them *saturates*: a float is rounded to nearest,
+ties to even, then clamped to the type's range (as ONNX's ``QuantizeLinear``), an integer
+clamped. A store of a wider value to an 8-bit buffer converts so (:func:`saturate`).
+
 >>> numpy_dtype("bfloat16").name, storage_dtype("bfloat16"), storage_dtype("float32")
 ('bfloat16', dtype('uint16'), dtype('float32'))
 >>> import numpy as np
@@ -15,6 +21,8 @@ their bits as ``uint16``. In the IR, arithmetic on bfloat16 values is float32 ar
 ([1.0, 1.0, 1.015625], [16256, 16256, 16258])
 >>> UNIT_ROUNDOFF["bfloat16"] == 2.0 ** -8
 True
+>>> arithmetic_dtype("uint8"), saturate("uint8", np.array([-3.0, 2.5, 3.5, 300.0])).tolist()
+('int32', [0, 2, 4, 255])
 """
 
 from __future__ import annotations
@@ -26,9 +34,15 @@ import numpy as np
 INDEX = "int64"
 BOOL = "bool"
 BF16 = "bfloat16"
+UINT8, INT8 = "uint8", "int8"
 FLOAT_DTYPES = ("float32", "float64", BF16)
+#: integer types of arithmetic and of indices
 INT_DTYPES = ("int32", "int64")
-DTYPES = FLOAT_DTYPES + INT_DTYPES + (BOOL,)
+#: integer storage types, computed in int32 (quantized data)
+NARROW_INT_DTYPES = (UINT8, INT8)
+DTYPES = FLOAT_DTYPES + INT_DTYPES + NARROW_INT_DTYPES + (BOOL,)
+#: the range a conversion to an 8-bit type saturates to
+INT_RANGE = {UINT8: (0, 255), INT8: (-128, 127)}
 
 #: Half the distance from 1 to the next number (2^-p for p significant bits): the largest
 #: relative error of one rounding to nearest.
@@ -54,9 +68,27 @@ def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 
 
+def is_integer(dtype: str) -> bool:
+    """Whether ``dtype`` is an integer type (the 8-bit storage types included)."""
+    return dtype in INT_DTYPES or dtype in NARROW_INT_DTYPES
+
+
 def arithmetic_dtype(dtype: str) -> str:
-    """The type values of ``dtype`` are computed in: float32 for bfloat16, else itself."""
-    return "float32" if dtype == BF16 else dtype
+    """The type values of ``dtype`` are computed in: float32 for bfloat16, int32 for the
+    8-bit integers, else itself."""
+    if dtype == BF16:
+        return "float32"
+    return "int32" if dtype in NARROW_INT_DTYPES else dtype
+
+
+def saturate(dtype: str, values) -> np.ndarray:
+    """``values`` converted to 8-bit ``dtype`` as the IR converts (module docstring): floats
+    rounded to nearest even, then everything clamped to the range."""
+    lo, hi = INT_RANGE[dtype]
+    a = np.asarray(values)
+    if a.dtype.kind == "f" or a.dtype.kind == "V":
+        a = np.rint(a.astype(np.float64))
+    return np.clip(a, lo, hi).astype(dtype)
 
 
 def numpy_dtype(dtype: str) -> np.dtype:

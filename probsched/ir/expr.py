@@ -21,7 +21,8 @@ import math
 from typing import Callable, Iterable, Sequence, Union
 
 from ..errors import IRError
-from .dtypes import BF16, BOOL, DTYPES, FLOAT_DTYPES, INDEX, INT_DTYPES, arithmetic_dtype, round_to  # noqa: F401
+from .dtypes import BF16, BOOL, DTYPES, FLOAT_DTYPES, INDEX, INT_DTYPES, NARROW_INT_DTYPES, arithmetic_dtype, round_to  # noqa: F401
+from .dtypes import INT_RANGE, is_integer, saturate
 from .dtypes import is_float as _is_float
 from .node import Node
 
@@ -150,6 +151,9 @@ class Const(Expr):
             if isinstance(value, float) and not value.is_integer():
                 raise IRError(f"constant {value} is not an integer but dtype is {dtype}")
             value = int(value)
+            lo, hi = INT_RANGE.get(dtype, (value, value))
+            if not lo <= value <= hi:
+                raise IRError(f"constant {value} is outside the range [{lo}, {hi}] of {dtype}")
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "dtype", dtype)
 
@@ -208,7 +212,7 @@ class Not(Expr):
         object.__setattr__(self, "dtype", BOOL)
 
 
-MATH_FUNCTIONS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid", "erf", "pow")
+MATH_FUNCTIONS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid", "erf", "pow", "rint")
 #: Math functions of two arguments (the others take one).
 BINARY_MATH = ("pow",)
 
@@ -308,17 +312,18 @@ def as_expr(x: ExprLike, like: str | None = None) -> Expr:
 
 
 def _promote(a: Expr, b: Expr, op: str) -> str:
-    """The type ``op`` computes in: bfloat16 operands are computed in float32."""
+    """The type ``op`` computes in: bfloat16 operands are computed in float32, 8-bit
+    integers in int32 (int64 when the other operand is)."""
     if a.dtype == b.dtype:
         return arithmetic_dtype(a.dtype)
     if _is_float(a.dtype) and _is_float(b.dtype):
         return "float64" if "float64" in (a.dtype, b.dtype) else "float32"
-    if _is_float(a.dtype) and b.dtype in INT_DTYPES:
+    if _is_float(a.dtype) and is_integer(b.dtype):
         return arithmetic_dtype(a.dtype)
-    if _is_float(b.dtype) and a.dtype in INT_DTYPES:
+    if _is_float(b.dtype) and is_integer(a.dtype):
         return arithmetic_dtype(b.dtype)
-    if a.dtype in INT_DTYPES and b.dtype in INT_DTYPES:
-        return INDEX
+    if is_integer(a.dtype) and is_integer(b.dtype):
+        return INDEX if INDEX in (a.dtype, b.dtype) else "int32"
     raise IRError(f"'{op}' of {a.dtype} expression {a} and {b.dtype} expression {b} is not defined")
 
 
@@ -512,23 +517,28 @@ def maximum(a: ExprLike, b: ExprLike) -> Expr:
 
 
 def cast(dtype: str, value: ExprLike) -> Expr:
-    """Convert ``value`` to ``dtype``.
+    """Convert ``value`` to ``dtype`` (to ``"uint8"``/``"int8"``: saturating, a float
+    rounded to nearest even first; see :mod:`.dtypes`).
 
-    >>> cast("float32", Var("i")).dtype
-    'float32'
+    >>> cast("float32", Var("i")).dtype, cast("uint8", 255.5).value
+    ('float32', 255)
     """
     value = as_expr(value)
     if value.dtype == dtype:
         return value
     if isinstance(value, Const):
+        if dtype in NARROW_INT_DTYPES and value.dtype != BOOL:
+            return Const(int(saturate(dtype, value.value)), dtype)
         return Const(value.value, dtype)
     return Cast(dtype, value)
 
 
 def _math(name: str, x: ExprLike) -> Expr:
     x = as_expr(x)
-    if (x.dtype in INT_DTYPES and name != "abs") or x.dtype == BF16:
+    if (is_integer(x.dtype) and name != "abs") or x.dtype == BF16:
         x = cast("float32", x)
+    elif x.dtype in NARROW_INT_DTYPES:  # abs of an 8-bit integer: computed in int32 (abs(-128))
+        x = cast("int32", x)
     if x.dtype == BOOL:
         raise IRError(f"{name} of a boolean expression {x}")
     return Call(name, (x,), x.dtype)
@@ -559,6 +569,16 @@ def sigmoid(x: ExprLike) -> Expr:
     return _math("sigmoid", x)
 
 
+def rint(x: ExprLike) -> Expr:
+    """``x`` rounded to the nearest integer, ties to even (numpy's ``rint``; what a
+    quantization rounds with), as a float.
+
+    >>> rint(Var("i")).dtype
+    'float32'
+    """
+    return _math("rint", x)
+
+
 def abs(x: ExprLike) -> Expr:  # noqa: A001 - the front end's name for it
     """Absolute value."""
     return _math("abs", x)
@@ -576,7 +596,7 @@ def power(x: ExprLike, y: ExprLike) -> Expr:
     <Call pow(x, 2.0)>
     """
     a, b = as_expr(x), as_expr(y)
-    if a.dtype in INT_DTYPES or a.dtype == BF16:
+    if is_integer(a.dtype) or a.dtype == BF16:
         a = cast("float32", a)
     if a.dtype == BOOL or b.dtype == BOOL:
         raise IRError(f"pow of a boolean expression ({a}, {b})")

@@ -12,6 +12,8 @@ of the IR. Semantics (TVM's TensorIR):
   (numpy scalars); float results of division by zero are inf/nan, silently;
 - bfloat16 buffers are ``ml_dtypes.bfloat16`` arrays: loads give bfloat16 scalars, which
   the IR widens to float32 before any arithmetic, and a store rounds to nearest even;
+- 8-bit integer values are widened to int32 (Python ints) before any arithmetic; a
+  conversion to them, or a store of a wider value, saturates (:mod:`.dtypes`);
 - every load and store is bounds-checked (numpy would wrap negative indices silently);
 - intermediate buffers (``global`` and ``local`` allocs) start filled with NaN (0 for
   integers), so a read before a write shows up in the result.
@@ -77,7 +79,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import IRError, KernelArgumentError
-from .dtypes import is_float, numpy_dtype
+from .dtypes import NARROW_INT_DTYPES, is_float, numpy_dtype, saturate
 from .expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var
 from .stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, Loop, PrimFunc, Store, StmtLike
 
@@ -89,7 +91,7 @@ StmtFn = Callable[[Env], None]
 
 _NUMPY_DTYPE = {
     "float32": np.float32, "float64": np.float64, "bfloat16": numpy_dtype("bfloat16").type,
-    "int32": np.int32, "int64": np.int64, "bool": np.bool_,
+    "int32": np.int32, "int64": np.int64, "bool": np.bool_, "uint8": np.uint8, "int8": np.int8,
 }
 
 
@@ -132,7 +134,7 @@ def _math_fn(name: str, dtype: str) -> Callable:
     if name == "pow":
         return np.power
     try:
-        return {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh}[name]
+        return {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "rint": np.rint}[name]
     except KeyError:
         raise IRError(f"interpreter: unknown math function {name!r}") from None
 
@@ -142,6 +144,8 @@ def _cast_fn(dtype: str) -> Callable:
         return _NUMPY_DTYPE[dtype]
     if dtype in ("int32", "int64"):
         return int  # Python int: truncation toward zero, like a C cast
+    if dtype in NARROW_INT_DTYPES:
+        return lambda v: saturate(dtype, v)[()]  # rounded and clamped (see .dtypes)
     return bool
 
 
@@ -355,6 +359,8 @@ class Compiler:
         arr, buf = self._array(s.buffer), s.buffer
         index = self.values(s.indices, scope)
         value = self.expr(s.value, scope)
+        if buf.dtype in NARROW_INT_DTYPES and s.value.dtype != buf.dtype:  # a narrowing store saturates
+            value = (lambda v, conv: lambda env: conv(v(env)))(value, _cast_fn(buf.dtype))
 
         def store(env):
             idx = index(env)

@@ -44,6 +44,7 @@ from ..ir.dtypes import BF16, as_storage, numpy_dtype
 from ..ir.stmt import Block, PrimFunc
 from ..precision import precision_of
 from ..workloads import Workload, scheduled_tolerance, signed_uniform, tolerance
+from ..workloads.workload import INTEGER_SAMPLERS, unwritten_value
 
 if TYPE_CHECKING:
     from ..codegen.kernel import Kernel
@@ -65,11 +66,12 @@ class Reference:
         self._screens: Dict[tuple, tuple] = {}  # (output name, rtol, atol) -> (tolerance, scratch) of the fast check
 
     def empty_outputs(self, kernel: "Kernel") -> Dict[str, np.ndarray]:
-        """Aligned output arrays for ``kernel``, filled with NaN (a kernel that skips an
-        element cannot pass the check by leaving an earlier value behind)."""
-        outs = {b.name: aligned_empty(b.shape, b.dtype) for b in kernel.outputs}
+        """Aligned output arrays for ``kernel``, filled with NaN (integers: their smallest
+        value; a kernel that skips an element cannot pass the check by leaving an earlier
+        value behind)."""
+        outs = {b.name: aligned_empty(b.shape, numpy_dtype(b.dtype)) for b in kernel.outputs}
         for a in outs.values():
-            a.fill(np.nan)
+            a.fill(unwritten_value(a.dtype))
         return outs
 
     def arguments(self, kernel: "Kernel", outputs: Dict[str, np.ndarray]) -> list:
@@ -218,10 +220,14 @@ def from_func(func: PrimFunc, kernel: Optional["Kernel"] = None, seed: int = 0) 
 
 
 def func_inputs(func: PrimFunc, seed: int = 0) -> Dict[str, np.ndarray]:
-    """Random inputs for a bare function: ``|x|`` in ``[0.5, 1]``, random signs, never zero."""
+    """Random inputs for a bare function: ``|x|`` in ``[0.5, 1]``, random signs, never zero
+    (8-bit integers: their whole range but zero)."""
     rng = np.random.default_rng(seed)
     sample = signed_uniform()
-    return {b.name: np.ascontiguousarray(sample(rng, b.shape), dtype=b.dtype) for b in func.input_buffers()}
+    return {
+        b.name: np.ascontiguousarray(INTEGER_SAMPLERS.get(b.dtype, sample)(rng, b.shape), dtype=numpy_dtype(b.dtype))
+        for b in func.input_buffers()
+    }
 
 
 def func_tolerance(func: PrimFunc) -> Tuple[float, float]:

@@ -25,12 +25,19 @@ process use it (:mod:`probsched.intrinsics.amx`), the AMX tile kernels
 (:mod:`probsched.intrinsics.matmul_amx`: same description, same B layout) are offered beside
 the vector ones.
 
+A block that multiplies a ``uint8`` A by an ``int8`` B into an ``int32`` accumulator (an
+int8 program, :mod:`probsched.precision`) takes the VNNI kernels
+(:mod:`probsched.intrinsics.matmul_int8`) the same way, the reduction read in *quads*
+(``k = 4 q + t``) and B stored 4-interleaved, ``B'[.., q, n, t]``; a reduction that is
+not a multiple of 4 (a first convolution's three channels), or an A strided along ``k``,
+is left to the other rules, which compute it in int32 from the byte loads.
+
 The rule samples (sites named after the block ``C``):
 
 - ``C/unit``: ``"amx"`` or ``"vector"``, where AMX kernels are offered beside vector ones;
 - ``C/intrin``: the micro-kernel, among the registered matmul kernels (of that unit) whose N
   divides the extent of ``n`` and whose accumulators fit the target's vector registers
-  (float32 ones drawn in proportion to their accumulators, :func:`kernel_weights`);
+  (float32 and int8 ones drawn in proportion to their accumulators, :func:`kernel_weights`);
 - ``C/<loop>/tile``: two tile levels for every other spatial loop (and for the outer parts
   of ``m`` and ``n``), and the K panel ``kc`` (``max_panel`` at most);
 - ``C/panel`` instead of the K panel's tiles for an AMX kernel: a panel of whole tile
@@ -86,7 +93,7 @@ class MatmulRoles:
     b: str
     b_read_index: int  # of B among the block's inputs (for cache_read)
     group: Optional[int] = None  # A reads n // group (a grouped convolution), else None
-    precision: str = "float32"  # the dtype A and B are read in (bfloat16: widened to float32)
+    precision: str = "float32"  # the dtype A and B are read in (bfloat16: widened to float32; int8: u8 x s8)
     b_k_dim: int = -1  # the dimension of B that k indexes
     a_k_contiguous: bool = True  # A's last index steps by 1 along k, which no other index uses
 
@@ -131,10 +138,10 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     if not (isinstance(acc, Load) and acc.buffer.name == st.buffer.name and acc.indices == st.indices):
         return None
     lhs, rhs = _widened_load(prod.a), _widened_load(prod.b)
-    if not (isinstance(lhs, Load) and isinstance(rhs, Load)) or st.buffer.dtype != "float32":
+    if not (isinstance(lhs, Load) and isinstance(rhs, Load)):
         return None
-    precision = lhs.buffer.dtype
-    if precision not in ("float32", "bfloat16") or rhs.buffer.dtype != precision:
+    precision = _precision(lhs.buffer.dtype, rhs.buffer.dtype, st.buffer.dtype)
+    if precision is None:
         return None
     if any(ld.buffer.name == st.buffer.name for ld in (lhs, rhs)):
         return None
@@ -162,6 +169,8 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
         return None
     if sum(1 for ix in b.indices if n in free_vars(ix)) != 1:
         return None
+    if precision == "int8" and (a.buffer.dtype, b.buffer.dtype) != ("uint8", "int8"):
+        return None  # vpdpbusd multiplies an unsigned A by a signed B
     ua, ub = uses(a) - {n}, uses(b)
     out_uses = set()
     for ix in st.indices:
@@ -195,21 +204,42 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     )
 
 
+#: (A's, B's dtype) -> the precision a product of them is, with the accumulator it needs
+_PRECISIONS = {
+    ("float32", "float32"): ("float32", "float32"), ("bfloat16", "bfloat16"): ("bfloat16", "float32"),
+    ("uint8", "int8"): ("int8", "int32"), ("int8", "uint8"): ("int8", "int32"),
+}
+#: elements of the reduction a kernel of the precision reads together (pairs, quads)
+K_STEP = {"bfloat16": 2, "int8": 4}
+
+
+def _precision(lhs: str, rhs: str, acc: str) -> Optional[str]:
+    """The precision of a product of ``lhs`` and ``rhs`` values summed into ``acc``, or None."""
+    precision, needs = _PRECISIONS.get((lhs, rhs), (None, None))
+    return precision if needs == acc else None
+
+
 def _widened_load(e):
-    """The load under a float32 widening of a bfloat16 operand (the load itself otherwise)."""
-    if isinstance(e, Cast) and e.dtype == "float32" and isinstance(e.value, Load) and e.value.dtype == "bfloat16":
+    """The load under a widening of a bfloat16 (to float32) or 8-bit (to int32) operand
+    (the load itself otherwise)."""
+    if isinstance(e, Cast) and isinstance(e.value, Load) and (e.dtype, e.value.dtype) in (
+        ("float32", "bfloat16"), ("int32", "uint8"), ("int32", "int8")
+    ):
         return e.value
     return e
 
 
-def pair_layout(shape: Sequence[int], k_dim: int) -> Tuple[List[List[int]], List[int]]:
-    """``(splits, order)`` storing a B of ``shape`` pair-interleaved along dimension ``k_dim``:
-    ``B[.., k, ..]`` at ``B'[.., k // 2, .., k % 2]``, the pair last (what the bf16 kernels read).
+def pair_layout(shape: Sequence[int], k_dim: int, step: int = 2) -> Tuple[List[List[int]], List[int]]:
+    """``(splits, order)`` storing a B of ``shape`` interleaved along dimension ``k_dim`` in
+    groups of ``step``: ``B[.., k, ..]`` at ``B'[.., k // step, .., k % step]``, the group last
+    (pairs: what the bf16 kernels read; quads: the int8 ones).
 
     >>> pair_layout((3, 3, 8, 16), 2)
     ([[3], [3], [4, 2], [16]], [0, 1, 2, 4, 3])
+    >>> pair_layout((64, 32), 0, 4)
+    ([[16, 4], [32]], [0, 2, 1])
     """
-    splits = [[int(e) // 2, 2] if d == k_dim else [int(e)] for d, e in enumerate(shape)]
+    splits = [[int(e) // step, step] if d == k_dim else [int(e)] for d, e in enumerate(shape)]
     pieces = sum(len(f) for f in splits)
     t = sum(len(f) for f in splits[: k_dim + 1]) - 1  # the pair's piece
     return splits, [i for i in range(pieces) if i != t] + [t]
@@ -333,14 +363,15 @@ class MultiLevelTilingWithIntrin:
 
         tgt = self.target or Target.host()
         extent = {it.var.name: it.extent for it in an.block(sch, name).iters}
-        pairs = roles.precision == "bfloat16"
-        if pairs and (extent[roles.k] % 2 or not roles.a_k_contiguous or roles.b_k_dim < 0):
-            return  # the bf16 kernels read k in pairs, A's two adjacent (module docstring)
+        step = K_STEP.get(roles.precision, 1)
+        pairs = step > 1
+        if pairs and (extent[roles.k] % step or not roles.a_k_contiguous or roles.b_k_dim < 0):
+            return  # the bf16 (int8) kernels read k in pairs (quads), A's adjacent (module docstring)
         candidates = kernel_candidates(
             roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt), roles.precision,
-            amx=pairs and _amx_usable(tgt),
+            amx=roles.precision == "bfloat16" and _amx_usable(tgt),  # the AMX kernels are bf16 ones
         )
-        if pairs and not tgt.has("avx512_bf16"):  # both bf16 families are the FMA kernels here: offer one
+        if roles.precision == "bfloat16" and not tgt.has("avx512_bf16"):  # both bf16 families are the FMA kernels here: offer one
             candidates = [c for c in candidates if intrinsics.get(c).meta.get("dot") != "fma"]
         # an M axis of one row (the batch of a one-stage T2D) is a matrix-vector product: the kernel's row
         # blocking buys nothing and each call would do one row of padded work
@@ -348,7 +379,7 @@ class MultiLevelTilingWithIntrin:
             return
         offered = _unit_choice(sch, name, candidates)
         lanes = tgt.vector_lanes("float32")
-        probs = kernel_weights(offered, lanes) if roles.precision == "float32" else None
+        probs = kernel_weights(offered, lanes) if roles.precision in ("float32", "int8") else None
         intrin = sch.sample_categorical(offered, probs, name=f"{name}/intrin")
 
         meta = intrinsics.get(intrin).meta
@@ -368,9 +399,9 @@ class MultiLevelTilingWithIntrin:
             group_loop, n_loop = sch.split(n_loop, [None, roles.group])
         n_out, n_in = sch.split(n_loop, [None, N])
         k_loop, pair = loop_of[roles.k], None
-        if pairs:  # k = 2 p + t: the panel counts pairs
-            k_loop, pair = sch.split(k_loop, [None, 2])
-        panel = self.max_panel // 2 if pairs else self.max_panel
+        if pairs:  # k = 2 p + t (4 q + t): the panel counts pairs (quads)
+            k_loop, pair = sch.split(k_loop, [None, step])
+        panel = self.max_panel // step
         k_out, k_in = sch.split(k_loop, self._panel(sch, k_loop, panel, int(meta.get("panel_multiple", 1)), name))
         outer_of = {roles.m: m_out, roles.n: n_out}
         s0: List[LoopRV] = []
@@ -410,7 +441,7 @@ class MultiLevelTilingWithIntrin:
                 sch.compute_at(pack, k_out)
                 if pairs:
                     local = single_store(an.block(sch, pack.name)).buffer
-                    sch.transform_layout(local.name, *pair_layout(local.shape, roles.b_k_dim))
+                    sch.transform_layout(local.name, *pair_layout(local.shape, roles.b_k_dim, step))
         sch.tensorize(k_in, intrin)
 
     @staticmethod

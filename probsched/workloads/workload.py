@@ -43,6 +43,14 @@ Conventions shared by every workload of the suite:
   keeps the margin it has over the direct error. ResNet-50's largest 3x3 layers (C = 512,
   L = 4608) get ``atol = 0.071`` at m = 4: a dropped product (``|x w| >= 0.25``) still
   fails the check, as it does while ``1e-4 sqrt(9 C) R_m < 0.25``, for C up to about 6000.
+- **int8** (``"GMM:2:int8"``): the products read ``uint8`` activations and ``int8``
+  weights and accumulate in int32, exactly (:mod:`probsched.precision`). Inputs are drawn
+  over the whole range, zero excepted (``uint8`` in ``[1, 255]``, ``int8`` in
+  ``[-128, 127]``); the reference is the float32 workload's reference on them, computed in
+  float64 (exact). An integer output must equal the reference, except that an 8-bit one
+  (a requantized activation: a float rounded to an integer) may differ by one in at most
+  1% of its elements, where float32 rounding in another order crossed a rounding tie; a
+  float output takes the float32 rule.
 
 >>> import numpy as np
 >>> from probsched.workloads import matmul
@@ -75,7 +83,7 @@ RngLike = Union[np.random.Generator, int, None]
 
 def tolerance(reduction_length: int, precision: str = "float32") -> Tuple[float, float]:
     """``(rtol, atol)`` for a main reduction of ``reduction_length`` terms in ``precision``
-    (``"float32"`` or ``"bfloat16"``; see the module docstring).
+    (``"float32"``, ``"bfloat16"`` or ``"int8"``; see the module docstring).
 
     >>> tolerance(10000)
     (0.0001, 0.01)
@@ -84,7 +92,7 @@ def tolerance(reduction_length: int, precision: str = "float32") -> Tuple[float,
     """
     atol = ATOL_PER_SQRT_TERM * math.sqrt(max(1, int(reduction_length)))
     precision = canonical(precision)
-    if precision == "float32":
+    if precision in ("float32", "int8"):  # int8: integer outputs exact, float epilogues float32's
         return RTOL, atol
     return max(RTOL, 2 * UNIT_ROUNDOFF[precision]), atol
 
@@ -127,6 +135,19 @@ def signed_uniform(lo: float = 0.5, hi: float = 1.0) -> Sampler:
 
 
 DEFAULT_SAMPLER: Sampler = signed_uniform()
+
+
+def _nonzero_uint8(rng: np.random.Generator, shape: Tuple[int, ...]) -> np.ndarray:
+    return rng.integers(1, 256, size=shape).astype(np.uint8)
+
+
+def _nonzero_int8(rng: np.random.Generator, shape: Tuple[int, ...]) -> np.ndarray:
+    v = rng.integers(-128, 127, size=shape)
+    return (v + (v >= 0)).astype(np.int8)  # -128..127 without 0
+
+
+#: the samplers of 8-bit inputs: the whole range but zero (module docstring)
+INTEGER_SAMPLERS: Dict[str, Sampler] = {"uint8": _nonzero_uint8, "int8": _nonzero_int8}
 
 
 def _as_tuple(x) -> tuple:
@@ -186,8 +207,11 @@ class Workload:
             return self
         reference = None if self.reference_fn is None else widening(self.reference_fn)
         rtol, _ = tolerance(1, target)
+        samplers = dict(self.samplers)
+        samplers.update({b.name: INTEGER_SAMPLERS[b.dtype] for b in func.input_buffers() if b.dtype in INTEGER_SAMPLERS})
         return replace(
-            self, name=f"{self.name}:{SHORT[target]}", func=func, reference_fn=reference, rtol=max(self.rtol, rtol)
+            self, name=f"{self.name}:{SHORT[target]}", func=func, reference_fn=reference, rtol=max(self.rtol, rtol),
+            samplers=samplers,
         )
 
     def renamed(self, name: str, func_name: str, params: Optional[tuple] = None) -> "Workload":
@@ -235,8 +259,9 @@ class Workload:
         return tuple(out)
 
     def empty_outputs(self) -> Tuple[np.ndarray, ...]:
-        """Output arrays filled with NaN, so elements a kernel forgets to write fail :meth:`check`."""
-        return tuple(np.full(b.shape, np.nan, dtype=b.dtype) for b in self.outputs)
+        """Output arrays filled with NaN (integers: their smallest value), so elements a
+        kernel forgets to write fail :meth:`check`."""
+        return tuple(np.full(b.shape, unwritten_value(b.dtype), dtype=numpy_dtype(b.dtype)) for b in self.outputs)
 
     def reference(self, *inputs: np.ndarray) -> Tuple[np.ndarray, ...]:
         """The expected outputs (numpy, computed in float64, returned as float32)."""
@@ -279,6 +304,16 @@ def widening(reference: Callable[..., Tuple[np.ndarray, ...]]) -> Callable[..., 
     return widened
 
 
+def unwritten_value(dtype: str):
+    """What an output array starts filled with, so an element a kernel forgets to write fails
+    the check: NaN, or an integer type's smallest value."""
+    return np.iinfo(dtype).min if np.dtype(dtype).kind in "iu" else np.nan
+
+
+#: the share of an 8-bit output's elements that may be one off (module docstring)
+ONE_OFF_SHARE = 0.01
+
+
 def check_close(what: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> None:
     """Raise AssertionError (how many differ, the worst index, max abs/rel error) unless
     ``|got - expected| <= atol + rtol * |expected|`` everywhere, in float64; equal
@@ -295,6 +330,8 @@ def check_close(what: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: 
     """
     if got.shape != exp.shape:
         raise AssertionError(f"{what}: shape {got.shape}, expected {exp.shape}")
+    if exp.dtype.kind in "iu":
+        return _check_integers(what, got, exp)
     g, e = got.astype(np.float64), exp.astype(np.float64)
     with np.errstate(invalid="ignore"):
         err = np.abs(g - e)
@@ -316,6 +353,20 @@ def check_close(what: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: 
         f"{what}: {int(bad.sum())} of {err.size} elements differ (rtol={rtol:g}, atol={atol:g}); "
         f"worst at index {worst_idx}: got {float(g[worst]):.9g}, expected {float(e[worst]):.9g}; "
         f"max abs err {np.max(err):.3g}, max rel err {np.max(rel):.3g}"
+    )
+
+
+def _check_integers(what: str, got: np.ndarray, exp: np.ndarray) -> None:
+    """An integer output: exact, but for an 8-bit one's few ties rounded the other way."""
+    err = np.abs(got.astype(np.int64) - exp.astype(np.int64))
+    off = int(np.count_nonzero(err))
+    allowed = int(ONE_OFF_SHARE * err.size) if exp.dtype.itemsize == 1 else 0
+    if off <= allowed and (not off or int(err.max()) <= 1):
+        return
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))
+    raise AssertionError(
+        f"{what}: {off} of {err.size} elements differ ({'at most ' + str(allowed) + ' may, by one' if allowed else 'integers must be exact'}); "
+        f"worst at index {worst}: got {int(got[worst])}, expected {int(exp[worst])}"
     )
 
 

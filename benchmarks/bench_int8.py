@@ -1,0 +1,244 @@
+"""int8 on VNNI (issue #64): kernels against the machine's int8 peak, and quantized networks
+beside ONNX Runtime's and OpenVINO's int8 on the same QDQ model.
+
+**Kernels** (always): GMM:2 and C2D:2 in int8 (uint8 x int8 -> int32) are tuned (``--trials``
+more trials each, resuming what ``--db`` holds; ``--trials 0`` only times the stored bests),
+then timed interleaved in one process beside the ``vpdpbusd`` peak on all threads
+(:func:`bench_peak.vnni_peak`: 16 register-resident vectors), each checked against its
+reference first. Prints µs, GOP/s and the fraction of the peak; the target is 80%. Their
+second operand is a constant, as a quantized network's weight is: the design space may lay
+it out once, in the 4-interleaved order the kernel reads, outside the timed call (name the
+workloads with ``--weights-as-inputs`` to time them packing B on every call instead).
+
+**Networks** (``--models``, with ``--onnx-dir``): each float32 ONNX model of the directory
+(the canonical torchvision exports: ``python benchmarks/export_onnx_models.py --full --out
+DIR``) is quantized by ONNX Runtime (``quant_pre_process``, then ``quantize_static``: QDQ,
+per-channel int8 weights, uint8 activations, min/max ranges of ``--calibration`` random
+inputs). On that one QDQ file: probsched (``ps.from_onnx``, tuned with ``--net-trials``
+into ``--db-dir``, or compiled from it with ``--from-db``), ONNX Runtime (all graph
+optimizations) and OpenVINO (CPU, its default precision: int8 where the model is
+quantized); ONNX Runtime float32 on the float model beside them. Every engine is timed
+interleaved after a 0.2 s pause, and its accuracy is measured against ONNX Runtime float32
+on ``--test`` inputs disjoint from the calibration set (relative error, cosine similarity,
+arg-max agreement).
+
+Usage::
+
+    python benchmarks/bench_int8.py --trials 256 --db int8.db                         # kernels: tune, time
+    python benchmarks/bench_int8.py --trials 0 --db int8.db --models resnet50,mobilenet_v2 \\
+        --onnx-dir DIR --net-trials 2000 --db-dir D                                  # + networks
+    python benchmarks/bench_int8.py --trials 0 --db int8.db --models resnet50,mobilenet_v2 \\
+        --onnx-dir DIR --from-db --db-dir D --json out.json                            # time again, quiet
+    python benchmarks/bench_int8.py --trials 2 --db /tmp/i.db --models resnet50_torchscript \\
+        --onnx-dir tests/data/onnx --db-dir /tmp/nets --rounds 2 --test 4 --calibration 4  # does it run?
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Callable, Dict, List, Tuple
+
+import numba
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import probsched as ps  # noqa: E402
+from probsched.measure.timer import time_interleaved  # noqa: E402
+
+from bench_bf16 import tuned_kernels  # noqa: E402
+from bench_peak import vnni_peak  # noqa: E402
+
+TARGET = 0.80
+Predict = Callable[[np.ndarray], np.ndarray]
+
+
+def constant_weight(w):
+    """``w`` with its second parameter a constant (layout-free: what a network's weight is)."""
+    from dataclasses import replace
+
+    from probsched.ir.layout import LAYOUT_FREE
+
+    return replace(w, func=w.func.replace(attrs={LAYOUT_FREE: (w.func.params[1].name,)}))
+
+
+def bench_kernels(args: argparse.Namespace) -> dict:
+    """The kernel table (module docstring)."""
+    workloads = {n: ps.workloads.get(n) for n in args.workloads.split(",")}
+    if not args.weights_as_inputs:
+        workloads = {n: constant_weight(w) for n, w in workloads.items()}
+    threads = numba.config.NUMBA_NUM_THREADS
+    kernels = tuned_kernels(workloads, args.trials, args.db, args.seed)
+    if not kernels:
+        raise SystemExit(f"bench_int8: no records of {', '.join(workloads)} in {args.db}: tune with --trials N")
+    timed = time_interleaved(kernels, rounds=args.rounds)
+    peak = vnni_peak(threads)
+    print(f"vpdpbusd peak on {threads} threads: {peak:.1f} GOP/s")
+    print()
+    print("| workload | µs | GOP/s | of the vpdpbusd peak |")
+    print("|---|---:|---:|---:|")
+    rows = {}
+    for n, t in timed.items():
+        gops = workloads[n].flops / t.median / 1e9
+        rows[n] = {"us": t.median * 1e6, "gops": gops, "of_peak": gops / peak}
+        mark = " (target met)" if gops / peak >= TARGET else ""
+        print(f"| {n} | {t.median * 1e6:.1f} | {gops:.1f} | {gops / peak:.0%}{mark} |")
+    return {"threads": threads, "vnni_peak_gops": peak, "rows": rows}
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+def images(shape: Tuple[int, ...], n: int, seed: int) -> List[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
+
+
+def quantize_with_ort(path: str, out: str, name: str, shape: Tuple[int, ...], n: int) -> None:
+    """ONNX Runtime's static quantization of ``path`` into ``out`` (QDQ, per channel)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    prepared = out + ".prepared.onnx"
+    quant_pre_process(path, prepared, skip_symbolic_shape=True)  # static shapes: ONNX's own inference does
+    samples = iter({name: x} for x in images(shape, n, seed=0))
+
+    class Reader(CalibrationDataReader):
+        def get_next(self):
+            return next(samples, None)
+
+    quantize_static(prepared, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+
+
+def ort_predict(path: str) -> Predict:
+    import engines
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = engines.cores()
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return lambda x: sess.run(None, {name: x})[0]
+
+
+def openvino_predict(path: str) -> Predict:
+    import engines
+
+    try:
+        import openvino as ov
+    except ImportError:
+        raise engines.Unavailable("openvino") from None
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(path), "CPU",
+                                  {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": engines.cores()})
+    request = compiled.create_infer_request()
+    out = compiled.outputs[0]
+    return lambda x: np.asarray(request.infer([x])[out])
+
+
+def accuracy(got: List[np.ndarray], want: List[np.ndarray]) -> Dict[str, float]:
+    """Relative error, mean cosine similarity and arg-max agreement of logits."""
+    g = np.stack([np.asarray(a, np.float64).reshape(-1) for a in got])
+    w = np.stack([np.asarray(a, np.float64).reshape(-1) for a in want])
+    cos = np.sum(g * w, 1) / (np.linalg.norm(g, axis=1) * np.linalg.norm(w, axis=1))
+    return {"rel_err": float(np.linalg.norm(g - w) / np.linalg.norm(w)), "cosine": float(cos.mean()),
+            "argmax": float(np.mean(g.argmax(1) == w.argmax(1)))}
+
+
+def bench_network(name: str, args: argparse.Namespace) -> dict:
+    """One model of ``--models`` (module docstring)."""
+    import engines
+    import onnx
+
+    path = os.path.join(args.onnx_dir, f"{name}.onnx")
+    if not os.path.exists(path):
+        raise SystemExit(f"bench_int8: no {path}; make it with python benchmarks/export_onnx_models.py --full --out {args.onnx_dir}")
+    info = onnx.load(path, load_external_data=False).graph.input[0]
+    shape = tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
+    os.makedirs(args.db_dir, exist_ok=True)
+    qdq = os.path.join(args.db_dir, f"{name}.qdq.onnx")
+    if not os.path.exists(qdq):
+        quantize_with_ort(path, qdq, info.name, shape, args.calibration)
+    row: dict = {"model": name, "qdq": qdq}
+    t = time.perf_counter()
+    graph = ps.from_onnx(qdq, name=f"{name}_int8")
+    row["import_s"], row["tasks"] = time.perf_counter() - t, len(graph.tasks())
+    db = os.path.join(args.db_dir, f"{name}_int8.db")
+    if args.net_trials:
+        t = time.perf_counter()
+        result = ps.tune_model(graph, trials=args.net_trials, database=db, seed=args.seed)
+        row["tune_s"], row["trials"] = time.perf_counter() - t, len(result.history)
+        model = result.model
+    else:
+        if args.from_db and not os.path.exists(db):
+            raise SystemExit(f"bench_int8: --from-db: no database {db}")
+        model = ps.compile(graph, database=db if args.from_db else None, candidates=args.candidates, progress=None)
+    predicts: Dict[str, Predict] = {"probsched int8": lambda x: model(x), "onnxruntime int8": ort_predict(qdq)}
+    try:
+        predicts["openvino int8"] = openvino_predict(qdq)
+    except engines.Unavailable as exc:
+        print(f"bench_int8: {exc} is not installed: its column is left out", file=sys.stderr)
+    reference = ort_predict(path)
+    test = images(shape, args.test, seed=1)  # disjoint from the calibration inputs (seed 0)
+    want = [reference(x) for x in test]
+    row["accuracy"] = {k: accuracy([p(x) for x in test], want) for k, p in predicts.items()}
+    x = test[0]
+    calls = {k: (lambda p=p: p(x)) for k, p in predicts.items()}
+    calls["onnxruntime float32"] = lambda: reference(x)
+    timings = time_interleaved(calls, rounds=args.rounds, min_repeat_ms=args.min_repeat_ms, settle_s=0.2)
+    row["ms"] = {k: v.median * 1e3 for k, v in timings.items()}
+    return row
+
+
+def network_tables(rows: List[dict]) -> str:
+    engines_ = list(dict.fromkeys(k for r in rows for k in r["ms"]))
+    lines = ["| model | tasks | " + " | ".join(f"{k} ms" for k in engines_) + " |", "|" + "---|" * (2 + len(engines_))]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['tasks']} | " + " | ".join(f"{r['ms'][k]:.2f}" if k in r["ms"] else "-" for k in engines_) + " |")
+    lines += ["", "| model | engine | rel. error | cosine | arg-max agreement |", "|---|---|---:|---:|---:|"]
+    for r in rows:
+        for k, a in r["accuracy"].items():
+            lines.append(f"| {r['model']} | {k} | {a['rel_err']:.4f} | {a['cosine']:.5f} | {a['argmax']:.0%} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workloads", default="GMM:2:int8,C2D:2:int8")
+    ap.add_argument("--trials", type=int, default=256, help="more trials per kernel workload (0: time the stored bests)")
+    ap.add_argument("--db", required=True, help="the kernels' database")
+    ap.add_argument("--weights-as-inputs", action="store_true", help="B an input, packed on every call (module docstring)")
+    ap.add_argument("--models", default="", help="comma-separated ONNX models of --onnx-dir (without .onnx)")
+    ap.add_argument("--onnx-dir", default="onnx_models")
+    ap.add_argument("--db-dir", default="int8_dbs", help="QDQ files and the networks' databases")
+    ap.add_argument("--net-trials", type=int, default=0, help="tune each network this long (0: compile)")
+    ap.add_argument("--from-db", action="store_true", help="compile the networks from their databases")
+    ap.add_argument("--candidates", type=int, default=32, help="programs ranked per task without records")
+    ap.add_argument("--calibration", type=int, default=32, help="calibration inputs of quantize_static")
+    ap.add_argument("--test", type=int, default=64, help="test inputs of the accuracy table")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--min-repeat-ms", type=float, default=30.0)
+    ap.add_argument("--json", help="write the numbers here too")
+    args = ap.parse_args(argv)
+    print(ps.Target.host())
+    print()
+    out = {"target": str(ps.Target.host()), "kernels": bench_kernels(args)}
+    if args.models:
+        rows = [bench_network(n, args) for n in args.models.split(",")]
+        print()
+        print(network_tables(rows))
+        out["networks"] = rows
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""``ps.quantize``: post-training static quantization of a network to int8.
+
+A float32 network (a JAX function or a :class:`~.ir.Graph`) is run on calibration inputs;
+every convolution and matmul whose second operand is a weight (a constant of the graph)
+becomes a quantized layer (:mod:`.quant_ops`):
+
+- its weight per output channel, symmetric, in ``int8`` (:func:`~.quant_ops.quantize_weight`);
+- its activation per tensor, affine, in ``uint8``, from the range the calibration inputs
+  give it: ``"minmax"`` (the smallest and largest value seen) or ``"percentile"`` (per
+  calibration input the ``100 - p`` and ``p`` percentiles, averaged over the inputs: robust
+  to a few outliers, which would otherwise stretch the scale for every other value);
+- a value several layers read (a residual block's input) is quantized once, for all.
+
+Layers listed in ``skip`` stay float32: indices among :func:`layers`, strings contained in
+the layer's source (its ``file:line``, or an ONNX node's name), or a predicate on the
+:class:`Layer`. The result is an ordinary graph: ``ps.compile`` and ``ps.tune_model`` take
+it, its quantized tasks are int8 tasks with records of their own (their functions read
+``uint8`` and ``int8``), and :meth:`Graph.evaluate <probsched.graph.ir.Graph.evaluate>` runs
+it as JAX does, integers and all: the reference its compiled kernels are checked against.
+
+>>> import numpy as np, jax, probsched as ps
+>>> rng = np.random.default_rng(0)
+>>> w1, w2 = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 4)).astype(np.float32)
+>>> fn = lambda x: jax.nn.relu(x @ w1) @ w2
+>>> calibration = [rng.standard_normal((2, 8)).astype(np.float32) for _ in range(8)]
+>>> [layer.op for layer in layers(ps.from_jax(fn, calibration[0]))]
+['dot_general', 'dot_general']
+>>> q = quantize(fn, calibration)
+>>> sorted({q.types[v].dtype for v in q.types})
+['float32', 'int32', 'int8', 'uint8']
+>>> x = rng.standard_normal((2, 8)).astype(np.float32)
+>>> float(np.abs(q.evaluate(x)[0] - fn(x)).max() / np.abs(fn(x)).max()) < 0.05
+True
+>>> [layer.op for layer in layers(quantize(fn, calibration, skip=[1])) ]
+['dot_general']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..errors import FrontEndError
+from . import quant_ops
+from .ir import Graph, Node
+
+METHODS = ("minmax", "percentile")
+#: the anchors quantized: their second operand is the weight
+QUANTIZABLE = ("conv_general_dilated", "dot_general")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A layer :func:`quantize` can quantize: its position among them, the node, and the
+    source line (an imported model's node name)."""
+
+    index: int
+    node: Node
+
+    @property
+    def op(self) -> str:
+        """The JAX primitive (``conv_general_dilated`` or ``dot_general``)."""
+        return self.node.op
+
+    @property
+    def source(self) -> str:
+        """Where the layer was written (``file:line (function)``, or ``ONNX node Conv 'name' ...``)."""
+        return self.node.source
+
+
+def _quantizable(graph: Graph, n: Node) -> bool:
+    if n.op not in QUANTIZABLE or len(n.inputs) != 2:
+        return False
+    x, w = n.inputs
+    types = [graph.types[v].dtype for v in (x, w, n.outputs[0])]
+    if types != ["float32"] * 3 or x in graph.constants or w not in graph.constants:
+        return False
+    if n.op == "conv_general_dilated":
+        p = n.params
+        return int(p.get("batch_group_count", 1)) == 1 and all(int(d) == 1 for d in (p.get("lhs_dilation") or ()))
+    (_, _), (lb, rb) = n.params["dimension_numbers"]
+    return not lb and not rb
+
+
+def layers(graph: Graph) -> List[Layer]:
+    """The convolutions and matmuls of ``graph`` that :func:`quantize` quantizes (a float
+    activation times a float weight), in graph order."""
+    return [Layer(i, n) for i, n in enumerate(n for n in graph.nodes if _quantizable(graph, n))]
+
+
+SkipRule = Union[int, str, Callable[[Layer], bool]]
+
+
+def _skipped(layer: Layer, skip: Sequence[SkipRule]) -> bool:
+    for rule in skip:
+        if isinstance(rule, bool) or not isinstance(rule, (int, str)) and not callable(rule):
+            raise FrontEndError(f"quantize: skip takes layer indices, source strings or predicates, got {rule!r}")
+        if (isinstance(rule, int) and rule == layer.index) or (isinstance(rule, str) and rule in layer.source):
+            return True
+        if callable(rule) and rule(layer):
+            return True
+    return False
+
+
+def _run(graph: Graph, args: Sequence[Any], override: Optional[Callable] = None) -> Dict[int, Any]:
+    """Every value of ``graph`` for ``args`` (arrays or tracers), the nodes bound in order
+    (each under its source line, which the graph traced again keeps); ``override(node, env)``
+    may compute a node's outputs instead (returns None otherwise)."""
+    import jax
+
+    from .from_jax import source_scope
+
+    env: Dict[int, Any] = dict(graph.constants)
+    env.update(zip(graph.inputs, args))
+    for n in graph.nodes:
+        with jax.named_scope(source_scope(n.source)):
+            outs = override(n, env) if override is not None else None
+            env.update(zip(n.outputs, outs if outs is not None else n.bind(*(env[v] for v in n.inputs))))
+    return env
+
+
+def _samples(calibration: Any, graph: Graph) -> List[Tuple[np.ndarray, ...]]:
+    if isinstance(calibration, np.ndarray) or not isinstance(calibration, (list, tuple)) or not calibration:
+        raise FrontEndError("quantize: calibration inputs are a non-empty list of samples, each the model's arguments "
+                            "(an array, or a tuple of arrays)")
+    out = []
+    for i, s in enumerate(calibration):
+        args = tuple(s) if isinstance(s, (tuple, list)) else (s,)
+        out.append(tuple(graph.check_arguments(args, f"quantize: calibration input {i}")))
+    return out
+
+
+def calibrate(graph: Graph, values: Sequence[int], samples: Sequence[Tuple[np.ndarray, ...]], method: str = "minmax",
+              percentile: float = 99.99) -> Dict[int, Tuple[float, float]]:
+    """The range ``(lo, hi)`` of each of ``values`` over the calibration ``samples`` (see the
+    module docstring for the methods)."""
+    import jax
+
+    if method not in METHODS:
+        raise FrontEndError(f"quantize: unknown calibration method {method!r}; expected one of {', '.join(METHODS)}")
+    if not 50 < percentile <= 100:
+        raise FrontEndError(f"quantize: percentile {percentile} is not in (50, 100]")
+    consts = list(graph.constants)
+
+    def intermediates(const_arrays, *args):  # the weights as arguments: XLA does not fold them in
+        g = Graph(graph.name, graph.types, graph.nodes, graph.inputs, graph.outputs, dict(zip(consts, const_arrays)))
+        env = _run(g, args)
+        return [env[v] for v in values]
+
+    run = jax.jit(intermediates)
+    const_arrays = [graph.constants[v] for v in consts]
+    seen: Dict[int, List[Tuple[float, float]]] = {v: [] for v in values}
+    for args in samples:
+        for v, a in zip(values, run(const_arrays, *args)):
+            a = np.asarray(a, np.float64).ravel()
+            if method == "minmax":
+                seen[v].append((float(a.min()), float(a.max())))
+            else:
+                lo, hi = np.percentile(a, [100.0 - percentile, percentile])
+                seen[v].append((float(lo), float(hi)))
+    if method == "minmax":
+        return {v: (min(r[0] for r in rs), max(r[1] for r in rs)) for v, rs in seen.items()}
+    return {v: (float(np.mean([r[0] for r in rs])), float(np.mean([r[1] for r in rs]))) for v, rs in seen.items()}
+
+
+def _weight(graph: Graph, n: Node) -> quant_ops.QuantizedWeight:
+    w = graph.constants[n.inputs[1]]
+    if n.op == "conv_general_dilated":
+        axis = n.params["dimension_numbers"].rhs_spec[0]
+    else:
+        (_, rc), _ = n.params["dimension_numbers"]
+        axis = max(d for d in range(w.ndim) if d not in tuple(rc))
+    return quant_ops.quantize_weight(w, axis)
+
+
+def _quantized_node(n: Node, q: Any, scale: float, zero: int, weight: quant_ops.QuantizedWeight) -> List[Any]:
+    p = n.params
+    if n.op == "conv_general_dilated":
+        out = quant_ops.conv(q, zero, scale, weight, p["window_strides"], p["padding"], p.get("rhs_dilation"),
+                             p["dimension_numbers"], int(p.get("feature_group_count", 1)))
+    else:
+        out = quant_ops.dot(q, zero, scale, weight, p["dimension_numbers"])
+    return [out]
+
+
+def quantize(model: Union[Graph, Callable], calibration: Sequence[Any], *, method: str = "minmax",
+             percentile: float = 99.99, skip: Sequence[SkipRule] = (), name: Optional[str] = None) -> Graph:
+    """``model`` (a :class:`~.ir.Graph` or a JAX function) with its convolutions and matmuls
+    in int8, calibrated on ``calibration`` (a list of samples, each the model's arguments: an
+    array or a tuple of them; a function is traced with the first); see the module
+    docstring. ``method``: ``"minmax"`` or ``"percentile"`` (``percentile``: its ``p``);
+    ``skip``: layers that stay float32. Returns the quantized graph, named ``<name>_int8``."""
+    import jax
+
+    from .from_jax import from_jax
+
+    if isinstance(model, Graph):
+        graph = model
+    elif callable(model):
+        first = calibration[0] if isinstance(calibration, (list, tuple)) and calibration else None
+        if first is None:
+            _samples(calibration, None)  # the one clear error
+        graph = from_jax(model, *(first if isinstance(first, (tuple, list)) else (first,)))
+    else:
+        raise FrontEndError(f"quantize: expected a ps.Graph or a JAX function, got {type(model).__name__}")
+    samples = _samples(calibration, graph)
+    chosen = [layer for layer in layers(graph) if not _skipped(layer, skip)]
+    activations = list(dict.fromkeys(layer.node.inputs[0] for layer in chosen))
+    ranges = calibrate(graph, activations, samples, method, percentile)
+    params = {v: quant_ops.activation_params(*ranges[v]) for v in activations}
+    weights = {id(layer.node): _weight(graph, layer.node) for layer in chosen}
+
+    def override(n: Node, env: Dict[int, Any]) -> Optional[List[Any]]:
+        if id(n) not in weights:
+            return None
+        x = n.inputs[0]
+        scale, zero = params[x]
+        key = ("q", x)  # one quantization of a value, whichever layers read it
+        if key not in env:
+            env[key] = quant_ops.quantize_activation(env[x], scale, zero)
+        return _quantized_node(n, env[key], scale, zero, weights[id(n)])
+
+    def quantized(*args):
+        env = _run(graph, args, override)
+        outs = [env[v] for v in graph.outputs]
+        if graph.out_tree is not None:
+            return jax.tree_util.tree_unflatten(graph.out_tree, outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    specs = [jax.ShapeDtypeStruct(graph.types[v].shape, np.dtype(graph.types[v].dtype)) for v in graph.inputs]
+    out = from_jax(quantized, *specs, name=name or f"{graph.name}_int8")
+    out.input_names, out.output_names = graph.input_names, graph.output_names
+    return out
+
+
+__all__ = ["quantize", "layers", "calibrate", "Layer", "METHODS"]

@@ -1,0 +1,129 @@
+"""Integer vector values in numba code: what the int8 micro-kernels are written with.
+
+The int8 kernels (:mod:`.matmul_int8`) hold their accumulators in :data:`i32x16`
+(``<16 x i32>``: one AVX-512 register, two AVX2 ones) and read their operands as
+:data:`u8x64` / :data:`s8x64` (64 bytes: 16 lanes of 4, the *quads* ``vpdpbusd`` reads).
+Like :mod:`.simd`, each function is a numba intrinsic of a few LLVM instructions, indexing
+flat 1-D arrays by an element offset (unchecked, unaligned):
+
+- :func:`zeros`, :func:`load`, :func:`store`: int32 vectors;
+- :func:`load_quads`: 64 int8 (``B[q, j, 0:4]`` for 16 columns ``j``): lane ``l`` holds
+  elements ``4l .. 4l + 3``;
+- :func:`broadcast_quad`: 4 adjacent uint8 copied to all 16 lanes;
+- :func:`dot_quads` / :func:`dot_quads_256` / :func:`dot_quads_emulated`: ``acc[l] +=
+  sum_t a[l][t] * b[l][t]`` over the 4 bytes of each lane, ``a`` unsigned and ``b`` signed,
+  in int32 (wrapping, as the instruction does): the first is ``vpdpbusd`` on 512 bits
+  (``avx512_vnni``), the second two of it on 256 bits (AVX-VNNI, Intel's client cores
+  without AVX-512), the third the same sum on any CPU, the bytes widened to 16 bits (a
+  u8 x s8 product fits: no saturation, unlike ``vpmaddubsw``) and the four products of a
+  lane added in 32 bits. They agree bit for bit.
+
+>>> import numba, numpy as np
+>>> @numba.njit
+... def dot16(c, a, b):
+...     acc = zeros()
+...     for q in range(a.size // 4):
+...         acc = dot_quads_emulated(acc, broadcast_quad(a, 4 * q), load_quads(b, 64 * q))
+...     store(c, 0, acc)
+>>> a = np.array([255, 1, 2, 3, 4, 5, 6, 7], np.uint8)           # a k = 8 vector
+>>> b = np.full((2, 16, 4), -128, np.int8)                         # B[k // 4, j, k % 4]
+>>> c = np.zeros(16, np.int32)
+>>> dot16(c, a, b.ravel()); int(c[0]) == -128 * 283
+True
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from .simd import broadcast_32_bits, compiles_for, vector_load, vector_store, vector_type, vector_zeros
+
+_I8, _I16, _I32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+_I32X16 = ir.VectorType(_I32, 16)
+_I8X64 = ir.VectorType(_I8, 64)
+#: ``vpdpbusd`` on 512 bits; LLVM reads its byte operands as ``<16 x i32>`` (newer LLVMs
+#: upgrade that form to their ``<64 x i8>`` one)
+DOT_QUADS = "llvm.x86.avx512.vpdpbusd.512"
+#: the same on 256 bits: AVX-VNNI's VEX form where the CPU has no AVX-512
+DOT_QUADS_256 = "llvm.x86.avx512.vpdpbusd.256"
+
+
+def vnni_available() -> bool:
+    """Whether numba compiles for a CPU with ``vpdpbusd`` on 512 bits (``avx512_vnni``):
+    the host's, unless ``NUMBA_CPU_FEATURES`` names others."""
+    return compiles_for("avx512vnni")
+
+
+def dot_quads_name() -> str:
+    """The dot product numba's target runs natively: :func:`dot_quads` (``avx512_vnni``),
+    :func:`dot_quads_256` (``avx_vnni``), else :func:`dot_quads_emulated`."""
+    if vnni_available():
+        return "dot_quads"
+    return "dot_quads_256" if compiles_for("avxvnni") else "dot_quads_emulated"
+
+
+#: 16 int32 lanes
+i32x16 = vector_type("i32x16", _I32X16)
+#: 16 lanes of 4 uint8
+u8x64 = vector_type("u8x64", _I8X64)
+#: 16 lanes of 4 int8
+s8x64 = vector_type("s8x64", _I8X64)
+
+zeros = vector_zeros(i32x16, _I32X16, "An int32 vector of zeros.")
+load = vector_load(types.int32, i32x16, _I32X16, "load", "``array[index : index + 16]`` (int32) as a vector.")
+store = vector_store(types.int32, _I32X16, "``array[index : index + 16] = value`` (int32).")
+load_quads = vector_load(
+    types.int8, s8x64, _I8X64, "load_quads",
+    "The 64 int8 ``array[index : index + 64]``: lane ``l`` holds elements ``4l .. 4l + 3``.",
+)
+broadcast_quad = broadcast_32_bits(
+    types.uint8, u8x64, _I8X64, "broadcast_quad", "The four uint8 ``array[index : index + 4]`` in every lane."
+)
+
+
+@intrinsic
+def dot_quads(typingctx, acc, a, b):
+    """``vpdpbusd``: each int32 lane of ``acc`` plus its four u8 x s8 products (needs
+    ``avx512_vnni``: LLVM cannot select it elsewhere)."""
+
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32X16, [_I32X16] * 3), DOT_QUADS)
+        return builder.call(fn, [args[0], builder.bitcast(args[1], _I32X16), builder.bitcast(args[2], _I32X16)])
+
+    return i32x16(acc, a, b), codegen
+
+
+@intrinsic
+def dot_quads_256(typingctx, acc, a, b):
+    """:func:`dot_quads` as two 256-bit ``vpdpbusd`` (needs ``avx_vnni`` or ``avx512_vnni``
+    with ``avx512vl``)."""
+
+    def codegen(context, builder, sig, args):
+        half = ir.VectorType(_I32, 8)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(half, [half] * 3), DOT_QUADS_256)
+        parts = [builder.bitcast(x, _I32X16) for x in args]
+        out = []
+        for lanes in (list(range(8)), list(range(8, 16))):
+            mask = ir.Constant(half, lanes)
+            out.append(builder.call(fn, [builder.shuffle_vector(p, p, mask) for p in parts]))
+        return builder.shuffle_vector(out[0], out[1], ir.Constant(_I32X16, list(range(16))))
+
+    return i32x16(acc, a, b), codegen
+
+
+@intrinsic
+def dot_quads_emulated(typingctx, acc, a, b):
+    """What :func:`dot_quads` computes, with plain integer vector operations (any CPU)."""
+
+    def codegen(context, builder, sig, args):
+        wide = ir.VectorType(_I16, 64)
+        products = builder.mul(builder.zext(args[1], wide), builder.sext(args[2], wide))  # |u8 * s8| < 2^15
+        out = args[0]
+        for t in range(4):  # the t-th product of every lane, widened and added
+            part = builder.shuffle_vector(products, products, ir.Constant(_I32X16, [4 * l + t for l in range(16)]))
+            out = builder.add(out, builder.sext(part, _I32X16))
+        return out
+
+    return i32x16(acc, a, b), codegen

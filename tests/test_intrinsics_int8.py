@@ -1,0 +1,127 @@
+"""int8 micro-kernels (vpdpbusd on 512 and 256 bits, and emulated), their tensorize matching, and the
+design space that tiles int8 matmuls and convolutions around them (its traces are tested
+beside the bf16 ones, test_intrinsics_bf16.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import probsched as ps
+from probsched.intrinsics.disk_cache import load_module
+from probsched.intrinsics.matmul_int8 import matmul_int8_source
+from probsched.intrinsics.simd import compiles_for
+from probsched.intrinsics.simd_int8 import vnni_available
+from probsched.space.intrin_tiling import kernel_candidates, matmul_roles
+
+import test_intrinsics_bf16 as shared  # the reduced shapes and helpers; its trace tests cover int8 too
+from test_intrinsics_bf16 import draw
+
+NATIVE = pytest.mark.skipif(not vnni_available(), reason="no avx512_vnni")
+# the 256-bit VNNI runs where either VNNI does (AVX-VNNI, or AVX-512 VNNI with its VL forms)
+HALF = pytest.mark.skipif(not (compiles_for("avxvnni") or (vnni_available() and compiles_for("avx512vl"))), reason="no VNNI")
+PATHS = [pytest.param("dot_quads", marks=NATIVE), pytest.param("dot_quads_256", marks=HALF), "dot_quads_emulated"]
+
+
+def kernel(m, n, dot, zero_start=False):
+    name = f"test_int8_{m}x{n}{'_zero' if zero_start else ''}_{dot}"
+    return load_module(name, matmul_int8_source(m, n, zero_start, dot)).kernel
+
+
+@pytest.mark.parametrize("dot", PATHS)
+@pytest.mark.parametrize("zero_start", [False, True])
+def test_kernel_with_strided_operands(dot, zero_start):
+    m, n = 4, 32
+    mk = kernel(m, n, dot, zero_start)
+    rng = np.random.default_rng(0)
+    for Q, a_si, a_sq, b_sq, c_si, pad in [(1, 4, 4 * m, 4 * n, n, 0), (7, 37, 4, 4 * n + 12, n + 5, 3), (3, 12, 4 * m + 4, 8 * n, 2 * n, 1)]:
+        A = rng.integers(0, 256, pad + (m - 1) * a_si + (Q - 1) * a_sq + 4).astype(np.uint8)
+        B = rng.integers(-128, 128, pad + (Q - 1) * b_sq + 4 * n).astype(np.int8)
+        C = rng.integers(-1000, 1000, pad + (m - 1) * c_si + n).astype(np.int32)
+        a = np.array([[A[pad + r * a_si + q * a_sq + t] for q in range(Q) for t in range(4)] for r in range(m)], np.int64)
+        b = np.array([[B[pad + q * b_sq + 4 * j + t] for j in range(n)] for q in range(Q) for t in range(4)], np.int64)
+        c0 = np.array([[C[pad + r * c_si + j] for j in range(n)] for r in range(m)], np.int64)
+        before = C.copy()
+        mk(C, pad, c_si, 1, A, pad, a_si, a_sq, 1, B, pad, 4, b_sq, 1, Q)
+        got = np.array([[C[pad + r * c_si + j] for j in range(n)] for r in range(m)])
+        assert np.array_equal(got, (0 if zero_start else c0) + a @ b)
+        mask = np.ones(C.shape, bool)
+        for r in range(m):
+            mask[pad + r * c_si : pad + r * c_si + n] = False
+        assert np.array_equal(C[mask], before[mask]), "the kernel wrote outside its tile"
+
+
+@NATIVE
+def test_native_and_emulated_dot_products_agree_bit_for_bit():
+    rng = np.random.default_rng(1)
+    Q = 64
+    A = np.concatenate([np.full(6 * 4 * Q // 2, 255, np.uint8), rng.integers(0, 256, 6 * 4 * Q // 2).astype(np.uint8)])
+    B = np.concatenate([np.full(4 * Q * 32 // 2, -128, np.int8), rng.integers(-128, 128, 4 * Q * 32 // 2).astype(np.int8)])
+    C0 = rng.integers(-2**20, 2**20, 6 * 32).astype(np.int32)
+    results = []
+    for dot in ("dot_quads", "dot_quads_256", "dot_quads_emulated"):
+        C = C0.copy()
+        kernel(6, 32, dot)(C, 0, 32, 1, A, 0, 4 * Q, 4, 1, B, 0, 4, 128, 1, Q)
+        results.append(C)
+    assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
+
+
+AVX2 = "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2"
+
+
+@pytest.mark.parametrize("cpu, features, dot", [
+    ("haswell", AVX2, "dot_quads_emulated"),  # what an AMD Zen 3 compiles (AVX2, no VNNI)
+    pytest.param("alderlake", AVX2 + ",+avxvnni", "dot_quads_256",  # an Intel client core: AVX-VNNI, no AVX-512
+                 marks=pytest.mark.skipif(not ps.Target.host().has("avx_vnni"), reason="the host runs no AVX-VNNI")),
+])
+def test_cpus_without_avx512_vnni_compile_exact_kernels(tmp_path, cpu, features, dot):
+    code = (
+        "import numpy as np, probsched as ps\n"
+        "from probsched.intrinsics.simd_int8 import dot_quads_name\n"
+        f"assert dot_quads_name() == {dot!r}, dot_quads_name()\n"
+        "w = ps.workloads.matmul(8, 32, 16, batch=None).with_precision('int8')\n"
+        "from handlers import seed, trace\n"
+        "sch = ps.Schedule(w.func)\n"
+        "trace(seed(ps.space.default(), 0)).get_trace(sch)\n"
+        "assert any(b.annotation('tensorize') for b in sch.mod.blocks())\n"
+        "x = w.random_inputs(0)\n"
+        "w.check(ps.build(sch).run(*x), w.reference(*x))\n"
+    )
+    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features, PROBSCHED_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def data(name, layout_free=False):
+    return shared.data(name, layout_free, "int8")
+
+
+def test_roles_of_an_int8_block():
+    sch = ps.Schedule(data("C2D")[0].func)
+    r = matmul_roles(sch, "conv2d")
+    assert (r.m, r.n, r.k, r.a, r.b, r.precision, r.b_k_dim, r.a_k_contiguous) == (
+        "v_w", "v_co", "v_rc", "padded", "weight", "int8", 2, True,
+    )
+    assert kernel_candidates(64, 16, 28, "int8")[:2] == ["matmul_int8_12x32", "matmul_int8_4x16"]
+
+
+def test_a_signed_activation_is_not_a_vnni_product():
+    X = ps.placeholder((8, 8), "int8", name="X")
+    Y = ps.placeholder((8, 16), "uint8", name="Y")
+    k = ps.reduce_axis(8, name="k")
+    f = ps.create_func([X, Y, ps.compute((8, 16), lambda i, j: ps.sum(X[i, k] * Y[k, j], axis=k), name="Z")])
+    assert matmul_roles(ps.Schedule(f), "Z") is None
+
+
+def test_b_is_packed_in_quads_and_the_packing_replays():
+    w, x, expected = data("GMM")
+    sch, tr = draw(w, 0)
+    (local,) = [b for b in sch.mod.allocs if b.name.startswith("Y_local")]
+    assert local.shape[-1] == 4 and local.dtype == "int8" and "Z/pack" not in tr
+    again = ps.Schedule(w.func)
+    ps.InstructionLog.from_json(sch.instructions.to_json()).apply(again)
+    assert again.mod == sch.mod

@@ -1,0 +1,273 @@
+"""Quantized networks: ps.quantize (calibration, skipped layers, the integer layers of
+quant_ops), QDQ ONNX models, their int8 tasks, and accuracy against float32 (and against
+ONNX Runtime's int8 on the same QDQ model, where it is installed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+import probsched as ps
+from probsched.errors import FrontEndError
+from probsched.graph import quant_ops
+from probsched.graph.quantization import calibrate, layers
+from probsched.precision import precision_of
+
+N_CAL, N_TEST = 16, 64
+
+
+def inputs(shape, n, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    """resnet_tiny, its int8 graph calibrated on N_CAL inputs, and that graph compiled."""
+    fn, args = ps.models.get("resnet_tiny")
+    q = ps.quantize(fn, inputs(args[0].shape, N_CAL, 0))
+    return fn, args, q, ps.compile(q, candidates=4, progress=None)
+
+
+def accuracy(got, want):
+    """(relative error, cosine similarity, arg-max agreement) of logits batches."""
+    got, want = np.concatenate(got).reshape(len(got), -1), np.concatenate(want).reshape(len(want), -1)
+    rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+    cos = np.mean(np.sum(got * want, 1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)))
+    return float(rel), float(cos), float(np.mean(got.argmax(1) == want.argmax(1)))
+
+
+def test_an_int8_cnn_is_close_to_float32_on_inputs_it_was_not_calibrated_on(resnet):
+    fn, args, q, model = resnet
+    test = inputs(args[0].shape, N_TEST, 1)  # another seed: disjoint from the calibration set
+    rel, cos, agree = accuracy([model(x) for x in test], [np.asarray(jax.jit(fn)(x)) for x in test])
+    assert 0 < rel < 0.05 and cos > 0.999 and agree >= 0.9, (rel, cos, agree)
+
+
+def test_the_compiled_int8_model_computes_its_graph(resnet):
+    fn, args, q, model = resnet
+    x = inputs(args[0].shape, 1, 2)[0]
+    want = q.evaluate(x)[0]
+    # an 8-bit activation may round a tie the other way (float32 in another order): a step of
+    # one, far below what quantization itself costs
+    assert np.abs(model(x) - want).max() <= 1e-3 * np.abs(want).max()
+
+
+def test_quantized_layers_are_int8_tasks_with_records_of_their_own(resnet):
+    fn, args, q, model = resnet
+    float_keys = {t.key for t in ps.from_jax(fn, *args).tasks()}
+    int8 = [t for t in q.tasks() if precision_of(t.func) == "int8"]
+    assert len(int8) >= 8 and not {t.key for t in int8} & float_keys
+    convs = [t for t in int8 if "conv2d" in t.func.name]
+    assert all({"uint8", "int8"} <= {b.dtype for b in t.func.input_buffers()} for t in convs)
+    # requantized where the next layer reads it: most convolutions hand on uint8
+    assert sum(b.dtype == "uint8" for t in convs for b in t.func.output_buffers()) >= len(convs) // 2
+    kernels = [b.annotation("tensorize") for c in model.choices for b in c.schedule.mod.blocks() if b.annotation("tensorize")]
+    assert kernels and all(k.startswith("matmul_int8") for k in kernels)
+
+
+def test_a_layer_left_in_float32_and_the_skip_rules():
+    fn, args = ps.models.get("resnet_tiny")
+    graph = ps.from_jax(fn, *args)
+    cal = inputs(args[0].shape, 2, 0)
+    all_layers = layers(graph)
+    last = all_layers[-1]
+    assert last.op == "dot_general" and last.index == len(all_layers) - 1
+    for rule in (last.index, last.source, lambda layer: layer.op == "dot_general"):
+        kept = layers(ps.quantize(graph, cal, skip=[rule]))
+        assert [(k.op, k.source) for k in kept] == [(last.op, last.source)]
+    with pytest.raises(FrontEndError, match="skip takes layer indices"):
+        ps.quantize(graph, cal, skip=[2.5])
+    with pytest.raises(FrontEndError, match="non-empty list of samples"):
+        ps.quantize(graph, [])
+    with pytest.raises(FrontEndError, match="unknown calibration method 'kl'"):
+        ps.quantize(graph, cal, method="kl")
+    with pytest.raises(FrontEndError, match="calibration input 1"):
+        ps.quantize(graph, [cal[0], np.ones((2, 2), np.float32)])
+
+
+def test_percentile_calibration_ignores_an_outlier():
+    x = np.linspace(-1, 1, 10001).astype(np.float32)
+    outlier = x.copy()
+    outlier[0] = -1000.0
+    g = ps.from_jax(lambda v: jnp.tanh(v), x)
+    (v,) = g.inputs
+    lo, hi = calibrate(g, [v], [(x,), (outlier,)], "minmax")[v]
+    assert (lo, hi) == (-1000.0, 1.0)
+    lo, hi = calibrate(g, [v], [(x,), (outlier,)], "percentile", 99.0)[v]
+    assert -1.0 < lo < -0.9 and 0.9 < hi < 1.0
+
+
+@pytest.mark.parametrize("padding, zero_point", [((1, 1), 37), ((0, 2), 0)])
+def test_an_integer_convolution_equals_the_float_one_on_dequantized_values(padding, zero_point):
+    rng = np.random.default_rng(3)
+    q = rng.integers(0, 256, (1, 7, 6, 8)).astype(np.uint8)
+    w = quant_ops.quantize_weight(rng.standard_normal((3, 3, 8, 16)).astype(np.float32), axis=3)
+    spec = ("NHWC", "HWIO", "NHWC")
+    pads = [padding, padding]
+    got = quant_ops.conv(jnp.asarray(q), zero_point, 0.02, w, (2, 1), pads, (1, 1), spec)
+    x = (q.astype(np.float64) - zero_point) * 0.02  # a padded zero is a zero point
+    wf = w.values.astype(np.float64) * w.scale
+    want = lax.conv_general_dilated(x, wf, (2, 1), pads, dimension_numbers=spec, precision="highest")
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_activation_and_weight_quantization():
+    assert quant_ops.activation_params(0.0, 2.55) == (pytest.approx(0.01), 0)
+    w = quant_ops.quantize_weight(np.array([[1.0, -0.5], [0.0, 0.0]], np.float32), axis=0)
+    assert w.values.tolist() == [[127, -64], [0, 0]] and w.scale.tolist() == [pytest.approx(1 / 127), 1.0]
+    q = quant_ops.quantize_activation(jnp.array([-1.0, 0.015, 0.025, 9.0]), 0.01, 0)
+    assert np.asarray(q).tolist() == [0, 2, 2, 255]  # saturated, ties to even
+
+
+# ----------------------------------------------------------------------------- QDQ ONNX models
+
+
+def tiny_cnn():
+    """A float32 ONNX CNN: two convolutions with ReLU, a global pooling, a dense layer."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def init(name, shape, scale):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    weights = [init("w1", (16, 3, 3, 3), 0.3), init("b1", (16,), 0.1), init("w2", (16, 16, 3, 3), 0.1),
+               init("b2", (16,), 0.1), init("w3", (10, 16), 0.3), init("b3", (10,), 0.1)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv2"),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1, name="fc")]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_hand_written_qdq_convolution_imports_as_an_int8_task():
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(4)
+    consts = {
+        "xs": np.float32(0.02), "xz": np.int8(-5),  # a signed activation: read as uint8, zero point + 128
+        "w": rng.integers(-127, 128, (16, 8, 3, 3)).astype(np.int8), "ws": rng.uniform(0.01, 0.02, 16).astype(np.float32),
+        "b": rng.standard_normal(16).astype(np.float32),
+    }
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "xs", "xz"], ["dq"]),
+             helper.make_node("DequantizeLinear", ["w", "ws"], ["wf"], axis=0),
+             helper.make_node("Conv", ["dq", "wf", "b"], ["y"], pads=[1, 1, 1, 1])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "qdq_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 6, 6])],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
+    g = ps.from_onnx(model)
+    (task,) = [t for t in g.tasks() if "conv2d" in t.func.name]
+    assert [b.dtype for b in task.func.input_buffers()][:2] == ["uint8", "int8"]
+    x = rng.uniform(-2, 2, (1, 8, 6, 6)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(g.evaluate(x)[0], want, rtol=1e-5, atol=1e-4)
+    with pytest.raises(FrontEndError, match="QuantizeLinear to int32"):
+        bad = onnx.helper.make_node("QuantizeLinear", ["x", "xs", "bz"], ["q"])
+        ps.from_onnx(helper.make_model(helper.make_graph(
+            [bad], "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+            [helper.make_tensor_value_info("q", TensorProto.INT32, [2])],
+            [numpy_helper.from_array(np.float32(1.0), "xs"), numpy_helper.from_array(np.int32(0), "bz")])))
+
+
+def test_onnx_runtime_quantized_model_runs_here_as_onnx_runtime_runs_it(tmp_path):
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    import onnx
+
+    f32_path, qdq_path = str(tmp_path / "f32.onnx"), str(tmp_path / "qdq.onnx")
+    onnx.save(tiny_cnn(), f32_path)
+    cal = iter([{"x": x} for x in inputs((1, 3, 16, 16), N_CAL, 0)])
+
+    class Reader(CalibrationDataReader):
+        def get_next(self):
+            return next(cal, None)
+
+    quantize_static(f32_path, qdq_path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    model = ps.compile(ps.from_onnx(qdq_path), candidates=4, progress=None)
+    runs = {p: ort.InferenceSession(p, providers=["CPUExecutionProvider"]) for p in (f32_path, qdq_path)}
+    test = inputs((1, 3, 16, 16), N_TEST, 1)
+    ours = [model(x) for x in test]
+    theirs = [runs[qdq_path].run(None, {"x": x})[0] for x in test]
+    floats = [runs[f32_path].run(None, {"x": x})[0] for x in test]
+    rel, cos, agree = accuracy(ours, theirs)
+    assert rel < 1e-3 and agree == 1.0, (rel, cos, agree)  # the same integers: rounding ties aside
+    ours_vs_float, theirs_vs_float = accuracy(ours, floats), accuracy(theirs, floats)
+    assert ours_vs_float[1] > 0.999 and abs(ours_vs_float[0] - theirs_vs_float[0]) < 1e-3
+
+
+def test_a_saved_int8_model_loads_and_computes_the_same(resnet, tmp_path):
+    fn, args, q, model = resnet
+    model.save(str(tmp_path / "q.psm"))
+    again = ps.load(str(tmp_path / "q.psm"))
+    x = inputs(args[0].shape, 1, 3)[0]
+    np.testing.assert_array_equal(again(x), model(x))
+
+
+def test_compiling_a_float_network_in_int8_asks_for_calibration():
+    fn, args = ps.models.get("resnet_tiny")
+    with pytest.raises(ps.errors.ProbschedError, match="quantize it with ps.quantize"):
+        ps.compile(fn, *args, precision="int8", progress=None)
+
+
+def test_conversions_to_8_bits_compute_what_jax_computes():
+    def fn(x):
+        t = jnp.clip(x * 40.0, -128.0, 255.0)  # truncated toward zero, not rounded
+        wrapped = (jnp.round(x * 300.0).astype(jnp.int32)).astype(jnp.int8)  # an integer: modulo 256
+        away = lax.round(x * 4.0)  # lax's default: half away from zero (jnp.round: to even)
+        return t.astype(jnp.uint8).astype(jnp.float32) + t.astype(jnp.int8).astype(jnp.float32) + wrapped.astype(jnp.float32) + away
+
+    x = np.linspace(-2, 2, 4 * 64, dtype=np.float32).reshape(4, 64)
+    x[0, :4] = [-0.625, -0.375, 0.375, 0.625]  # ties of x * 4
+    model = ps.compile(fn, x, candidates=2, progress=None)
+    np.testing.assert_array_equal(model(x), np.asarray(jax.jit(fn)(x)))
+
+
+@pytest.mark.parametrize("name", ["resnet_tiny", "mobilenet_tiny"])
+def test_the_int8_graph_holds_smaller_weights_and_no_broadcast_constants(name):
+    fn, args = ps.models.get(name)
+    f = ps.from_jax(fn, *args)
+    q = ps.quantize(f, inputs(args[0].shape, 1, 0))
+    assert q.constant_bytes < 0.5 * f.constant_bytes  # int8 weights, and a ReLU6's bounds stay scalars
+    assert max(a.size for a in q.constants.values()) <= max(a.size for a in f.constants.values())
+
+
+def test_a_broadcast_constant_stays_a_node_in_the_int8_graph():
+    w = np.ones((64, 64), np.float32)
+    fn = lambda x: x @ w + jnp.full((128, 64), 2.0, jnp.float32)  # noqa: E731 - kept as a node by the import
+    x = np.ones((128, 64), np.float32)
+    f, q = ps.from_jax(fn, x), ps.quantize(fn, [x])
+    assert "broadcast_in_dim" in [n.op for n in f.nodes] and "broadcast_in_dim" in [n.op for n in q.nodes]
+    assert max(a.size for a in q.constants.values()) == 64 * 64
+
+
+def test_tune_model_measures_the_int8_tasks_of_a_quantized_graph(tmp_path):
+    from probsched.measure import LocalMeasurer
+
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    fn = lambda x: jax.nn.relu(x @ w1) @ w2  # noqa: E731
+    q = ps.quantize(fn, inputs((16, 64), 4, 0))
+    with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0) as m:
+        r = ps.tune_model(q, trials=6, measurer=m, database=str(tmp_path / "q.db"), strategy="replay", cost_model=None,
+                          retime_top=0, candidates=2)
+    assert len(r.history) == 6 and not [e.trial.error for e in r.history if e.trial.error]
+    x = inputs((16, 64), 1, 1)[0]
+    want = q.evaluate(x)[0]
+    assert np.abs(r.model(x) - want).max() <= 1e-3 * np.abs(want).max()
