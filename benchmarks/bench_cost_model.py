@@ -78,7 +78,6 @@ import argparse
 import gzip
 import json
 import os
-import sys
 import time
 from collections import defaultdict
 from typing import Dict, List, Optional, Tuple

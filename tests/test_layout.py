@@ -18,7 +18,7 @@ from probsched.ir.expr import Const, Var
 from probsched.measure import MeasureResult
 from probsched.schedule import InstructionLog
 from probsched.ir.interpreter import evaluate
-from probsched.schedule.layout import LAYOUT_FREE, LAYOUT_TRANSFORMS, Layout, layouts_of, tile_layout
+from probsched.schedule.layout import LAYOUT_FREE, LAYOUT_TRANSFORMS, Layout, layouts_of
 from probsched.tuning.selection import best_schedule
 
 

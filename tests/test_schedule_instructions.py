@@ -1,6 +1,5 @@
 """The instruction log: printed Python rebuilds the program; JSON round-trips and replays."""
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -20,10 +20,8 @@ command its message word and exit code (``interrupted``, 130; ``terminated``, 14
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
-import time
 from typing import Iterator, Tuple
 
 

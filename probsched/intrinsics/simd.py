@@ -37,8 +37,6 @@ where they are called, indexing flat 1-D arrays by an element offset (unchecked,
 
 from __future__ import annotations
 
-import functools
-import hashlib
 
 from llvmlite import ir
 from numba.core import cgutils, types

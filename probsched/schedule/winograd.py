@@ -49,7 +49,6 @@ the check of its results allows Winograd's larger rounding error
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..ir.expr import BinOp, Cast, Const, Expr, Load, Var, all_of, eq, if_then_else
