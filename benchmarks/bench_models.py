@@ -30,6 +30,7 @@ optimizations; OpenVINO's reduced default precision within 5e-2)::
 
     python benchmarks/bench_models.py --engines --onnx-dir DIR --trials 800 --db-dir D   # tune, then time
     python benchmarks/bench_models.py --engines --onnx-dir DIR --from-db --db-dir D      # time again, quiet
+    python benchmarks/bench_models.py --engines --onnx-dir DIR --precisions float32,bf16 ...  # a bf16 column too
     python benchmarks/bench_models.py --engines --tiny --onnx-dir tests/data/onnx \
         --models resnet50_torchscript --rounds 3 --min-repeat-ms 20                       # does it run?
 """
@@ -219,20 +220,27 @@ def bench_engines(name: str, args: argparse.Namespace) -> dict:
     row["gflop"] = sum(tk.flops * tk.weight for tk in tasks) / 1e9
     args_in = [feeds[n] for n in graph.input_names]
     os.makedirs(args.db_dir, exist_ok=True)
-    db = os.path.join(args.db_dir, f"{name}.db")
-    if args.trials:
-        t = time.perf_counter()
-        result = ps.tune_model(graph, trials=args.trials, database=db, seed=args.seed, retime_top=args.retime_top)
-        row["tune_s"], row["trials"] = time.perf_counter() - t, len(result.history)
-        print(result.summary(), flush=True)
-        model, label = result.model, "probsched tuned"
-    elif args.from_db:
-        if not os.path.exists(db):
-            raise SystemExit(f"bench_models: --from-db: no database {db} for {name}")
-        model, label = ps.compile(graph, database=db, candidates=args.candidates), "probsched tuned"
-    else:
-        model, label = ps.compile(graph, candidates=args.candidates), "probsched untuned"
-    runners = [(label, lambda: model(*args_in), model(*args_in))]
+    db = os.path.join(args.db_dir, f"{name}.db")  # one database: records carry their task's precision
+    runners = []
+    for precision in args.precisions.split(","):
+        suffix = "" if precision == "float32" else f" {precision}"
+        if args.trials:
+            t = time.perf_counter()
+            result = ps.tune_model(graph, trials=args.trials, database=db, seed=args.seed, retime_top=args.retime_top,
+                                   precision=precision)
+            row.setdefault("tune_s", {})[precision] = time.perf_counter() - t
+            row.setdefault("trials", {})[precision] = len(result.history)
+            print(result.summary(), flush=True)
+            model, label = result.model, "probsched tuned" + suffix
+        elif args.from_db:
+            if not os.path.exists(db):
+                raise SystemExit(f"bench_models: --from-db: no database {db} for {name}")
+            model = ps.compile(graph, database=db, candidates=args.candidates, precision=precision)
+            label = "probsched tuned" + suffix
+        else:
+            model = ps.compile(graph, candidates=args.candidates, precision=precision)
+            label = "probsched untuned" + suffix
+        runners.append((label, lambda m=model: m(*args_in), model(*args_in)))
     builders = [lambda: engines.ort_runner(path, feeds)]
     if "bert" in name:
         heads, hidden = (2, 32) if args.tiny else (12, 768)
@@ -246,7 +254,10 @@ def bench_engines(name: str, args: argparse.Namespace) -> dict:
             runners.append(build())
         except engines.Unavailable as exc:
             print(f"bench_models: {exc} is not installed: its column is left out", file=sys.stderr)
-    row["rel_err"] = engines.checked(runners, expected, {"openvino default": 5e-2})
+    # reduced precisions are checked as OpenVINO's default precision is (bf16 on a CPU with it)
+    reduced = {f"probsched {kind} {p}": 5e-2 for p in args.precisions.split(",") if p != "float32" for kind in ("tuned", "untuned")}
+    # float32: 1e-3, as a network with Winograd convolutions errs more than direct ones (stated in the JSON)
+    row["rel_err"] = engines.checked(runners, expected, {"openvino default": 5e-2, **reduced, "probsched": 1e-3})
     timings = time_interleaved({lbl: call for lbl, call, _ in runners}, rounds=args.rounds,
                                min_repeat_ms=args.min_repeat_ms, settle_s=0.2)
     row["ms"] = {k: v.median * 1e3 for k, v in timings.items()}
@@ -263,7 +274,7 @@ def engines_table(rows: list) -> str:
     head = ["model", "GFLOP", "trials (tuning s)"] + [f"{k} ms" for k in impls]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        tuned = f"{r['trials']} ({r['tune_s']:.0f})" if "trials" in r else "-"
+        tuned = ", ".join(f"{n} ({r['tune_s'][p]:.0f})" for p, n in r["trials"].items()) if "trials" in r else "-"
         cells = [r["model"], f"{r['gflop']:.3g}", tuned] + [f"{r['ms'][k]:.2f}" if k in r["ms"] else "-" for k in impls]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -303,6 +314,8 @@ def main(argv=None) -> int:
     p.add_argument("--engines", action="store_true", help="every engine on the same ONNX graphs (--onnx-dir)")
     p.add_argument("--onnx-dir", default=".", help="--engines: where <model>.onnx are (export_onnx_models.py --full)")
     p.add_argument("--tiny", action="store_true", help="--engines: the files are export_onnx_models.py --tiny's")
+    p.add_argument("--precisions", default="float32",
+                   help="--engines: probsched's precisions, each tuned and timed (float32,bf16: a bf16 column beside float32)")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # engines.py, export_onnx_models.py
     rows = []

@@ -139,12 +139,12 @@ def test_float32_screen_never_passes_what_the_exact_check_fails():
     ref = Reference({}, {"y": e}, rtol, atol)
     exact = np.abs(got.astype(np.float64) - e.astype(np.float64)) <= tol
     # elementwise: the screen's per-element verdict implies the exact one
-    ref._screen("y", got)
-    ok = ref._screens["y"][2]
+    ref._screen("y", got, rtol, atol)
+    ok = ref._screens["y", rtol, atol][2]
     assert not np.any(ok & ~exact) and ok.sum() > 0.3 * e.size and (~exact).sum() > 0.3 * e.size
     bad = got.copy()
     bad[5] = np.nan
-    assert not ref._screen("y", bad)
+    assert not ref._screen("y", bad, rtol, atol)
     try:
         check_close("y", bad, e, rtol, atol)
         raise AssertionError("NaN passed")

@@ -8,6 +8,7 @@ the main thread instead, so every cleanup that Ctrl-C runs runs; :func:`stop_wor
 command its message word and exit code (``interrupted``, 130; ``terminated``, 143:
 128 + the signal, as a shell reports it).
 
+>>> import os, time
 >>> with sigterm_as_interrupt():
 ...     try:
 ...         os.kill(os.getpid(), signal.SIGTERM)
