@@ -14,6 +14,7 @@ def bert_bf16():
     return fn, args, ps.compile(fn, *args, candidates=4, precision="bf16", progress=None)
 
 
+@pytest.mark.slow(rotation=1)  # a network compile; bf16 tasks and kernels are checked in every run
 def test_a_bf16_network_is_close_to_float32_and_keeps_float32_at_its_edges(bert_bf16):
     fn, args, model = bert_bf16
     x = np.random.default_rng(5).standard_normal(args[0].shape).astype(np.float32)
@@ -40,6 +41,7 @@ def test_bf16_tasks_have_records_of_their_own(tmp_path):
     assert len(half_keys) == len(float_keys)
 
 
+@pytest.mark.slow(rotation=1)  # a network compile; bf16 tasks and kernels are checked in every run
 def test_a_saved_bf16_model_loads_with_its_bfloat16_weights(bert_bf16, tmp_path):
     fn, args, model = bert_bf16
     model.save(str(tmp_path / "b.psm"))

@@ -350,8 +350,10 @@ def test_a_launcher_compiled_in_one_process_is_loaded_and_runs_in_another(counti
     assert out["compiled"] == {} and out["compiled_body"] == {"body": 1}  # no launcher, trampoline or pool loop
     threads = spin_pool.spin_pool().workers + 1
     chunks, launched, failure, launched_again = out["results"]
-    assert chunks == [i * 8 // threads for i in range(threads)] and launched == 1  # the workers ran chunks
-    assert "parallel loop body failed" in failure and launched_again == 1
+    # every chunk ran; a worker took the posted one, unless, descheduled on a busy machine, it
+    # let the caller take it back (launches 0: the take-back this pool is built on)
+    assert chunks == [i * 8 // threads for i in range(threads)] and launched in (0, 1)
+    assert "parallel loop body failed" in failure and launched_again in (0, 1)
 
 
 def test_a_launcher_made_for_another_machine_or_pool_is_not_loaded(counting, monkeypatch):

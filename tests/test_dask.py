@@ -81,6 +81,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow(rotation=1)  # the failure kinds' mapping is checked in every run with simulated kernels
 def test_real_kernels_fail_in_the_same_kinds_as_locally(measurer, caplog):
     faults = {1: "segfault", 2: "hang", 3: "raise", 4: "wrong", 5: "compile_error"}
     with caplog.at_level(logging.ERROR, logger="probsched.measure"):
@@ -270,6 +271,7 @@ def _busy(m: DaskMeasurer, since: float) -> float:
     return m.busy_fraction(min(starts), max(starts))
 
 
+@pytest.mark.slow(rotation=3)  # beside the other simulated-16-worker test: one cluster
 def test_simulated_16_workers_stay_busy_when_the_next_batch_is_queued_in_time(simulated16):
     """SIMULATED: the measurer and Dask keep 16 workers >= 85% busy when fed one batch ahead
     (what a pipelined tuner does: the next batch is generated while this one is measured)."""

@@ -215,6 +215,7 @@ def test_images_the_pages_show_exist():
 # ---------------------------------------------------------------------------- the site
 
 
+@pytest.mark.slow(rotation=2)  # the pages' code runs in every run
 def test_mkdocs_build_strict(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")

@@ -78,6 +78,7 @@ def test_gpt2_block_with_causal_mask_compiles_and_matches_jit():
     assert all(a.dtype != np.bool_ for a in graph.constants.values())
 
 
+@pytest.mark.slow(rotation=0)  # the GPT-2 block's causal mask is checked in every run
 def test_dot_product_attention_is_causal():
     q = rand(1, 6, 2, 4)
     compiled_matches_jit(lambda q: jax.nn.dot_product_attention(q, q * 0.5, q, is_causal=True), q)

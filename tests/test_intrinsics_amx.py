@@ -204,7 +204,7 @@ def test_the_rule_offers_tiles_only_where_usable(monkeypatch, usable, has_flags)
     assert not tiles & set(draw({"Z/unit": "vector"})["Z/intrin"].dist.support())
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(sorted(SHAPES)), layout_free=st.booleans(), s=st.integers(0, 10**6))
 def test_amx_traces_match_the_reference_interpreted(amx_offered, name, layout_free, s):
     w, x, expected = data(name, layout_free)

@@ -18,9 +18,10 @@ DATA = os.path.join(os.path.dirname(__file__), "data", "onnx")
 FILES = sorted(glob.glob(os.path.join(DATA, "*.onnx")))
 #: One export per model is compiled (the import of the others is checked on the graph);
 #: the slowest to compile are sampled (tests/conftest.py's --slow).
-COMPILED = ["resnet50_torchscript", "distilbert_dynamo", "gpt2_torchscript"] + [
-    pytest.param(s, marks=pytest.mark.slow)
-    for s in ("mobilenet_v2_torchscript", "efficientnet_b0_dynamo", "vit_b_16_torchscript", "bert_base_torchscript")]
+COMPILED = ["resnet50_torchscript", "gpt2_torchscript"] + [
+    pytest.param(s, marks=pytest.mark.slow(rotation=r) if r is not None else pytest.mark.slow)
+    for s, r in (("distilbert_dynamo", 2), ("mobilenet_v2_torchscript", None), ("efficientnet_b0_dynamo", 3),
+                 ("vit_b_16_torchscript", None), ("bert_base_torchscript", None))]
 
 
 def _stem(path: str) -> str:

@@ -41,6 +41,7 @@ def accuracy(got, want):
     return float(rel), float(cos), float(np.mean(got.argmax(1) == want.argmax(1)))
 
 
+@pytest.mark.slow(rotation=2)  # one network compile for the four; int8 tasks are tuned and checked in every run
 def test_an_int8_cnn_is_close_to_float32_on_inputs_it_was_not_calibrated_on(resnet):
     fn, args, q, model = resnet
     test = inputs(args[0].shape, N_TEST, 1)  # another seed: disjoint from the calibration set
@@ -48,6 +49,7 @@ def test_an_int8_cnn_is_close_to_float32_on_inputs_it_was_not_calibrated_on(resn
     assert 0 < rel < 0.05 and cos > 0.999 and agree >= 0.9, (rel, cos, agree)
 
 
+@pytest.mark.slow(rotation=2)  # one network compile for the four; int8 tasks are tuned and checked in every run
 def test_the_compiled_int8_model_computes_its_graph(resnet):
     fn, args, q, model = resnet
     x = inputs(args[0].shape, 1, 2)[0]
@@ -57,6 +59,7 @@ def test_the_compiled_int8_model_computes_its_graph(resnet):
     assert np.abs(model(x) - want).max() <= 1e-3 * np.abs(want).max()
 
 
+@pytest.mark.slow(rotation=2)  # one network compile for the four; int8 tasks are tuned and checked in every run
 def test_quantized_layers_are_int8_tasks_with_records_of_their_own(resnet):
     fn, args, q, model = resnet
     float_keys = {t.key for t in ps.from_jax(fn, *args).tasks()}
@@ -212,6 +215,7 @@ def test_onnx_runtime_quantized_model_runs_here_as_onnx_runtime_runs_it(tmp_path
     assert ours_vs_float[1] > 0.999 and abs(ours_vs_float[0] - theirs_vs_float[0]) < 1e-3
 
 
+@pytest.mark.slow(rotation=2)  # one network compile for the four; int8 tasks are tuned and checked in every run
 def test_a_saved_int8_model_loads_and_computes_the_same(resnet, tmp_path):
     fn, args, q, model = resnet
     model.save(str(tmp_path / "q.psm"))
