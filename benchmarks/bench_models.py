@@ -318,6 +318,15 @@ def main(argv=None) -> int:
                    help="--engines: probsched's precisions, each tuned and timed (float32,bf16: a bf16 column beside float32)")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # engines.py, export_onnx_models.py
+    if args.engines:
+        # PyTorch first: its libtorch asks for libgomp.so.1 by soname, and once numba's OpenMP
+        # threading layer (started by probsched's first compile) has loaded the system's
+        # libgomp, PyTorch runs on that one instead of its own, 7x slower here (BERT-base
+        # 100 -> 700-780 ms). Loaded first, PyTorch's libgomp serves both and neither slows.
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            pass
     rows = []
     for name in args.models.split(","):
         rows.append((bench_engines if args.engines else bench_model)(name.strip(), args))

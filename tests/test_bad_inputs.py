@@ -95,6 +95,7 @@ def test_trials_0_means_no_new_trial_in_tune_and_tune_model(tmp_path, capsys):
     assert "best after 0 new trials" in capsys.readouterr().out
 
 
+@pytest.mark.slow(rotation=0)  # --trials 0 of tune and tune-model is checked in every run (test_trials_0_means_no_new_trial...)
 def test_tune_model_with_trials_0_compiles_without_a_per_trial_time(tmp_path):
     import json
     import subprocess

@@ -170,6 +170,7 @@ def test_vary_bad_settings_exit_2(tuned, capsys):
         assert needle in err and "Traceback" not in err
 
 
+@pytest.mark.slow(rotation=3)  # probsched bench runs in every run (test_bench_* with the tuned fixture)
 def test_bench_reuses_the_database_best(tuned, capsys):
     d, _ = tuned
     md, js = d / "bench.md", d / "bench.json"

@@ -191,7 +191,12 @@ def test_every_tutorial_has_running_code_and_only_listed_pages_skip():
         assert skipped == SKIPPED.get(rel, 0), f"{rel}: {skipped} skipped blocks, expected {SKIPPED.get(rel, 0)}"
 
 
-@pytest.mark.parametrize("page", pages_with_python())
+#: pages whose code tunes or compiles the most, run in a rotation of the slow tests (tests/conftest.py)
+SLOW_PAGES = {"howto/task-scheduler.md": 1, "tutorials/bring-your-model.md": 2}
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow(rotation=SLOW_PAGES[p])) if p in SLOW_PAGES else p
+                                  for p in pages_with_python()])
 def test_page_code_runs(page, tmp_path):
     run_page(DOCS / page, tmp_path)
 

@@ -76,7 +76,8 @@ def test_residual_add_joins_the_last_convolution_of_the_block():
 
 @pytest.mark.parametrize(
     "name, groups, tasks",
-    [("resnet50", 56, 31), ("mobilenet_v2", 54, 32), ("bert_base", 132, 8)],
+    [pytest.param("resnet50", 56, 31, marks=pytest.mark.slow(rotation=1)),  # the largest import; the others every run
+     ("mobilenet_v2", 54, 32), ("bert_base", 132, 8)],
 )
 def test_full_models_deduplicate(name, groups, tasks):
     """ResNet-50's 53 convolutions, pool and dense become 31 distinct tasks; BERT-base's 12

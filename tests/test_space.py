@@ -120,6 +120,7 @@ def trace_from(tr, values):
     return out
 
 
+@pytest.mark.slow(rotation=3)  # examples/custom_rule.py's rule; a user rule's composition is checked in every run by the docs' rule tutorial
 def test_user_rule_composes_with_the_default_space():
     mod = load_script("examples/custom_rule.py")
     w = wl.small("GMM")

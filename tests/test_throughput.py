@@ -6,6 +6,7 @@ import os
 import re
 
 import numpy as np
+import pytest
 
 import probsched as ps
 from handlers import seed, trace
@@ -72,6 +73,7 @@ def test_mlp_trains_when_asked_on_the_data_it_had(monkeypatch):
     assert fits == [40, 40]  # trained once
 
 
+@pytest.mark.slow(rotation=0)  # a transfer model trained twice
 def test_transfer_training_is_read_from_the_cache(monkeypatch, tmp_path):
     from probsched.cost_model import MLPModel
 
