@@ -9,6 +9,7 @@ not the one-time micro-kernel library build)::
     python benchmarks/bench_deploy.py                      # resnet50, 16 candidates per task
     python benchmarks/bench_deploy.py --model mobilenet_v2 --candidates 16
     python benchmarks/bench_deploy.py --skip-first --cache-dir D --out D/m.psm   # reuse D
+    python benchmarks/bench_deploy.py --model D/resnet50.onnx --db D/resnet50.db  # a tuned canonical export
 
 1. ``first compile``: ``ps.compile(*ps.models.get(MODEL), candidates=N)`` with an empty
    program and choice cache, then ``model.save``;
@@ -51,10 +52,22 @@ def report(**kw):
 """
 
 COMPILE = PRELUDE + r"""
-fn, args = ps.models.get(sys.argv[1])
-t = time.perf_counter()
-with counting_compiles() as compiled:
-    model = ps.compile(fn, *args, candidates=int(sys.argv[2]), progress=None)
+import os
+db, precision = os.environ.get("BENCH_DEPLOY_DB") or None, os.environ.get("BENCH_DEPLOY_PRECISION", "float32")
+if sys.argv[1].endswith(".onnx"):  # a canonical export (export_onnx_models.py) and its tuning database
+    sys.path.insert(0, os.environ["BENCH_DEPLOY_DIR"])
+    from bench_models import _feeds
+    t = time.perf_counter()
+    graph = ps.from_onnx(sys.argv[1])
+    feeds = _feeds(sys.argv[1], os.path.splitext(os.path.basename(sys.argv[1]))[0])
+    args = [feeds[n] for n in graph.input_names]
+    with counting_compiles() as compiled:
+        model = ps.compile(graph, database=db, candidates=int(sys.argv[2]), precision=precision, progress=None)
+else:
+    fn, args = ps.models.get(sys.argv[1])
+    t = time.perf_counter()
+    with counting_compiles() as compiled:
+        model = ps.compile(fn, *args, database=db, candidates=int(sys.argv[2]), precision=precision, progress=None)
 seconds = time.perf_counter() - t
 x = [np.asarray(a) for a in args]
 y = model(*x)
@@ -120,13 +133,17 @@ def main(argv=None) -> None:
     ap.add_argument("--cache-dir", help="the probsched cache the steps share (default: a new folder)")
     ap.add_argument("--out", help="where the model is saved (default: in the cache folder)")
     ap.add_argument("--skip-first", action="store_true", help="reuse --out from an earlier run (no first compile)")
+    ap.add_argument("--db", help="compile from this tuning database (default: predicted schedules)")
+    ap.add_argument("--precision", default="float32", help="float32, bf16 (or int8 for a quantized graph)")
     args = ap.parse_args(argv)
     cache = args.cache_dir or tempfile.mkdtemp(prefix="bench-deploy-")
     os.makedirs(cache, exist_ok=True)
     if not args.skip_first:
         fresh_cache(cache)
-    out = args.out or os.path.join(cache, f"{args.model}.psm")
-    env = dict(os.environ, PROBSCHED_CACHE_DIR=cache, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = args.out or os.path.join(cache, f"{os.path.splitext(os.path.basename(args.model))[0]}.psm")
+    env = dict(os.environ, PROBSCHED_CACHE_DIR=cache, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               BENCH_DEPLOY_DB=os.path.abspath(args.db) if args.db else "", BENCH_DEPLOY_PRECISION=args.precision,
+               BENCH_DEPLOY_DIR=os.path.dirname(os.path.abspath(__file__)))
     rows = []
     if not args.skip_first:
         rows.append(("first compile", run(COMPILE, [args.model, str(args.candidates), out], env)))
@@ -134,7 +151,8 @@ def main(argv=None) -> None:
     rows.append(("load + first call", run(LOAD, [out], env)))
     with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as fh:
         load = fh.read().split()[:3]
-    print(f"{args.model}, {args.candidates} candidates per task, cache {cache}, load average {' '.join(load)}\n")
+    how = f"records of {args.db}" if args.db else f"{args.candidates} candidates per task"
+    print(f"{args.model} ({args.precision}), {how}, cache {cache}, load average {' '.join(load)}\n")
     print("| step | process wall s | step s | import probsched s | numba compiles (launchers) |")
     print("|---|---:|---:|---:|---|")
     for name, r in rows:

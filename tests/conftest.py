@@ -1,15 +1,15 @@
 """Suite-wide options: which of the slow sweeps run.
 
-``--slow=sample`` (the default, what CI runs) runs one *rotation*, a quarter of the tests
+``--slow=sample`` (the default, what CI runs) runs one *rotation*, a sixth of the tests
 marked ``slow``, and a different one each day: rotation = days since 0001-01-01 (UTC)
-mod 4, so CI runs every slow test over any four consecutive days, and a failure is
+mod 6, so CI runs every slow test over any six consecutive days, and a failure is
 reproduced with ``--slow-rotation N`` (or ``$PROBSCHED_SLOW_ROTATION``). The summary line
 at the end says which rotation ran. ``--slow=all`` runs every slow test; ``--slow=none``
 none.
 
 A slow test belongs to the rotation its ``@pytest.mark.slow(rotation=N)`` names (the long
 ones name theirs, so that no rotation holds two of them and each keeps the suite under 10
-minutes on 2 cores), else to a stable hash of its id mod 4.
+minutes on 2 cores), else to a stable hash of its id mod 6.
 """
 
 import datetime
@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-ROTATIONS = 4
+ROTATIONS = 6
 
 
 def pytest_addoption(parser):
@@ -26,7 +26,7 @@ def pytest_addoption(parser):
         "--slow",
         choices=("sample", "all", "none"),
         default="sample",
-        help="run today's rotation, a quarter of the tests marked slow (default), all, or none of them",
+        help="run today's rotation, a sixth of the tests marked slow (default), all, or none of them",
     )
     parser.addoption(
         "--slow-rotation",
@@ -34,7 +34,7 @@ def pytest_addoption(parser):
         choices=range(ROTATIONS),
         default=None,
         metavar="N",
-        help="with --slow=sample: run rotation N (0-3) instead of today's (also $PROBSCHED_SLOW_ROTATION)",
+        help="with --slow=sample: run rotation N (0-5) instead of today's (also $PROBSCHED_SLOW_ROTATION)",
     )
 
 

@@ -50,7 +50,7 @@ def test_unknown_model_is_one_message(capsys):
     assert main(["tune-model", "resnet51", "--trials", "1"]) == 2
 
 
-@pytest.mark.slow(rotation=3)  # the CLI's tune-model runs in every run on an ONNX file (test_onnx_models)
+@pytest.mark.slow(rotation=4)  # the CLI's tune-model runs in every run on an ONNX file (test_onnx_models)
 def test_tune_model_on_a_tiny_network(tmp_path):
     db, out_json = tmp_path / "m.db", tmp_path / "m.json"
     run = subprocess.run(

@@ -73,7 +73,7 @@ def scheduler(tmp_path):
 
 # the nanny's restart in every run; a worker started anew (a while without any) in a rotation
 # of the slow tests (tests/conftest.py), as the other real-cluster runs below
-@pytest.mark.parametrize("nanny", [True, pytest.param(False, marks=pytest.mark.slow(rotation=2))], ids=["nanny", "no-nanny"])
+@pytest.mark.parametrize("nanny", [True, pytest.param(False, marks=pytest.mark.slow(rotation=4))], ids=["nanny", "no-nanny"])
 def test_a_worker_killed_and_restarted_mid_run_loses_no_trial(scheduler, tmp_path, nanny, caplog):
     address, start_worker = scheduler
     start_worker(nanny)
@@ -165,7 +165,7 @@ def test_a_run_that_loses_trials_says_so_and_exits_1_and_the_next_run_measures_t
     assert lost <= measured  # the candidates the cluster lost are measured now
 
 
-@pytest.mark.slow(rotation=2)
+@pytest.mark.slow(rotation=5)
 def test_the_scheduler_killed_mid_run_ends_it_with_lost_trials_not_a_traceback(scheduler, tmp_path):
     """SIGKILL to the ``dask scheduler``: the client cannot submit any more (it raised
     ClosedClientError out of the tuner); the run waits its timeouts, says what it lost, exits 1."""

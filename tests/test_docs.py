@@ -192,7 +192,7 @@ def test_every_tutorial_has_running_code_and_only_listed_pages_skip():
 
 
 #: pages whose code tunes or compiles the most, run in a rotation of the slow tests (tests/conftest.py)
-SLOW_PAGES = {"howto/task-scheduler.md": 1, "tutorials/bring-your-model.md": 2}
+SLOW_PAGES = {"howto/task-scheduler.md": 4, "tutorials/bring-your-model.md": 5}
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow(rotation=SLOW_PAGES[p])) if p in SLOW_PAGES else p

@@ -75,7 +75,7 @@ AVX2 = "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2"
 
 @pytest.mark.parametrize("cpu, features, dot", [
     # what an AMD Zen 3 compiles (AVX2, no VNNI); compiled for another CPU, so a rotation of the slow tests
-    pytest.param("haswell", AVX2, "dot_quads_emulated", marks=pytest.mark.slow(rotation=2)),
+    pytest.param("haswell", AVX2, "dot_quads_emulated", marks=pytest.mark.slow(rotation=5)),
     pytest.param("alderlake", AVX2 + ",+avxvnni", "dot_quads_256",  # an Intel client core: AVX-VNNI, no AVX-512
                  marks=pytest.mark.skipif(not ps.Target.host().has("avx_vnni"), reason="the host runs no AVX-VNNI")),
 ])

@@ -294,7 +294,7 @@ UNGUARDED = textwrap.dedent(
 )
 
 
-@pytest.mark.slow(rotation=2)  # a spawned script; the measuring path is the same in every run's tests
+@pytest.mark.slow(rotation=5)  # a spawned script; the measuring path is the same in every run's tests
 def test_an_unguarded_script_measures(tmp_path):
     script = tmp_path / "plain.py"
     script.write_text(UNGUARDED)
@@ -361,7 +361,7 @@ PAUSED_CALLER = textwrap.dedent(
 )
 
 
-@pytest.mark.slow(rotation=0)  # a process tree killed; the host lock's waits are checked in every run
+@pytest.mark.slow(rotation=5)  # a process tree killed; the host lock's waits are checked in every run
 def test_a_worker_stopped_for_another_timing_dies_with_its_caller(tmp_path):
     from probsched.measure.hostlock import HostLock
 

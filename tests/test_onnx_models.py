@@ -19,9 +19,9 @@ FILES = sorted(glob.glob(os.path.join(DATA, "*.onnx")))
 #: One export per model is compiled (the import of the others is checked on the graph);
 #: the slowest to compile are sampled (tests/conftest.py's --slow).
 COMPILED = ["resnet50_torchscript", "gpt2_torchscript"] + [
-    pytest.param(s, marks=pytest.mark.slow(rotation=r) if r is not None else pytest.mark.slow)
-    for s, r in (("distilbert_dynamo", 2), ("mobilenet_v2_torchscript", None), ("efficientnet_b0_dynamo", 3),
-                 ("vit_b_16_torchscript", None), ("bert_base_torchscript", None))]
+    pytest.param(s, marks=pytest.mark.slow(rotation=r))
+    for s, r in (("distilbert_dynamo", 2), ("mobilenet_v2_torchscript", 2), ("efficientnet_b0_dynamo", 3),
+                 ("vit_b_16_torchscript", 5), ("bert_base_torchscript", 4))]
 
 
 def _stem(path: str) -> str:

@@ -73,7 +73,7 @@ def test_mlp_trains_when_asked_on_the_data_it_had(monkeypatch):
     assert fits == [40, 40]  # trained once
 
 
-@pytest.mark.slow(rotation=0)  # a transfer model trained twice
+@pytest.mark.slow(rotation=5)  # a transfer model trained twice
 def test_transfer_training_is_read_from_the_cache(monkeypatch, tmp_path):
     from probsched.cost_model import MLPModel
 
