@@ -369,7 +369,9 @@ def test_a_worker_stopped_for_another_timing_dies_with_its_caller(tmp_path):
     script = tmp_path / "caller.py"
     script.write_text(PAUSED_CALLER)
     other = HostLock(path)
-    proc = subprocess.Popen([sys.executable, str(script), path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ, PROBSCHED_PROGRAM_CACHE="0")  # the worker must compile (what the lock pauses), not load a build
+    proc = subprocess.Popen([sys.executable, str(script), path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=env)
     try:
         pid = int(proc.stdout.readline())
         assert other.try_acquire()
