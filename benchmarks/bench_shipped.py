@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_deploy import fresh_cache  # noqa: E402  (the micro-kernel library copied into a new cache)
 
 ONE = r"""
 import sys, time
@@ -59,16 +60,6 @@ print(f"| {name} | {precision} | {seconds:.1f} | {a:.2f} | {b:.2f} | {a / b:.3f}
 """
 
 
-def fresh_cache() -> str:
-    """A new cache folder holding this machine's micro-kernel modules and cost models."""
-    cache = tempfile.mkdtemp(prefix="bench-shipped-")
-    home = os.path.join(os.path.expanduser("~"), ".cache", "probsched")
-    for kind in ("kernels", "models"):
-        if os.path.isdir(os.path.join(home, kind)):
-            shutil.copytree(os.path.join(home, kind), os.path.join(cache, kind))
-    return cache
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--onnx-dir", required=True, help="where <model>.onnx are (export_onnx_models.py --full)")
@@ -79,7 +70,9 @@ def main(argv=None) -> int:
     print("| model | precision | compile without database s | shipped ms | tuned ms | shipped / tuned |")
     print("|---|---|---:|---:|---:|---:|")
     for name in args.models.split(","):
-        env = dict(os.environ, PROBSCHED_CACHE_DIR=fresh_cache())
+        cache = tempfile.mkdtemp(prefix="bench-shipped-")
+        fresh_cache(cache)
+        env = dict(os.environ, PROBSCHED_CACHE_DIR=cache)
         paths = [os.path.join(args.onnx_dir, f"{name}.onnx"), os.path.join(args.db_dir, f"{name}.db")]
         subprocess.run([sys.executable, "-c", ONE, *paths, args.precision, HERE], env=env, check=True)
     return 0
