@@ -95,7 +95,7 @@ def best_then_prior(
 
     With ``family`` (a key of a candidate's structural decisions) and ``max_family_share``
     below 1, no family takes more than that share of the ranked part while candidates of
-    other families are left in ``ranked``: the ones over the cap go in last, in rank order.
+    other families are left in ``ranked``: the ones over the cap are taken last.
     With ``trials`` too (family -> candidates measured so far), each family in ``ranked``
     first gets its best new candidates up to the fair share it is still owed
     (:func:`.family_share.fair_share`), and the cap counts them. The ranked part of the
