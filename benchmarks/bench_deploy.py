@@ -19,7 +19,10 @@ not the one-time micro-kernel library build)::
    loaded: :mod:`probsched.tuning.network_cache`);
 3. ``load + first call``: a process that imports probsched, ``ps.load``-s the file and
    calls the model once (then once more), without importing JAX; its output must equal the
-   first process's bit for bit.
+   first process's bit for bit;
+4. ``load + first call, fresh caches``: the same with empty probsched and numba caches, as
+   on a machine that never ran probsched (its file cache still warm: a cold disk adds the
+   file's read time).
 
 Printed: a Markdown table with, per step, the whole process's wall time, the step's own
 call, the import of probsched, and how many functions numba compiled in the step
@@ -151,6 +154,12 @@ def main(argv=None) -> None:
         rows.append(("first compile", run(COMPILE, [args.model, str(args.candidates), out], env)))
     rows.append(("second compile", run(COMPILE, [args.model, str(args.candidates), "-", out], env)))
     rows.append(("load + first call", run(LOAD, [out], env)))
+    # as on a machine that never ran probsched: empty probsched and numba caches (the
+    # operating system's file cache still holds the file and the libraries)
+    fresh = tempfile.mkdtemp(prefix="bench-deploy-fresh-")
+    rows.append(("load + first call, fresh caches",
+                 run(LOAD, [out], dict(env, PROBSCHED_CACHE_DIR=fresh, NUMBA_CACHE_DIR=os.path.join(fresh, "numba")))))
+    shutil.rmtree(fresh, ignore_errors=True)
     with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as fh:
         load = fh.read().split()[:3]
     how = f"records of {args.db}" if args.db else f"{args.candidates} candidates per task"
@@ -165,11 +174,12 @@ def main(argv=None) -> None:
         print(f"\nsecond compile: {second['step']:.2f} s = {100 * second['step'] / first['step']:.0f}% of the first "
               f"({first['step']:.2f} s); with the network's import {second['step'] + second['front']:.2f} s = "
               f"{100 * (second['step'] + second['front']) / (first['step'] + first['front']):.0f}%")
-    ld = rows[-1][1]
+    ld = rows[-2][1]
     print(f"\nload {ld['load']:.2f} s, first call {ld['first_call']:.2f} s, second call {ld['second_call'] * 1e3:.1f} ms")
-    top = sorted(ld["compiles"].items(), key=lambda kv: -kv[1])[:8]
-    if top:
-        print("compiled while loading: " + ", ".join(f"{k} x{v}" for k, v in top))
+    for label, row in (("loading", ld), ("loading with fresh caches", rows[-1][1])):
+        top = sorted(row["compiles"].items(), key=lambda kv: -kv[1])[:8]
+        if top:
+            print(f"compiled while {label}: " + ", ".join(f"{k} x{v}" for k, v in top))
 
 
 if __name__ == "__main__":
