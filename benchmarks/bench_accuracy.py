@@ -65,32 +65,47 @@ ENGINES = ("probsched-f32", "probsched-bf16", "openvino-default", "openvino-f32"
 # ----------------------------------------------------------------------------- metrics
 
 
+def _compare(g: np.ndarray, w: np.ndarray) -> Dict[str, List[float]]:
+    """Per row of ``g`` and ``w``: relative error, cosine similarity, arg-max agreement."""
+    norms = np.maximum(np.linalg.norm(w, axis=1), 1e-300)
+    cos = np.sum(g * w, 1) / np.maximum(np.linalg.norm(g, axis=1) * norms, 1e-300)
+    return {"rel": np.linalg.norm(g - w, axis=1) / norms, "cos": cos, "agree": g.argmax(1) == w.argmax(1)}
+
+
 def metrics(got: Sequence[np.ndarray], want: Sequence[np.ndarray], classes: bool) -> Dict[str, float]:
-    """How close outputs ``got`` are to references ``want``, input by input: the median and
-    largest relative error ``||y - ref|| / ||ref||``, the median and smallest cosine
-    similarity (each output flattened to one vector), and with ``classes`` the fraction of
-    inputs whose arg-max agrees.
+    """How close outputs ``got`` are to references ``want``, input by input (each output
+    flattened to one vector): the median and largest relative error ``||y - ref|| /
+    ||ref||``, the median and smallest cosine similarity, and with ``classes`` the fraction
+    of inputs whose arg-max agrees.
+
+    The same, ``centered_*``, for what depends on the input: each side's outputs less its
+    mean output over the inputs. A network with random weights answers every input nearly
+    alike (one class for all), so its plain metrics mostly measure that common part.
 
     >>> ref = [np.array([1.0, 2.0, 3.0]), np.array([0.0, 4.0, 3.0])]
     >>> m = metrics([ref[0] * 1.01, ref[1] + [0.0, 0.0, 2.0]], ref, classes=True)
     >>> round(m["rel_err_median"], 3), round(m["rel_err_max"], 3), m["cosine_min"] < 1.0, m["argmax_agreement"]
     (0.205, 0.4, True, 0.5)
+    >>> m = metrics([r + 5.0 for r in ref], ref, classes=True)  # an offset: no input-dependent error
+    >>> m["rel_err_median"] > 1, round(m["centered_rel_err_max"], 12), m["centered_argmax_agreement"]
+    (True, 0.0, 1.0)
     """
     if len(got) != len(want) or not want:
         raise ValueError(f"metrics: {len(got)} outputs for {len(want)} references")
-    rel, cos, agree = [], [], []
-    for g, w in zip(got, want):
-        w = np.asarray(w, np.float64).reshape(-1)
-        g = np.asarray(g, np.float64).reshape(-1)
-        if g.shape != w.shape:
-            raise ValueError(f"metrics: an output of {g.size} values for a reference of {w.size}")
-        rel.append(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-300))
-        cos.append(g @ w / max(np.linalg.norm(g) * np.linalg.norm(w), 1e-300))
-        agree.append(g.argmax() == w.argmax())
-    out = {"inputs": len(want), "rel_err_median": float(np.median(rel)), "rel_err_max": float(np.max(rel)),
-           "cosine_median": float(np.median(cos)), "cosine_min": float(np.min(cos))}
-    if classes:
-        out["argmax_agreement"] = float(np.mean(agree))
+    w = np.stack([np.asarray(a, np.float64).reshape(-1) for a in want])
+    g = [np.asarray(a, np.float64).reshape(-1) for a in got]
+    bad = next((a.size for a in g if a.size != w.shape[1]), None)
+    if bad is not None:
+        raise ValueError(f"metrics: an output of {bad} values for a reference of {w.shape[1]}")
+    g = np.stack(g)
+    out: Dict[str, float] = {"inputs": len(want)}
+    sides = {"": (g, w), "centered_": (g - g.mean(0), w - w.mean(0))} if len(want) > 1 else {"": (g, w)}
+    for prefix, (a, b) in sides.items():
+        c = _compare(a, b)
+        out.update({prefix + "rel_err_median": float(np.median(c["rel"])), prefix + "rel_err_max": float(np.max(c["rel"])),
+                    prefix + "cosine_median": float(np.median(c["cos"])), prefix + "cosine_min": float(np.min(c["cos"]))})
+        if classes:
+            out[prefix + "argmax_agreement"] = float(np.mean(c["agree"]))
     return out
 
 
@@ -220,6 +235,9 @@ def run_model(name: str, args: argparse.Namespace) -> dict:
     del reference
     row: dict = {"model": name, "inputs": len(feeds), "image_model": classes,
                  "reference": "onnxruntime float32, graph optimizations off", "engines": {}, "skipped": {}}
+    # how much of the output depends on the input: little, with random weights (metrics())
+    flat = np.stack([np.asarray(w, np.float64).reshape(-1) for w in want])
+    row["input_dependent_share"] = float(np.median(np.linalg.norm(flat - flat.mean(0), axis=1) / np.linalg.norm(flat, axis=1)))
     if classes:  # arg-max agreement means little if every input lands in one class
         row["reference_classes"] = len({int(np.argmax(w)) for w in want})
     db = os.path.join(args.db_dir, f"{name}.db") if args.db_dir else None
@@ -266,29 +284,39 @@ def run_model(name: str, args: argparse.Namespace) -> dict:
 # ----------------------------------------------------------------------------- report
 
 
+COLUMNS = (("rel_err_median", "rel. error median", "{:.2e}"), ("rel_err_max", "rel. error max", "{:.2e}"),
+           ("cosine_median", "cosine median", "{:.7f}"), ("cosine_min", "cosine min", "{:.7f}"),
+           ("argmax_agreement", "arg-max agreement", "{:.1%}"),
+           ("centered_rel_err_median", "centered rel. error median", "{:.2e}"),
+           ("centered_cosine_median", "centered cosine median", "{:.5f}"),
+           ("centered_argmax_agreement", "centered arg-max agreement", "{:.1%}"))
+
+
 def table(rows: List[dict]) -> str:
-    """The Markdown table of ``rows`` (one line per model and engine, skipped ones named).
+    """The Markdown table of ``rows`` (one line per model and engine, skipped ones named),
+    and a note per model on how much its reference outputs depend on the input.
 
     >>> r = {"model": "m", "skipped": {"openvino-f32": "openvino is not installed"},
     ...      "engines": {"probsched bf16": {"inputs": 2, "rel_err_median": 0.004, "rel_err_max": 0.006, "cosine_median": 0.99999,
     ...                                     "cosine_min": 0.99998, "argmax_agreement": 1.0}}}
     >>> print(table([r]))  # doctest: +NORMALIZE_WHITESPACE
-    | model | engine | inputs | rel. error median | rel. error max | cosine median | cosine min | arg-max agreement |
-    |---|---|---:|---:|---:|---:|---:|---:|
-    | m | probsched bf16 | 2 | 4.00e-03 | 6.00e-03 | 0.9999900 | 0.9999800 | 100.0% |
-    | m | openvino-f32 | - | left out: openvino is not installed | | | | |
+    | model | engine | inputs | rel. error median | rel. error max | cosine median | cosine min | arg-max agreement | centered rel. error median | centered cosine median | centered arg-max agreement |
+    |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+    | m | probsched bf16 | 2 | 4.00e-03 | 6.00e-03 | 0.9999900 | 0.9999800 | 100.0% | - | - | - |
+    | m | openvino-f32 | - | left out: openvino is not installed | | | | | | | |
     """
-    lines = ["| model | engine | inputs | rel. error median | rel. error max | cosine median | cosine min | arg-max agreement |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| model | engine | inputs | " + " | ".join(c[1] for c in COLUMNS) + " |", "|---|---|" + "---:|" * (1 + len(COLUMNS))]
     for r in rows:
         for label, m in r["engines"].items():
-            agree = f"{m['argmax_agreement']:.1%}" if "argmax_agreement" in m else "-"
-            lines.append(f"| {r['model']} | {label} | {m['inputs']} | {m['rel_err_median']:.2e} | {m['rel_err_max']:.2e} | "
-                         f"{m['cosine_median']:.7f} | {m['cosine_min']:.7f} | {agree} |")
+            cells = [f.format(m[k]) if k in m else "-" for k, _, f in COLUMNS]
+            lines.append(f"| {r['model']} | {label} | {m['inputs']} | " + " | ".join(cells) + " |")
         for key, why in r["skipped"].items():
-            lines.append(f"| {r['model']} | {key} | - | left out: {why} | | | | |")
-    notes = [f"{r['model']}: the reference's arg-max takes {r['reference_classes']} distinct classes over its {r['inputs']} inputs"
-             for r in rows if "reference_classes" in r]
+            lines.append(f"| {r['model']} | {key} | - | left out: {why} |" + " |" * (len(COLUMNS) - 1))
+    notes = [f"{r['model']}: over its {r['inputs']} inputs the reference's arg-max takes {r['reference_classes']} distinct "
+             f"classes, and the part of its output that depends on the input is {r['input_dependent_share']:.1%} of it (median)"
+             if "reference_classes" in r else
+             f"{r['model']}: the part of the reference's output that depends on the input is {r['input_dependent_share']:.1%} of it (median)"
+             for r in rows if "input_dependent_share" in r]
     return "\n".join(lines + ([""] + notes if notes else []))
 
 

@@ -77,5 +77,19 @@ def test_the_table_names_every_engine_and_why_one_is_missing(bench):
     m = bench.metrics([np.arange(3.0)], [np.arange(3.0)], classes=False)
     row = {"model": "bert", "engines": {"probsched bf16": m}, "skipped": {"openvino-f32": "openvino is not installed"}}
     lines = bench.table([row]).splitlines()
-    assert len(lines) == 4 and "| bert | probsched bf16 | 1 |" in lines[2] and lines[2].endswith("| - |")
+    assert len(lines) == 4 and "| bert | probsched bf16 | 1 |" in lines[2] and lines[2].endswith("| - | - | - | - |")
+    assert all(line.count("|") == lines[0].count("|") for line in lines)
     assert "left out: openvino is not installed" in lines[3]
+
+
+def test_centered_metrics_see_an_engine_that_ignores_its_input(bench):
+    # random-weight networks: a large common output, a small part that depends on the input
+    rng = np.random.default_rng(1)
+    common = 10 * rng.standard_normal(50)
+    want = [common + 0.1 * rng.standard_normal(50) for _ in range(8)]
+    blind = bench.metrics([np.mean(want, 0)] * 8, want, classes=True)
+    assert blind["rel_err_median"] < 0.02 and blind["cosine_min"] > 0.999 and blind["argmax_agreement"] == 1
+    assert blind["centered_rel_err_median"] == pytest.approx(1) and abs(blind["centered_cosine_median"]) < 0.5
+    assert blind["centered_argmax_agreement"] < 0.5
+    sighted = bench.metrics([w + 0.01 * rng.standard_normal(50) for w in want], want, classes=True)
+    assert sighted["centered_rel_err_median"] < 0.2 and sighted["centered_cosine_median"] > 0.98
