@@ -15,20 +15,24 @@ semantics, as benchmarks/engines.py's reference). Every engine runs the same inp
   records);
 - ``openvino default (bf16)``: OpenVINO at its default precision, bf16 on a CPU with
   ``avx512_bf16`` (its label names what it reports), and ``openvino f32`` (its f32 hint);
-- image models, int8 (``--int8``): the export quantized by ONNX Runtime's
+- image models, int8 (unless ``--no-int8``): the export quantized by ONNX Runtime's
   ``quantize_static`` (QDQ, per-channel int8 weights, uint8 activations, min/max ranges of
   ``--calibration`` inputs drawn apart from the test inputs) and that one QDQ file run by
   probsched (compiled without a database unless ``DB_DIR/<model>_int8.db`` exists: the
-  schedule does not change what an int8 task computes), ONNX Runtime (every graph
-  optimization) and OpenVINO (default precision: int8 where the model is quantized).
+  schedule barely changes what an int8 task computes, its sums being exact in int32), ONNX
+  Runtime (every graph optimization) and OpenVINO (default precision: int8 where the model
+  is quantized).
 
 Per engine: the median and largest relative error ``||y - ref|| / ||ref||`` over the
 inputs (each output as one vector: BERT's whole last hidden state, padding positions
 included), the median and smallest cosine similarity of ``y`` and ``ref``, and for the image
-models the fraction of inputs whose arg-max class agrees. An engine that is not installed or
-fails to build is left out, its reason printed and kept in the JSON. Prints a Markdown table
-with the CPU and date; ``--out FILE`` writes the JSON, keeping the rows of other models
-already in FILE (one model per run keeps memory and the machine's load small)::
+models the fraction of inputs whose arg-max class agrees; and the same of the outputs less
+their mean over the inputs (``centered``): the exports' random weights make every input's
+output nearly alike (one class for all), so the plain figures mostly measure that common
+part, and the note under the table says how large the rest is. An engine that is not
+installed or fails to build is left out, its reason printed and kept in the JSON. Prints a
+Markdown table with the CPU and date; ``--out FILE`` writes the JSON, keeping the rows of
+other models already in FILE (one model per run keeps memory and the machine's load small)::
 
     python benchmarks/bench_accuracy.py --onnx-dir DIR --db-dir D --models resnet50 --out acc.json
     python benchmarks/bench_accuracy.py --onnx-dir DIR --db-dir D --models bert_base --out acc.json
