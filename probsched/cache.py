@@ -34,8 +34,9 @@ _IMPORT_LOCK = threading.Lock()
 #: :mod:`probsched.intrinsics.disk_cache`), ``models`` (cost-model trainings,
 #: :mod:`probsched.cost_model.trained_cache`), ``programs`` (compiled scheduled programs,
 #: :mod:`probsched.codegen.program_cache`), ``choices`` (what ``ps.compile`` chose and
-#: checked, :mod:`probsched.tuning.compile_cache`).
-KINDS = ("kernels", "models", "programs", "choices")
+#: checked, :mod:`probsched.tuning.compile_cache`), ``networks`` (compiled networks without
+#: their weights, :mod:`probsched.tuning.network_cache`).
+KINDS = ("kernels", "models", "programs", "choices", "networks")
 
 
 def root() -> str:
