@@ -49,6 +49,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -202,8 +203,8 @@ def probsched_predict(path: str, name: str, db: Optional[str], precision: str, c
                        precision=precision, progress=None)
     names = list(graph.input_names)
     from_db = sum(c.source == "database" for c in model.choices)
-    kinds = sorted({precision_of(c.task.func) for c in model.choices})
-    info = {"tasks": len(model.choices), "tasks_from_database": from_db, "task_precisions": kinds,
+    kinds = Counter(precision_of(c.task.func) for c in model.choices)  # a bf16 compile keeps a task float32 where faster
+    info = {"tasks": len(model.choices), "tasks_from_database": from_db, "tasks_by_precision": dict(sorted(kinds.items())),
             "database": db if db and os.path.exists(db) else None}
     return (lambda feeds: model(*[feeds[n] for n in names])), info
 
