@@ -123,3 +123,23 @@ def test_a_model_loaded_from_the_cache_saves_as_the_compiled_one(entries, tmp_pa
     again = ps.compile(net(w), x, candidates=8, progress=None)  # from the cache
     assert saved(again, "again.psm") == saved(first, "first.psm")
     np.testing.assert_array_equal(ps.load(str(tmp_path / "again.psm"))(x), first(x))
+
+
+def test_a_compile_that_skipped_a_stored_record_is_not_cached_and_warns_again(entries, tmp_path, caplog):
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    (task,) = ps.from_jax(net(W1), X).tasks()
+    with Database(str(db)) as d:
+        key = d.commit_workload(task.workload)
+        d.commit_record(TuningRecord.from_result(key, ps.Schedule(task.func), MeasureResult((1e-6,) * 3)))
+    con = sqlite3.connect(str(db))
+    with con:
+        con.execute("UPDATE records SET instructions = '{not json'")
+    con.close()
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="probsched.compile"):
+            model = ps.compile(net(W1), X, database=str(db), candidates=2, progress=None)
+        assert "does not replay" in caplog.text and [c.source for c in model.choices] == ["predicted"]
+    assert list(entries.iterdir()) == []

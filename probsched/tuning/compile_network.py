@@ -224,13 +224,14 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
             report(f"[1/1] {graph.name}: compiled before ({len(tasks)} tasks)")
             close()
             return CompiledModel(interface, steps, choices, graph=graph)
-        kernels, choices = _build_tasks(graph.name, tasks, stored, db, space, candidates, check, seed, shipped, progress)
+        kernels, choices, clean = _build_tasks(graph.name, tasks, stored, db, space, candidates, check, seed, shipped,
+                                               progress)
     finally:
         if own_db:
             db.close()
     steps = [KernelStep(task.name, kernels[task.key], tuple(ins), tuple(outs), task.key) for task, ins, outs in calls]
     compiled = CompiledModel(interface, steps, choices, graph=graph)
-    if key is not None:
+    if key is not None and clean:
         network_cache.store(key, compiled)
     return compiled
 
@@ -282,13 +283,15 @@ def _record_id(record: TuningRecord, seconds: float) -> List[Any]:
 
 
 def _build_tasks(name: str, tasks: List[Task], stored, db, space, candidates: int, check: bool, seed: int, shipped,
-                 progress) -> Tuple[dict, List[TaskChoice]]:
+                 progress) -> Tuple[dict, List[TaskChoice], bool]:
     """Each task's kernel (by task key) and choice: the first schedule of :func:`_ranked`
-    that builds and computes the task's reference."""
+    that builds and computes the task's reference; and whether every task took its first
+    (no stored record skipped: a compile that warned is not cached, so it warns again)."""
     from ..codegen import build
 
     choices: List[TaskChoice] = []
     kernels = {}
+    clean = True
     report, close = _progress(progress, name, len(tasks))
     try:
         for n, task in enumerate(tasks):
@@ -314,12 +317,14 @@ def _build_tasks(name: str, tasks: List[Task], stored, db, space, candidates: in
                                               choice.schedule.instructions.to_json())
             kernels[task.key] = kernel
             choices.append(choice)
+            first = next((records[0][0] for records in stored[task.key] if records), None)
+            clean = clean and not failures and (first is None or first.candidate_hash == choice.schedule.mod.structural_hash())
             msg = f"[{n + 1}/{len(tasks)}] {task.name}: {choice.source} ({time.perf_counter() - start:.1f} s)"
             log.info(msg)
             report(msg)
     finally:
         close()
-    return kernels, choices
+    return kernels, choices, clean
 
 
 def _checked(task: Task, sch: Schedule, kernel) -> Optional[str]:
