@@ -29,7 +29,9 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
-def _ort_session(path: str, optimize: bool):
+def ort_session(path: str, optimize: bool = True, profile_prefix: str = ""):
+    """An ONNX Runtime session on the CPU, intra-op threads = cores, every graph optimization
+    (or none); ``profile_prefix``: its profiler on, the JSON written there by ``end_profiling()``."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -38,17 +40,20 @@ def _ort_session(path: str, optimize: bool):
     opts.intra_op_num_threads = cores()
     opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                      else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    if profile_prefix:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
 def reference(path: str, feeds: Dict[str, np.ndarray]) -> np.ndarray:
     """The model's first output by ONNX Runtime without graph optimizations."""
-    return _ort_session(path, optimize=False).run(None, feeds)[0]
+    return ort_session(path, optimize=False).run(None, feeds)[0]
 
 
 def ort_runner(path: str, feeds: Dict[str, np.ndarray], label: str = "onnxruntime") -> Runner:
     """ONNX Runtime with every graph optimization, intra-op threads = cores."""
-    sess = _ort_session(path, optimize=True)
+    sess = ort_session(path)
     out = sess.run(None, feeds)[0]
     return label, lambda: sess.run(None, feeds), out
 
@@ -66,9 +71,11 @@ def ort_transformer_runner(path: str, feeds: Dict[str, np.ndarray], num_heads: i
     return ort_runner(out_path, feeds, "onnxruntime+transformer-opt")
 
 
-def openvino_runner(path: str, feeds: Dict[str, np.ndarray], f32: bool) -> Runner:
-    """OpenVINO on the CPU: ``f32`` sets the f32 precision hint; otherwise its default
-    precision (bf16 where the CPU has it), named in the label."""
+def openvino_compiled(path: str, f32: bool, perf_count: bool = False):
+    """``(compiled model, label)``: OpenVINO on the CPU, LATENCY hint, threads = cores;
+    ``f32`` sets the f32 precision hint, otherwise its default precision (bf16 where the CPU
+    has it), named in the label; ``perf_count``: per-layer counters on
+    (``request.get_profiling_info()``)."""
     try:
         import openvino as ov
     except ImportError:
@@ -77,14 +84,21 @@ def openvino_runner(path: str, feeds: Dict[str, np.ndarray], f32: bool) -> Runne
     config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": cores()}
     if f32:
         config["INFERENCE_PRECISION_HINT"] = "f32"
+    if perf_count:
+        config["PERF_COUNT"] = True
     compiled = core.compile_model(core.read_model(path), "CPU", config)
     hint = compiled.get_property("INFERENCE_PRECISION_HINT")
     precision = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
+    return compiled, "openvino f32" if f32 else f"openvino default ({precision})"
+
+
+def openvino_runner(path: str, feeds: Dict[str, np.ndarray], f32: bool) -> Runner:
+    """OpenVINO on the CPU (:func:`openvino_compiled`)."""
+    compiled, label = openvino_compiled(path, f32)
     request = compiled.create_infer_request()
     names = [p.get_any_name() for p in compiled.inputs]
     args = [feeds[n] for n in names]
     out = np.asarray(request.infer(args)[compiled.outputs[0]]).copy()
-    label = "openvino f32" if f32 else f"openvino default ({precision})"
     return label, lambda: request.infer(args), out
 
 
@@ -124,5 +138,5 @@ def checked(runners: List[Runner], expected: np.ndarray, tolerance: Dict[str, fl
     return errors
 
 
-__all__ = ["Unavailable", "reference", "ort_runner", "ort_transformer_runner", "openvino_runner", "torch_runner",
+__all__ = ["Unavailable", "reference", "ort_session", "ort_runner", "openvino_compiled", "ort_transformer_runner", "openvino_runner", "torch_runner",
            "relative_error", "checked", "cores"]

@@ -207,6 +207,32 @@ class CompiledModel:
         """(task name, calls per inference, median µs per inference) for every task, slowest
         first: each kernel call of one inference timed alone, the median of ``repeat``
         inferences (run :meth:`__call__` once before, so the inputs are set)."""
+        total: Dict[str, float] = {}
+        calls: Dict[str, int] = {}
+        for step, seconds in zip(self.steps, self.profile_calls(repeat)):
+            total[step.name] = total.get(step.name, 0.0) + seconds
+            calls[step.name] = calls.get(step.name, 0) + 1
+        return sorted(((n, calls[n], total[n] * 1e6) for n in total), key=lambda r: -r[2])
+
+    def profile_calls(self, repeat: int = 5) -> List[float]:
+        """Median seconds of each kernel call (one per :attr:`steps`, in run order), each
+        call timed alone over ``repeat`` inferences; :meth:`profile` sums them per task.
+
+        >>> import numpy as np, probsched as ps
+        >>> A = ps.placeholder((2,), name="x0")
+        >>> B = ps.compute((2,), lambda i: A[i] + 1.0, name="y")
+        >>> spec = ps.runtime.TensorSpec((2,), "float32")
+        >>> k = ps.build(ps.create_func([A, B]))
+        >>> model = CompiledModel(ModelInterface("inc2", (0,), (2,), {v: spec for v in range(3)}, {}),
+        ...                       [KernelStep("inc", k, (0,), (1,)), KernelStep("inc", k, (1,), (2,))])
+        >>> model(np.zeros(2, np.float32)).tolist()
+        [2.0, 2.0]
+        >>> times = model.profile_calls(repeat=3)
+        >>> len(times), all(t > 0 for t in times)
+        (2, True)
+        >>> [(name, calls) for name, calls, _ in model.profile(repeat=3)]
+        [('inc', 2)]
+        """
         runs = self._context().runs
         per_step: List[List[float]] = [[] for _ in runs]
         for _ in range(repeat):
@@ -214,12 +240,7 @@ class CompiledModel:
                 t0 = time.perf_counter()
                 run()
                 per_step[k].append(time.perf_counter() - t0)
-        total: Dict[str, float] = {}
-        calls: Dict[str, int] = {}
-        for step, times in zip(self.steps, per_step):
-            total[step.name] = total.get(step.name, 0.0) + float(np.median(times))
-            calls[step.name] = calls.get(step.name, 0) + 1
-        return sorted(((n, calls[n], total[n] * 1e6) for n in total), key=lambda r: -r[2])
+        return [float(np.median(times)) for times in per_step]
 
     def save(self, path: str) -> None:
         """Write the model to ``path`` as one file that :func:`probsched.load` runs without the
