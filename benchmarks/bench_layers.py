@@ -51,13 +51,17 @@ import layer_categories as lc  # noqa: E402
 @dataclass
 class Layer:
     """One timed layer of one engine: the engine's ``name`` and operator type ``op``, its
-    row, the ONNX node it aligns to (None when nothing maps back), median milliseconds."""
+    row, the ONNX node it aligns to (None when nothing maps back), median milliseconds;
+    for probsched, where its task's schedule came from (``database``, ``predicted``, ...) and
+    the record's own time (the task timed alone when it was tuned), if any."""
 
     name: str
     op: str
     category: str
     anchor: Optional[str]
     ms: float
+    source: str = ""
+    record_ms: Optional[float] = None
 
 
 def category_totals(layers: Sequence[Layer]) -> Dict[str, float]:
@@ -155,8 +159,14 @@ class ProbschedProfile:
 
     def layers(self, skip: int) -> List[Layer]:
         cats = lc.probsched_layers(self.graph, self.model.steps)
-        return [Layer(f"{k:03d} {s.name}", s.name.split("/")[-1], cat, anchor, float(np.median(t[skip:] or t)))
-                for k, (s, (cat, anchor), t) in enumerate(zip(self.model.steps, cats, self.samples))]
+        choices = {c.task.key: c for c in self.model.choices}
+        out = []
+        for k, (s, (cat, anchor), t) in enumerate(zip(self.model.steps, cats, self.samples)):
+            c = choices.get(s.key)
+            record = c.seconds * 1e3 if c is not None and c.seconds is not None else None
+            out.append(Layer(f"{k:03d} {s.name}", s.name.split("/")[-1], cat, anchor, float(np.median(t[skip:] or t)),
+                             c.source if c is not None else "", record))
+        return out
 
 
 class OrtProfile:
@@ -215,7 +225,7 @@ def losses(ours: Sequence[Layer], peers: Dict[str, Sequence[Layer]], index: "lc.
     >>> g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [], [])
     >>> idx = lc.OnnxIndex(helper.make_model(g))
     >>> losses([Layer("k", "max", "elementwise", "r", 3.0)], {"ort": [Layer("r", "Relu", "elementwise", "r", 1.0)]}, idx)
-    [{'layer': 'elementwise #1', 'anchor': 'r', 'probsched_ms': 3.0, 'peer': 'ort', 'peer_ms': 1.0, 'loss_ms': 2.0}]
+    [{'layer': 'elementwise #1', 'anchor': 'r', 'probsched_ms': 3.0, 'peer': 'ort', 'peer_ms': 1.0, 'loss_ms': 2.0, 'sources': []}]
     """
     def by_anchor(layers):
         out: Dict[str, float] = {}
@@ -225,6 +235,10 @@ def losses(ours: Sequence[Layer], peers: Dict[str, Sequence[Layer]], index: "lc.
         return out
 
     mine = by_anchor(ours)
+    sources: Dict[str, List[str]] = {}
+    for layer in ours:
+        if layer.anchor is not None and layer.source and layer.source not in sources.setdefault(layer.anchor, []):
+            sources[layer.anchor].append(layer.source)
     theirs = {label: by_anchor(layers) for label, layers in peers.items()}
     rows = []
     for anchor, ms in mine.items():
@@ -234,7 +248,7 @@ def losses(ours: Sequence[Layer], peers: Dict[str, Sequence[Layer]], index: "lc.
         peer = min(times, key=times.get)
         cat, k = index.ordinal(anchor)
         rows.append({"layer": f"{cat} #{k}", "anchor": anchor, "probsched_ms": ms, "peer": peer,
-                     "peer_ms": times[peer], "loss_ms": ms - times[peer]})
+                     "peer_ms": times[peer], "loss_ms": ms - times[peer], "sources": sources.get(anchor, [])})
     rows.sort(key=lambda r: -r["loss_ms"])
     return [r for r in rows if r["loss_ms"] > 0][:top]
 
@@ -258,9 +272,19 @@ def table(result: dict) -> str:
 
 
 def loss_lines(result: dict) -> str:
-    """The layers where probsched loses most, one line each."""
+    """The layers where probsched loses most, one line each (saying so when the schedule
+    was not a tuned record's).
+
+    >>> print(loss_lines({"losses": [{"layer": "attention #1", "anchor": "/a/MatMul", "probsched_ms": 3.0,
+    ...                               "peer": "ort", "peer_ms": 1.0, "loss_ms": 2.0, "sources": ["predicted"]}]}))
+    1. attention #1 (`/a/MatMul`): 3.00 ms vs ort 1.00 ms (+2.00; schedule: predicted)
+    """
+    def note(r):
+        other = [s for s in r.get("sources", []) if s != "database"]
+        return f"; schedule: {', '.join(other)}" if other else ""
+
     return "\n".join(f"{k + 1}. {r['layer']} (`{r['anchor']}`): {r['probsched_ms']:.2f} ms vs {r['peer']} "
-                     f"{r['peer_ms']:.2f} ms (+{r['loss_ms']:.2f})" for k, r in enumerate(result["losses"]))
+                     f"{r['peer_ms']:.2f} ms (+{r['loss_ms']:.2f}{note(r)})" for k, r in enumerate(result["losses"]))
 
 
 def bench_network(name: str, args: argparse.Namespace) -> dict:

@@ -244,3 +244,23 @@ def test_openvino_counters_of_a_tiny_bert_align_its_matmuls(bench, lc):
     assert sorted(layer.anchor for layer in layers if layer.category in ("dense matmul", "attention")
                   and ("MatMul" in layer.op or "FullyConnected" in layer.op)) == sorted(matmuls)
     assert {"dense matmul", "attention", "layer norm"} <= {layer.category for layer in layers}
+
+
+def test_probsched_profile_times_each_kernel_call_and_names_its_schedule(bench):
+    import jax
+
+    w = np.random.default_rng(0).random((8, 16), np.float32)
+    x = np.random.default_rng(1).random((4, 8), np.float32)
+
+    def net(x):
+        h = jax.nn.relu(x @ w)
+        return jax.nn.softmax(h @ h.T, axis=-1)
+
+    model = ps.compile(ps.from_jax(net, x), candidates=2, progress=None)
+    prof = bench.ProbschedProfile(model, [x], "probsched")
+    for _ in range(3):
+        prof.round()
+    layers = prof.layers(skip=1)
+    assert [layer.category for layer in layers] == ["dense matmul", "attention", "attention"]
+    assert all(layer.ms > 0 and layer.source == "predicted" and layer.record_ms is None for layer in layers)
+    assert len(prof.samples[0]) == 3
