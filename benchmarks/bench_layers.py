@@ -21,7 +21,8 @@ mapped to common rows (``benchmarks/layer_categories.py``): stem conv, 3x3 conv,
 depthwise conv, pooling, dense, other for a CNN; dense matmul, attention, layer norm,
 elementwise, embedding, other for a transformer. Then "total of layers" and "measured
 inference", the engine's latency timed without its profiler (the difference is what a call
-costs besides its layers). Engines are interleaved round by round. Printed per network: the
+costs besides its layers); for probsched also "its tasks' records", the sum over its calls of
+each task's time when it was tuned (timed alone, weights hot). Engines are interleaved round by round. Printed per network: the
 Markdown table, and the layers where probsched loses most to the best peer, aligned by the
 ONNX node each layer grew from (``3x3 conv #7`` is the 7th 3x3 convolution of the ONNX
 graph in every engine). ``--out FILE`` writes every layer's figures as JSON.
@@ -268,6 +269,9 @@ def table(result: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("| total of layers | " + " | ".join(f"{e['total_ms']:.2f}" for e in engines.values()) + " |")
     lines.append("| measured inference | " + " | ".join(f"{e['measured_ms']:.2f}" for e in engines.values()) + " |")
+    records = [sum(layer.record_ms or 0.0 for layer in e["layers"]) for e in engines.values()]
+    if any(records):  # what the network's calls would take at the speed their tasks were tuned at
+        lines.append("| its tasks' records | " + " | ".join(f"{t:.2f}" if t else "-" for t in records) + " |")
     return "\n".join(lines)
 
 

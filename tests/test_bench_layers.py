@@ -196,6 +196,8 @@ def test_table_has_a_row_per_category_present_and_the_totals(bench):
     assert lines[2:] == ["| 1x1 conv | 3.00 (75%) | 2.00 (50%) |", "| dense | 1.00 (25%) | - |",
                          "| other | - | 2.00 (50%) |", "| total of layers | 4.00 | 4.00 |",
                          "| measured inference | 4.50 | 4.20 |"]
+    result["engines"]["probsched"]["layers"][0].record_ms = 2.0  # the task's time when tuned
+    assert bench.table(result).splitlines()[-1] == "| its tasks' records | 2.00 | - |"
 
 
 def test_losses_rank_aligned_layers_by_the_time_lost_to_the_fastest_peer(bench, lc):
