@@ -199,7 +199,7 @@ class OpenvinoProfile:
     def __init__(self, path: str, feeds: Dict[str, np.ndarray], f32: bool, index: "lc.OnnxIndex") -> None:
         import engines
 
-        compiled, self.label = engines.openvino_compiled(path, f32, perf_count=True)
+        self.label, compiled = engines.openvino_compiled(path, f32, perf_count=True)
         self.request = compiled.create_infer_request()
         self.args = [feeds[p.get_any_name()] for p in compiled.inputs]
         self.index = index

@@ -105,3 +105,21 @@ def test_an_entry_is_not_a_model_file(entries):
     (entry,) = entries.iterdir()
     with pytest.raises(ModelFileError, match="compile-cache entry without the model's weights"):
         ps.load(str(entry))
+
+
+def test_a_model_loaded_from_the_cache_saves_as_the_compiled_one(entries, tmp_path):
+    import json
+    import zipfile
+
+    def saved(model, name):
+        model.save(str(tmp_path / name))
+        with zipfile.ZipFile(tmp_path / name) as zf:
+            manifest = json.loads(zf.read("probsched-model.json"))
+            return manifest["modules"], sorted(n for n in zf.namelist() if n.startswith(("kernels/", "modules/")))
+
+    w = np.random.default_rng(4).standard_normal((64, 64)).astype(np.float32)
+    x = np.random.default_rng(5).standard_normal((16, 64)).astype(np.float32)
+    first = ps.compile(net(w), x, candidates=8, progress=None)
+    again = ps.compile(net(w), x, candidates=8, progress=None)  # from the cache
+    assert saved(again, "again.psm") == saved(first, "first.psm")
+    np.testing.assert_array_equal(ps.load(str(tmp_path / "again.psm"))(x), first(x))

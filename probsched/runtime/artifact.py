@@ -191,6 +191,9 @@ def _kernel_entries(n: int, kernel: Any) -> List[Tuple[str, bytes]]:
 
     out = [(f"kernels/{n}/func.json", kernel.func.to_json().encode())]
     module = replace(kernel.module, extra_globals={})  # numba functions of this process: relinked as code
+    # which generated functions they were: a loaded kernel names them again (saved again, its
+    # modules go with it)
+    out.append((f"kernels/{n}/globals.json", json.dumps(_generated_globals(kernel)).encode()))
     out.append((f"kernels/{n}/module.pkl", pickle.dumps(module, protocol=pickle.HIGHEST_PROTOCOL)))
     try:
         code = program_cache.dumps(kernel.module, kernel.compiled)
@@ -205,6 +208,18 @@ def _kernel_entries(n: int, kernel: Any) -> List[Tuple[str, bytes]]:
 def _portable(arr: np.ndarray) -> np.ndarray:
     """``arr`` as .npy stores it: bfloat16 (ml_dtypes) as its uint16 bits."""
     return arr.view(np.uint16) if arr.dtype == numpy_dtype(BF16) else arr
+
+
+def _generated_globals(kernel: Any) -> Dict[str, List[str]]:
+    """Global name -> (generated module, function name) of the micro-kernels ``kernel``'s
+    code calls."""
+    out = {}
+    for name, obj in kernel.module.extra_globals.items():
+        func = getattr(obj, "py_func", None) or obj
+        owner = getattr(func, "__module__", None) or ""
+        if owner.startswith(GENERATED_PREFIX):
+            out[name] = [owner, getattr(func, "__name__", name)]
+    return out
 
 
 def _generated_modules(kernel: Any) -> Dict[str, str]:
@@ -351,7 +366,7 @@ def _import_modules(zf: zipfile.ZipFile, path: str, names: List[str]) -> bool:
 
     for name in names:
         try:
-            cache.import_source(name, zf.read(f"modules/{name}.py").decode())
+            cache.import_source(name, zf.read(f"modules/{name}.py").decode(), lazy=True)  # linked into the code
         except Exception as exc:  # noqa: BLE001 - compiling the kernels again does without them
             log.warning("%s: generated module %s does not import here (%s: %s): compiling the kernels again", path,
                         name, type(exc).__name__, exc)
@@ -370,6 +385,18 @@ def _offer_shared(zf: zipfile.ZipFile, path: str, members: List[str]) -> None:
             log.warning("%s: %s does not read (%s): its launcher is compiled if needed", path, member, exc)
 
 
+def _imported_globals(zf: zipfile.ZipFile, n: int) -> Dict[str, Any]:
+    """The generated functions kernel ``n`` was compiled with (:func:`_generated_globals`),
+    from the modules imported already; {} for a file written before they were named."""
+    import sys
+
+    try:
+        names = json.loads(zf.read(f"kernels/{n}/globals.json"))
+    except KeyError:
+        return {}
+    return {g: getattr(sys.modules[m], f) for g, (m, f) in names.items() if m in sys.modules}
+
+
 def _load_kernel(zf: zipfile.ZipFile, path: str, n: int, key: str, rebuild: bool):
     from ..codegen import Kernel, build, program_cache
     from ..ir.stmt import PrimFunc
@@ -385,6 +412,7 @@ def _load_kernel(zf: zipfile.ZipFile, path: str, n: int, key: str, rebuild: bool
         try:
             module = pickle.loads(zf.read(f"kernels/{n}/module.pkl"))
             compiled = program_cache.loads(module, zf.read(f"kernels/{n}/code.bin"))
+            module = replace(module, extra_globals=_imported_globals(zf, n))
             return Kernel(module, compiled, Target.host(), func=func, from_cache=True)
         except KeyError:
             pass  # no machine code stored: compiled below

@@ -196,8 +196,9 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     (default ``ps.space.default()``); ``candidates``: programs drawn per task without a
     usable record. ``progress``: ``"auto"`` (a progress bar on stderr when it is a terminal),
     None, or ``progress(message)`` called as each task is built. ``precision``:
-    ``"bf16"`` compiles every task with its products in bfloat16 (tasks and records of their
-    own: :mod:`probsched.graph.precision`); the network's inputs and outputs stay float32.
+    ``"bf16"`` compiles the tasks with their products in bfloat16 (tasks and records of their
+    own: :mod:`probsched.graph.precision`), except those whose float32 record is faster or
+    the only one measured; the network's inputs and outputs stay float32.
 
     What was chosen and checked is kept on disk (:mod:`.compile_cache`), and so is the
     compiled network (:mod:`.network_cache`): compiling the same network with the same
@@ -210,7 +211,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     db = Database(database) if own_db else database
     try:
         shipped = shipped_database() if database is None else None
-        tasks = [t.in_precision(precision) for t in graph.tasks()]
+        tasks = [_faster_precision(t, t.in_precision(precision), db, shipped) for t in graph.tasks()]
         by_key = {t.lowered.func.structural_hash(): t for t in tasks}  # by the float32 function
         producer = graph.producer()
         calls = []
@@ -237,6 +238,24 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     if key is not None:
         network_cache.store(key, compiled)
     return compiled
+
+
+def _faster_precision(base: Task, low: Task, db: Optional[Database], shipped: Optional[Database]) -> Task:
+    """``low`` (the task in the asked precision), or ``base`` (in float32) when only the float32
+    task has a stored record or its record is faster: a depthwise or a stem convolution
+    (short reductions) can run slower in bfloat16 than in float32, and float32 is exact
+    where bfloat16 rounds, so the measured faster one is used (``TaskChoice.task`` says which)."""
+    if low is base:
+        return low
+    source = db if db is not None else shipped
+    if source is None:
+        return low
+    fast, slow = (best_schedule(source, t.func, t.flops) for t in (base, low))
+    if fast is not None and (slow is None or fast.seconds < slow.seconds):
+        log.info("compile: task %s runs in float32 (%s than in %s)", base.name,
+                 "faster" if slow is not None else "measured, not", low.precision)
+        return base
+    return low
 
 
 def _network_key(interface: ModelInterface, calls, tasks: List[Task], stored, space, candidates: int, seed: int,

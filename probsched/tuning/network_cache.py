@@ -41,7 +41,7 @@ from ..errors import ModelFileError
 log = logging.getLogger("probsched.compile")
 
 #: Bumped when what an entry's key covers or its content changes.
-FORMAT = 1
+FORMAT = 2
 
 
 def network_key(parts: Any) -> str:
