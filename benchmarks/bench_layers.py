@@ -22,7 +22,9 @@ depthwise conv, pooling, dense, other for a CNN; dense matmul, attention, layer 
 elementwise, embedding, other for a transformer. Then "total of layers" and "measured
 inference", the engine's latency timed without its profiler (the difference is what a call
 costs besides its layers); for probsched also "its tasks' records", the sum over its calls of
-each task's time when it was tuned (timed alone, weights hot). Engines are interleaved round by round. Printed per network: the
+each task's time when it was tuned (timed alone, weights hot), and a column of the same calls
+each run again at once (weights and inputs hot): the difference from the network column is
+what running in network order (weights arriving from memory) costs, the rest is the kernels'. Engines are interleaved round by round. Printed per network: the
 Markdown table, and the layers where probsched loses most to the best peer, aligned by the
 ONNX node each layer grew from (``3x3 conv #7`` is the 7th 3x3 convolution of the ONNX
 graph in every engine). ``--out FILE`` writes every layer's figures as JSON.
@@ -53,8 +55,9 @@ import layer_categories as lc  # noqa: E402
 class Layer:
     """One timed layer of one engine: the engine's ``name`` and operator type ``op``, its
     row, the ONNX node it aligns to (None when nothing maps back), median milliseconds;
-    for probsched, where its task's schedule came from (``database``, ``predicted``, ...) and
-    the record's own time (the task timed alone when it was tuned), if any."""
+    for probsched, where its task's schedule came from (``database``, ``predicted``, ...),
+    the record's own time (the task timed alone when it was tuned), if any, and the call's
+    time when run again at once (``hot_ms``: weights and inputs in cache)."""
 
     name: str
     op: str
@@ -63,6 +66,7 @@ class Layer:
     ms: float
     source: str = ""
     record_ms: Optional[float] = None
+    hot_ms: Optional[float] = None
 
 
 def category_totals(layers: Sequence[Layer]) -> Dict[str, float]:
@@ -153,10 +157,15 @@ class ProbschedProfile:
         self.graph = model.graph
         model(*self.args)  # sets the inputs the kernel calls read
         self.samples: List[List[float]] = [[] for _ in model.steps]
+        self.hot: List[List[float]] = [[] for _ in model.steps]
 
     def round(self) -> None:
+        """One inference, each call timed alone in network order; then one with each call
+        run twice in a row, the second timed: its weights and inputs hot, as when its task was tuned."""
         for k, seconds in enumerate(self.model.profile_calls(repeat=1)):
             self.samples[k].append(seconds * 1e3)
+        for k, seconds in enumerate(self.model.profile_calls(repeat=1, hot=True)):
+            self.hot[k].append(seconds * 1e3)
 
     def layers(self, skip: int) -> List[Layer]:
         cats = lc.probsched_layers(self.graph, self.model.steps)
@@ -165,8 +174,9 @@ class ProbschedProfile:
         for k, (s, (cat, anchor), t) in enumerate(zip(self.model.steps, cats, self.samples)):
             c = choices.get(s.key)
             record = c.seconds * 1e3 if c is not None and c.seconds is not None else None
+            hot = self.hot[k]
             out.append(Layer(f"{k:03d} {s.name}", s.name.split("/")[-1], cat, anchor, float(np.median(t[skip:] or t)),
-                             c.source if c is not None else "", record))
+                             c.source if c is not None else "", record, float(np.median(hot[skip:] or hot))))
         return out
 
 
@@ -255,23 +265,30 @@ def losses(ours: Sequence[Layer], peers: Dict[str, Sequence[Layer]], index: "lc.
 
 
 def table(result: dict) -> str:
-    """One network's Markdown table: rows = categories, a column per engine (ms and share)."""
-    engines = result["engines"]
-    seen = {c for e in engines.values() for c in e["categories"]}
+    """One network's Markdown table: rows = categories, a column per engine (ms and share),
+    and beside probsched's the same calls each run again at once (its weights hot)."""
+    columns = []  # (header, ms per category, total, measured, records)
+    for label, e in result["engines"].items():
+        records = sum(layer.record_ms or 0.0 for layer in e["layers"])
+        columns.append((f"{label} ms (share)", e["categories"], e["total_ms"], e["measured_ms"], records))
+        if e.get("hot_categories"):
+            hot = e["hot_categories"]
+            columns.append((f"{label}, each call again (weights hot)", hot, sum(hot.values()), None, 0.0))
+    seen = {c for _, cats, _, _, _ in columns for c in cats}
     rows = [r for r in lc.row_order(result["kind"], seen) if r in seen]  # a row no engine has is left out
-    head = ["category"] + [f"{label} ms (share)" for label in engines]
-    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * len(engines) + "|"]
+    lines = ["| category | " + " | ".join(c[0] for c in columns) + " |", "|---" + "|---:" * len(columns) + "|"]
     for row in rows:
-        cells = [row]
-        for e in engines.values():
-            t = e["categories"].get(row)
-            cells.append(f"{t:.2f} ({100 * t / e['total_ms']:.0f}%)" if t is not None and e["total_ms"] else "-")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("| total of layers | " + " | ".join(f"{e['total_ms']:.2f}" for e in engines.values()) + " |")
-    lines.append("| measured inference | " + " | ".join(f"{e['measured_ms']:.2f}" for e in engines.values()) + " |")
-    records = [sum(layer.record_ms or 0.0 for layer in e["layers"]) for e in engines.values()]
-    if any(records):  # what the network's calls would take at the speed their tasks were tuned at
-        lines.append("| its tasks' records | " + " | ".join(f"{t:.2f}" if t else "-" for t in records) + " |")
+        cells = [f"{cats[row]:.2f} ({100 * cats[row] / total:.0f}%)" if row in cats and total else "-"
+                 for _, cats, total, _, _ in columns]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+
+    def line(name, values):
+        lines.append(f"| {name} | " + " | ".join(f"{v:.2f}" if v else "-" for v in values) + " |")
+
+    line("total of layers", [c[2] for c in columns])
+    line("measured inference", [c[3] for c in columns])
+    if any(c[4] for c in columns):  # what the calls would take at the speed their tasks were tuned at
+        line("its tasks' records", [c[4] for c in columns])
     return "\n".join(lines)
 
 
@@ -341,6 +358,9 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
         per_engine[lbl] = {"layers": layers, "categories": category_totals(layers),
                            "total_ms": sum(layer.ms for layer in layers), "measured_ms": measured_ms[lbl],
                            "unaligned_ms": sum(layer.ms for layer in layers if layer.anchor is None)}
+        if any(layer.hot_ms is not None for layer in layers):
+            per_engine[lbl]["hot_categories"] = category_totals(
+                [Layer(x.name, x.op, x.category, x.anchor, x.hot_ms or 0.0) for x in layers])
     ours = per_engine[label]["layers"]
     peers = {lbl: e["layers"] for lbl, e in per_engine.items() if lbl != label}
     result = {"model": name, "kind": index.kind, "precision": args.precision, "rel_err": errors,
