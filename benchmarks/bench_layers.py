@@ -24,10 +24,11 @@ inference", the engine's latency timed without its profiler (the difference is w
 costs besides its layers); for probsched also "its tasks' records", the sum over its calls of
 each task's time when it was tuned (timed alone, weights hot), and a column of the same calls
 each run again at once (weights and inputs hot): the difference from the network column is
-what running in network order (weights arriving from memory) costs, the rest is the kernels'. Engines are interleaved round by round. Printed per network: the
-Markdown table, and the layers where probsched loses most to the best peer, aligned by the
-ONNX node each layer grew from (``3x3 conv #7`` is the 7th 3x3 convolution of the ONNX
-graph in every engine). ``--out FILE`` writes every layer's figures as JSON.
+what running in network order (weights arriving from memory) costs, the rest is the kernels'.
+Engines are interleaved round by round. Printed per network: the Markdown table, and the
+layers where probsched loses most to the best peer, aligned by the ONNX node each layer grew
+from (``3x3 conv #7`` is the 7th 3x3 convolution of the ONNX graph in every engine).
+``--out FILE`` writes every layer's figures as JSON.
 """
 
 from __future__ import annotations
