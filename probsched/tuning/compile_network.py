@@ -44,7 +44,6 @@ import numpy as np
 from ..database import Database, TuningRecord
 from ..errors import BuildError
 from ..graph import Graph, Task
-from ..graph.task import lower_group
 from ..runtime import CompiledModel, KernelStep, ModelInterface
 from ..schedule import InstructionLog, Schedule
 from . import compile_cache, network_cache
@@ -212,12 +211,8 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     try:
         shipped = shipped_database() if database is None else None
         tasks = [_faster_precision(t, t.in_precision(precision), db, shipped) for t in graph.tasks()]
-        by_key = {t.lowered.func.structural_hash(): t for t in tasks}  # by the float32 function
-        producer = graph.producer()
-        calls = []
-        for grp in graph.fuse():
-            low = lower_group(graph, grp, producer)
-            calls.append((by_key[low.func.structural_hash()], low.inputs, low.outputs))
+        calls = sorted(((c.index, t, c.inputs, c.outputs) for t in tasks for c in t.calls), key=lambda c: c[0])
+        calls = [c[1:] for c in calls]  # in run order
         stored = {t.key: (_stored(t, db), _stored(t, shipped)) for t in tasks}
         interface = ModelInterface.of_graph(graph)
         key = _network_key(interface, calls, tasks, stored, space, candidates, seed, check, precision)
