@@ -202,15 +202,23 @@ def _feeds(path: str, name: str) -> dict:
     return ex.example_inputs(name, shapes)
 
 
+def canonical_export(onnx_dir: str, name: str, who: str = "bench_models") -> tuple:
+    """``(path, feeds, expected)`` of the canonical export ``onnx_dir/<name>.onnx``: its
+    inputs (:func:`_feeds`) and the reference output every engine is checked against."""
+    import engines
+
+    path = os.path.join(onnx_dir, f"{name}.onnx")
+    if not os.path.exists(path):
+        raise SystemExit(f"{who}: no {path}; make it with python benchmarks/export_onnx_models.py --full --out {onnx_dir}")
+    feeds = _feeds(path, name)
+    return path, feeds, engines.reference(path, feeds)
+
+
 def bench_engines(name: str, args: argparse.Namespace) -> dict:
     """One model of ``--engines`` mode (see the module docstring)."""
     import engines
 
-    path = os.path.join(args.onnx_dir, f"{name}.onnx")
-    if not os.path.exists(path):
-        raise SystemExit(f"bench_models: no {path}; make it with python benchmarks/export_onnx_models.py --full --out {args.onnx_dir}")
-    feeds = _feeds(path, name)
-    expected = engines.reference(path, feeds)
+    path, feeds, expected = canonical_export(args.onnx_dir, name)
     row: dict = {"model": name, "graph": os.path.basename(path)}
     t = time.perf_counter()
     graph = ps.from_onnx(path, name=name)

@@ -29,7 +29,9 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
-def _ort_session(path: str, optimize: bool):
+def ort_session(path: str, optimize: bool = True, profile_prefix: str = ""):
+    """An ONNX Runtime session on the CPU, intra-op threads = cores, every graph optimization
+    (or none); ``profile_prefix``: its profiler on, the JSON written there by ``end_profiling()``."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -38,24 +40,27 @@ def _ort_session(path: str, optimize: bool):
     opts.intra_op_num_threads = cores()
     opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                      else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    if profile_prefix:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
 def reference(path: str, feeds: Dict[str, np.ndarray]) -> np.ndarray:
     """The model's first output by ONNX Runtime without graph optimizations."""
-    return _ort_session(path, optimize=False).run(None, feeds)[0]
+    return ort_session(path, optimize=False).run(None, feeds)[0]
 
 
 def ort_predict(path: str, optimize: bool = True) -> Callable[[Dict[str, np.ndarray]], np.ndarray]:
     """ONNX Runtime on any inputs: a callable from inputs by name to the first output
     (``optimize``: every graph optimization; else none, as :func:`reference`)."""
-    sess = _ort_session(path, optimize)
+    sess = ort_session(path, optimize)
     return lambda feeds: sess.run(None, feeds)[0]
 
 
 def ort_runner(path: str, feeds: Dict[str, np.ndarray], label: str = "onnxruntime") -> Runner:
     """ONNX Runtime with every graph optimization, intra-op threads = cores."""
-    sess = _ort_session(path, optimize=True)
+    sess = ort_session(path)
     out = sess.run(None, feeds)[0]
     return label, lambda: sess.run(None, feeds), out
 
@@ -73,8 +78,10 @@ def ort_transformer_runner(path: str, feeds: Dict[str, np.ndarray], num_heads: i
     return ort_runner(out_path, feeds, "onnxruntime+transformer-opt")
 
 
-def _openvino_compiled(path: str, f32: bool):
-    """OpenVINO's compiled model of ``path`` on the CPU, and its label naming the precision."""
+def openvino_compiled(path: str, f32: bool, perf_count: bool = False):
+    """``(label, compiled model)``: OpenVINO on the CPU, LATENCY hint, threads = cores; ``f32``
+    sets the f32 precision hint, otherwise its default precision (bf16 where the CPU has it),
+    named in the label; ``perf_count``: per-layer counters on (``request.get_profiling_info()``)."""
     try:
         import openvino as ov
     except ImportError:
@@ -83,6 +90,8 @@ def _openvino_compiled(path: str, f32: bool):
     config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": cores()}
     if f32:
         config["INFERENCE_PRECISION_HINT"] = "f32"
+    if perf_count:
+        config["PERF_COUNT"] = True
     compiled = core.compile_model(core.read_model(path), "CPU", config)
     hint = compiled.get_property("INFERENCE_PRECISION_HINT")
     precision = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
@@ -92,7 +101,7 @@ def _openvino_compiled(path: str, f32: bool):
 def openvino_runner(path: str, feeds: Dict[str, np.ndarray], f32: bool) -> Runner:
     """OpenVINO on the CPU: ``f32`` sets the f32 precision hint; otherwise its default
     precision (bf16 where the CPU has it), named in the label."""
-    label, compiled = _openvino_compiled(path, f32)
+    label, compiled = openvino_compiled(path, f32)
     request = compiled.create_infer_request()
     names = [p.get_any_name() for p in compiled.inputs]
     args = [feeds[n] for n in names]
@@ -103,7 +112,7 @@ def openvino_runner(path: str, feeds: Dict[str, np.ndarray], f32: bool) -> Runne
 def openvino_predict(path: str, f32: bool) -> Tuple[str, Callable[[Dict[str, np.ndarray]], np.ndarray]]:
     """OpenVINO as :func:`openvino_runner` runs it, on any inputs: its label and a callable
     from inputs by name to a copy of the first output."""
-    label, compiled = _openvino_compiled(path, f32)
+    label, compiled = openvino_compiled(path, f32)
     request = compiled.create_infer_request()
     names = [p.get_any_name() for p in compiled.inputs]
     out = compiled.outputs[0]
@@ -146,5 +155,5 @@ def checked(runners: List[Runner], expected: np.ndarray, tolerance: Dict[str, fl
     return errors
 
 
-__all__ = ["Unavailable", "reference", "ort_predict", "ort_runner", "ort_transformer_runner", "openvino_runner", "openvino_predict", "torch_runner",
+__all__ = ["Unavailable", "reference", "ort_session", "ort_predict", "ort_runner", "openvino_compiled", "ort_transformer_runner", "openvino_runner", "openvino_predict", "torch_runner",
            "relative_error", "checked", "cores"]

@@ -62,12 +62,15 @@ class KernelStep:
 
 
 class _Context:
-    """One thread's arena, the value arrays over it, and the kernels bound to them."""
+    """One thread's arena, the value arrays over it, the kernels bound to them, and the
+    arguments of the thread's last call (profiling sets them again: the arena reuses their
+    memory once they are read)."""
 
-    __slots__ = ("arena", "arrays", "runs")
+    __slots__ = ("arena", "arrays", "runs", "last_args")
 
     def __init__(self, arena: np.ndarray, arrays: Dict[int, np.ndarray], runs: list) -> None:
         self.arena, self.arrays, self.runs = arena, arrays, runs
+        self.last_args: Sequence[np.ndarray] = ()
 
 
 class CompiledModel:
@@ -172,9 +175,7 @@ class CompiledModel:
         iface = self.interface
         arrays = iface.check_arguments(args, who=f"compiled model {iface.name}")
         ctx = self._context()
-        for v, a in zip(iface.inputs, arrays):
-            if v in self.plan.offsets:
-                np.copyto(ctx.arrays[v], a.reshape(ctx.arrays[v].shape))
+        self._set_inputs(ctx, arrays)
         for run in ctx.runs:
             run()
         return iface.pack([ctx.arrays[v].reshape(iface.types[v].shape).copy() for v in iface.outputs])
@@ -203,23 +204,59 @@ class CompiledModel:
         of the model's shapes and dtypes (checked here, once)."""
         return BoundModel(self, inputs, outputs)
 
+    def _set_inputs(self, ctx: _Context, arrays: Sequence[np.ndarray]) -> None:
+        """Copy a call's (checked) arguments into the arena, and keep them as the last call's."""
+        for v, a in zip(self.interface.inputs, arrays):
+            if v in self.plan.offsets:
+                np.copyto(ctx.arrays[v], a.reshape(ctx.arrays[v].shape))
+        ctx.last_args = arrays
+
     def profile(self, repeat: int = 5) -> List[tuple]:
         """(task name, calls per inference, median µs per inference) for every task, slowest
         first: each kernel call of one inference timed alone, the median of ``repeat``
-        inferences (run :meth:`__call__` once before, so the inputs are set)."""
-        runs = self._context().runs
+        inferences on the inputs of this thread's last call (call the model once before)."""
+        total: Dict[str, float] = {}
+        calls: Dict[str, int] = {}
+        for step, seconds in zip(self.steps, self.profile_calls(repeat)):
+            total[step.name] = total.get(step.name, 0.0) + seconds
+            calls[step.name] = calls.get(step.name, 0) + 1
+        return sorted(((n, calls[n], total[n] * 1e6) for n in total), key=lambda r: -r[2])
+
+    def profile_calls(self, repeat: int = 5, hot: bool = False) -> List[float]:
+        """Median seconds of each kernel call (one per :attr:`steps`, in run order), each
+        call timed alone over ``repeat`` inferences on the inputs of this thread's last call
+        (set again before each: the arena reuses their memory); :meth:`profile` sums them per
+        task. ``hot``: each call runs once more just before it is timed, so its weights and
+        inputs are in cache, as when its task was timed alone (a call reads its inputs and
+        writes its outputs, which never share memory: running it twice changes nothing).
+
+        >>> import numpy as np, probsched as ps
+        >>> A = ps.placeholder((2,), name="x0")
+        >>> B = ps.compute((2,), lambda i: A[i] + 1.0, name="y")
+        >>> spec = ps.runtime.TensorSpec((2,), "float32")
+        >>> k = ps.build(ps.create_func([A, B]))
+        >>> model = CompiledModel(ModelInterface("inc2", (0,), (2,), {v: spec for v in range(3)}, {}),
+        ...                       [KernelStep("inc", k, (0,), (1,)), KernelStep("inc", k, (1,), (2,))])
+        >>> model(np.zeros(2, np.float32)).tolist()
+        [2.0, 2.0]
+        >>> times = model.profile_calls(repeat=3)
+        >>> len(times), all(t > 0 for t in times), len(model.profile_calls(repeat=2, hot=True))
+        (2, True, 2)
+        >>> [(name, calls) for name, calls, _ in model.profile(repeat=3)]
+        [('inc', 2)]
+        """
+        ctx = self._context()
+        runs = ctx.runs
         per_step: List[List[float]] = [[] for _ in runs]
         for _ in range(repeat):
+            self._set_inputs(ctx, ctx.last_args)
             for k, run in enumerate(runs):
+                if hot:
+                    run()
                 t0 = time.perf_counter()
                 run()
                 per_step[k].append(time.perf_counter() - t0)
-        total: Dict[str, float] = {}
-        calls: Dict[str, int] = {}
-        for step, times in zip(self.steps, per_step):
-            total[step.name] = total.get(step.name, 0.0) + float(np.median(times))
-            calls[step.name] = calls.get(step.name, 0) + 1
-        return sorted(((n, calls[n], total[n] * 1e6) for n in total), key=lambda r: -r[2])
+        return [float(np.median(times)) for times in per_step]
 
     def save(self, path: str) -> None:
         """Write the model to ``path`` as one file that :func:`probsched.load` runs without the
