@@ -11,13 +11,18 @@ not the one-time micro-kernel library build)::
     python benchmarks/bench_deploy.py --skip-first --cache-dir D --out D/m.psm   # reuse D
     python benchmarks/bench_deploy.py --model D/resnet50.onnx --db D/resnet50.db  # a tuned canonical export
 
-1. ``first compile``: ``ps.compile(*ps.models.get(MODEL), candidates=N)`` with an empty
-   program and choice cache, then ``model.save``;
-2. ``second compile``: the same call again in a new process (the choices and compiled
-   programs on disk are reused);
+1. ``first compile``: ``ps.compile(graph, candidates=N)`` of the imported network
+   (``ps.from_jax(*ps.models.get(MODEL))`` or ``ps.from_onnx(MODEL)``, timed apart as
+   "import network": the front end, JAX's import included) with an empty program, choice
+   and network cache, then ``model.save``;
+2. ``second compile``: the same again in a new process (the compiled network on disk is
+   loaded: :mod:`probsched.tuning.network_cache`);
 3. ``load + first call``: a process that imports probsched, ``ps.load``-s the file and
    calls the model once (then once more), without importing JAX; its output must equal the
-   first process's bit for bit.
+   first process's bit for bit;
+4. ``load + first call, fresh caches``: the same with empty probsched and numba caches, as
+   on a machine that never ran probsched (its file cache still warm: a cold disk adds the
+   file's read time).
 
 Printed: a Markdown table with, per step, the whole process's wall time, the step's own
 call, the import of probsched, and how many functions numba compiled in the step
@@ -54,20 +59,20 @@ def report(**kw):
 COMPILE = PRELUDE + r"""
 import os
 db, precision = os.environ.get("BENCH_DEPLOY_DB") or None, os.environ.get("BENCH_DEPLOY_PRECISION", "float32")
+t = time.perf_counter()
 if sys.argv[1].endswith(".onnx"):  # a canonical export (export_onnx_models.py) and its tuning database
     sys.path.insert(0, os.environ["BENCH_DEPLOY_DIR"])
     from bench_models import _feeds
-    t = time.perf_counter()
     graph = ps.from_onnx(sys.argv[1])
     feeds = _feeds(sys.argv[1], os.path.splitext(os.path.basename(sys.argv[1]))[0])
     args = [feeds[n] for n in graph.input_names]
-    with counting_compiles() as compiled:
-        model = ps.compile(graph, database=db, candidates=int(sys.argv[2]), precision=precision, progress=None)
 else:
     fn, args = ps.models.get(sys.argv[1])
-    t = time.perf_counter()
-    with counting_compiles() as compiled:
-        model = ps.compile(fn, *args, database=db, candidates=int(sys.argv[2]), precision=precision, progress=None)
+    graph = ps.from_jax(fn, *args)
+front = time.perf_counter() - t
+t = time.perf_counter()
+with counting_compiles() as compiled:
+    model = ps.compile(graph, database=db, candidates=int(sys.argv[2]), precision=precision, progress=None)
 seconds = time.perf_counter() - t
 x = [np.asarray(a) for a in args]
 y = model(*x)
@@ -78,7 +83,7 @@ if sys.argv[3] != "-":
     np.save(sys.argv[3] + ".out.npy", np.asarray(y))
 else:
     assert np.array_equal(np.asarray(y), np.load(sys.argv[4] + ".out.npy")), "the second compile computes otherwise"
-report(step=seconds, imported=imported, compiles=compiled)
+report(step=seconds, front=front, imported=imported, compiles=compiled)
 """
 
 LOAD = PRELUDE + r"""
@@ -149,19 +154,32 @@ def main(argv=None) -> None:
         rows.append(("first compile", run(COMPILE, [args.model, str(args.candidates), out], env)))
     rows.append(("second compile", run(COMPILE, [args.model, str(args.candidates), "-", out], env)))
     rows.append(("load + first call", run(LOAD, [out], env)))
+    # as on a machine that never ran probsched: empty probsched and numba caches (the
+    # operating system's file cache still holds the file and the libraries)
+    fresh = tempfile.mkdtemp(prefix="bench-deploy-fresh-")
+    rows.append(("load + first call, fresh caches",
+                 run(LOAD, [out], dict(env, PROBSCHED_CACHE_DIR=fresh, NUMBA_CACHE_DIR=os.path.join(fresh, "numba")))))
+    shutil.rmtree(fresh, ignore_errors=True)
     with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as fh:
         load = fh.read().split()[:3]
     how = f"records of {args.db}" if args.db else f"{args.candidates} candidates per task"
     print(f"{args.model} ({args.precision}), {how}, cache {cache}, load average {' '.join(load)}\n")
-    print("| step | process wall s | step s | import probsched s | numba compiles (launchers) |")
-    print("|---|---:|---:|---:|---|")
+    print("| step | process wall s | step s | import network s | import probsched s | numba compiles (launchers) |")
+    print("|---|---:|---:|---:|---:|---|")
     for name, r in rows:
-        print(f"| {name} | {r['wall']:.1f} | {r['step']:.2f} | {r['imported']:.2f} | {compiles(r['compiles'])} |")
-    ld = rows[-1][1]
+        front = f"{r['front']:.2f}" if "front" in r else "-"
+        print(f"| {name} | {r['wall']:.1f} | {r['step']:.2f} | {front} | {r['imported']:.2f} | {compiles(r['compiles'])} |")
+    if not args.skip_first:
+        first, second = rows[0][1], rows[1][1]
+        print(f"\nsecond compile: {second['step']:.2f} s = {100 * second['step'] / first['step']:.0f}% of the first "
+              f"({first['step']:.2f} s); with the network's import {second['step'] + second['front']:.2f} s = "
+              f"{100 * (second['step'] + second['front']) / (first['step'] + first['front']):.0f}%")
+    ld = rows[-2][1]
     print(f"\nload {ld['load']:.2f} s, first call {ld['first_call']:.2f} s, second call {ld['second_call'] * 1e3:.1f} ms")
-    top = sorted(ld["compiles"].items(), key=lambda kv: -kv[1])[:8]
-    if top:
-        print("compiled while loading: " + ", ".join(f"{k} x{v}" for k, v in top))
+    for label, row in (("loading", ld), ("loading with fresh caches", rows[-1][1])):
+        top = sorted(row["compiles"].items(), key=lambda kv: -kv[1])[:8]
+        if top:
+            print(f"compiled while {label}: " + ", ".join(f"{k} x{v}" for k, v in top))
 
 
 if __name__ == "__main__":

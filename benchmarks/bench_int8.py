@@ -99,14 +99,15 @@ def images(shape: Tuple[int, ...], n: int, seed: int) -> List[np.ndarray]:
     return [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
 
 
-def quantize_with_ort(path: str, out: str, name: str, shape: Tuple[int, ...], n: int) -> None:
-    """ONNX Runtime's static quantization of ``path`` into ``out`` (QDQ, per channel)."""
+def quantize_with_ort(path: str, out: str, name: str, calibration: List[np.ndarray]) -> None:
+    """ONNX Runtime's static quantization of ``path`` into ``out`` (QDQ, per channel), its
+    activation ranges those of input ``name`` taking each of ``calibration``."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     prepared = out + ".prepared.onnx"
     quant_pre_process(path, prepared, skip_symbolic_shape=True)  # static shapes: ONNX's own inference does
-    samples = iter({name: x} for x in images(shape, n, seed=0))
+    samples = iter({name: x} for x in calibration)
 
     class Reader(CalibrationDataReader):
         def get_next(self):
@@ -164,7 +165,7 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     os.makedirs(args.db_dir, exist_ok=True)
     qdq = os.path.join(args.db_dir, f"{name}.qdq.onnx")
     if not os.path.exists(qdq):
-        quantize_with_ort(path, qdq, info.name, shape, args.calibration)
+        quantize_with_ort(path, qdq, info.name, images(shape, args.calibration, seed=0))
     row: dict = {"model": name, "qdq": qdq}
     t = time.perf_counter()
     graph = ps.from_onnx(qdq, name=f"{name}_int8")

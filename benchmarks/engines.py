@@ -46,6 +46,13 @@ def reference(path: str, feeds: Dict[str, np.ndarray]) -> np.ndarray:
     return _ort_session(path, optimize=False).run(None, feeds)[0]
 
 
+def ort_predict(path: str, optimize: bool = True) -> Callable[[Dict[str, np.ndarray]], np.ndarray]:
+    """ONNX Runtime on any inputs: a callable from inputs by name to the first output
+    (``optimize``: every graph optimization; else none, as :func:`reference`)."""
+    sess = _ort_session(path, optimize)
+    return lambda feeds: sess.run(None, feeds)[0]
+
+
 def ort_runner(path: str, feeds: Dict[str, np.ndarray], label: str = "onnxruntime") -> Runner:
     """ONNX Runtime with every graph optimization, intra-op threads = cores."""
     sess = _ort_session(path, optimize=True)
@@ -66,9 +73,8 @@ def ort_transformer_runner(path: str, feeds: Dict[str, np.ndarray], num_heads: i
     return ort_runner(out_path, feeds, "onnxruntime+transformer-opt")
 
 
-def openvino_runner(path: str, feeds: Dict[str, np.ndarray], f32: bool) -> Runner:
-    """OpenVINO on the CPU: ``f32`` sets the f32 precision hint; otherwise its default
-    precision (bf16 where the CPU has it), named in the label."""
+def _openvino_compiled(path: str, f32: bool):
+    """OpenVINO's compiled model of ``path`` on the CPU, and its label naming the precision."""
     try:
         import openvino as ov
     except ImportError:
@@ -80,12 +86,28 @@ def openvino_runner(path: str, feeds: Dict[str, np.ndarray], f32: bool) -> Runne
     compiled = core.compile_model(core.read_model(path), "CPU", config)
     hint = compiled.get_property("INFERENCE_PRECISION_HINT")
     precision = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
+    return ("openvino f32" if f32 else f"openvino default ({precision})"), compiled
+
+
+def openvino_runner(path: str, feeds: Dict[str, np.ndarray], f32: bool) -> Runner:
+    """OpenVINO on the CPU: ``f32`` sets the f32 precision hint; otherwise its default
+    precision (bf16 where the CPU has it), named in the label."""
+    label, compiled = _openvino_compiled(path, f32)
     request = compiled.create_infer_request()
     names = [p.get_any_name() for p in compiled.inputs]
     args = [feeds[n] for n in names]
     out = np.asarray(request.infer(args)[compiled.outputs[0]]).copy()
-    label = "openvino f32" if f32 else f"openvino default ({precision})"
     return label, lambda: request.infer(args), out
+
+
+def openvino_predict(path: str, f32: bool) -> Tuple[str, Callable[[Dict[str, np.ndarray]], np.ndarray]]:
+    """OpenVINO as :func:`openvino_runner` runs it, on any inputs: its label and a callable
+    from inputs by name to a copy of the first output."""
+    label, compiled = _openvino_compiled(path, f32)
+    request = compiled.create_infer_request()
+    names = [p.get_any_name() for p in compiled.inputs]
+    out = compiled.outputs[0]
+    return label, lambda feeds: np.asarray(request.infer([feeds[n] for n in names])[out]).copy()
 
 
 def torch_runner(module, feeds: Dict[str, np.ndarray]) -> Runner:
@@ -124,5 +146,5 @@ def checked(runners: List[Runner], expected: np.ndarray, tolerance: Dict[str, fl
     return errors
 
 
-__all__ = ["Unavailable", "reference", "ort_runner", "ort_transformer_runner", "openvino_runner", "torch_runner",
+__all__ = ["Unavailable", "reference", "ort_predict", "ort_runner", "ort_transformer_runner", "openvino_runner", "openvino_predict", "torch_runner",
            "relative_error", "checked", "cores"]

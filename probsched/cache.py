@@ -34,8 +34,9 @@ _IMPORT_LOCK = threading.Lock()
 #: :mod:`probsched.intrinsics.disk_cache`), ``models`` (cost-model trainings,
 #: :mod:`probsched.cost_model.trained_cache`), ``programs`` (compiled scheduled programs,
 #: :mod:`probsched.codegen.program_cache`), ``choices`` (what ``ps.compile`` chose and
-#: checked, :mod:`probsched.tuning.compile_cache`).
-KINDS = ("kernels", "models", "programs", "choices")
+#: checked, :mod:`probsched.tuning.compile_cache`), ``networks`` (compiled networks without
+#: their weights, :mod:`probsched.tuning.network_cache`).
+KINDS = ("kernels", "models", "programs", "choices", "networks")
 
 
 def root() -> str:
@@ -68,10 +69,19 @@ def write_atomic(path: str, data: bytes) -> None:
         raise
 
 
-def import_source(name: str, source: str) -> ModuleType:
+#: How a generated module compiles its function when it is imported (:mod:`probsched.intrinsics`).
+EAGER_DECORATOR = "@numba.njit(SIGNATURE, "
+
+
+def import_source(name: str, source: str, lazy: bool = False) -> ModuleType:
     """Import ``source`` as module ``name``, kept as ``kernels/<name>.py`` (written once,
     atomically): generated modules need a real file for numba's ``cache=True``. A module
-    of that name imported before is returned as it is."""
+    of that name imported before is returned as it is.
+
+    ``lazy``: a generated module's function is compiled when first called rather than when
+    imported (its eager signature left out): a loaded model's code has the micro-kernels
+    linked in already and never calls them, so on a machine with an empty cache their
+    compiles would only cost time. The file keeps the source as given."""
     with _IMPORT_LOCK:
         if name in sys.modules:
             return sys.modules[name]
@@ -82,7 +92,10 @@ def import_source(name: str, source: str) -> ModuleType:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            if lazy and EAGER_DECORATOR in source:
+                exec(compile(source.replace(EAGER_DECORATOR, "@numba.njit("), path, "exec"), module.__dict__)
+            else:
+                spec.loader.exec_module(module)
         except BaseException:
             del sys.modules[name]
             raise

@@ -47,3 +47,33 @@ def test_a_saved_bf16_model_loads_with_its_bfloat16_weights(bert_bf16, tmp_path)
     model.save(str(tmp_path / "b.psm"))
     again = ps.load(str(tmp_path / "b.psm"))
     np.testing.assert_array_equal(again(*args), model(*args))
+
+
+def _record(db, task, seconds):
+    from probsched.database import TuningRecord
+    from probsched.measure import MeasureResult
+
+    key = db.commit_workload(task.workload)
+    db.commit_record(TuningRecord.from_result(key, ps.Schedule(task.func), MeasureResult((seconds,) * 3)))
+
+
+@pytest.mark.parametrize("float32_faster", [True, False])
+def test_a_bf16_compile_runs_a_task_in_float32_where_its_float32_record_is_faster(tmp_path, float32_faster):
+    from probsched.database import Database
+
+    w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    fn = lambda x: jax.nn.relu(x @ w)  # noqa: E731
+    x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    (task,) = ps.from_jax(fn, x).tasks()
+    half = task.in_precision("bf16")
+    with Database(str(tmp_path / "t.db")) as db:
+        _record(db, task, 1e-6 if float32_faster else 3e-6)
+        _record(db, half, 2e-6)
+    model = ps.compile(fn, x, database=str(tmp_path / "t.db"), precision="bf16", progress=None)
+    (choice,) = model.choices
+    assert choice.task.precision == ("float32" if float32_faster else "bfloat16") and choice.source == "database"
+    exact = np.maximum(x @ w, 0)
+    if float32_faster:  # float32 throughout: no bfloat16 rounding
+        np.testing.assert_allclose(model(x), exact, rtol=1e-5, atol=1e-5)
+    else:
+        assert 0 < np.linalg.norm(model(x) - exact) / np.linalg.norm(exact) < 3e-2

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
 import probsched as ps
@@ -420,3 +421,24 @@ def test_a_background_thread_can_drive_the_measurer(measurer):
     thread.join(120)
     assert len(out) == 2 and all(r.ok for r in out)
     assert seen == [thread, thread]  # on_result runs in the thread that measures
+
+
+def test_cold_weights_time_a_network_task_on_copies_of_its_weights():
+    import jax
+
+    from probsched.measure.cold_weights import RotatingCall, cold_weights_call
+
+    w = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    (task,) = ps.from_jax(lambda x: jax.nn.relu(x @ w), np.ones((8, 64), np.float32)).tasks()
+    kernel = ps.build(ps.Schedule(task.func))
+    x, y = np.ones((8, 64), np.float32), np.zeros((8, 32), np.float32)
+    call = cold_weights_call(kernel, (x, w, y), budget_bytes=4 * w.nbytes)
+    assert isinstance(call, RotatingCall) and call.copies == 4
+    for _ in range(5):  # every copy computes the same
+        y[:] = 0
+        call()
+        np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
+    with LocalMeasurer(workers=1, cold_weights=True) as m:
+        (alone,) = m.measure(task.workload, [ps.Schedule(task.func)])
+        together = m.measure_together(task.workload, [ps.Schedule(task.func)] * 2, rounds=2)
+    assert alone.ok and all(r.ok for r in together), (alone, together)

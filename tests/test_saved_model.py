@@ -176,3 +176,29 @@ def test_compile_and_run_commands_round_trip(tmp_path, capsys):
     np.testing.assert_allclose(np.load(y), np.asarray(fn(*args)), rtol=1e-4, atol=1e-4)
     assert main(["run", str(tmp_path / "x.npy")]) == 2  # an .npy is not a model: one line, exit 2
     assert "not a probsched model file" in capsys.readouterr().err
+
+
+def test_a_loaded_models_micro_kernel_modules_compile_only_if_called(tmp_path, monkeypatch):
+    """A saved model's code has its micro-kernels linked in: their modules are imported
+    without compiling (a machine with an empty cache saves those compiles), and still work."""
+    from probsched import cache
+
+    monkeypatch.setenv("PROBSCHED_CACHE_DIR", str(tmp_path))
+    source = "\n".join([
+        "import numba",
+        "SIGNATURE = numba.float32(numba.float32)",
+        cache.EAGER_DECORATOR + "cache=False)",
+        "def kernel(x):",
+        "    return x * 2.0",
+    ])
+    lazy = cache.import_source("probsched_kernel_test_lazy_0", source, lazy=True)
+    eager = cache.import_source("probsched_kernel_test_eager_0", source)
+    try:
+        assert lazy.kernel.signatures == [] and len(eager.kernel.signatures) == 1
+        assert lazy.kernel(np.float32(3.0)) == 6.0 and len(lazy.kernel.signatures) == 1
+        assert open(tmp_path / "kernels" / "probsched_kernel_test_lazy_0.py").read() == source  # kept as given
+    finally:
+        import sys
+
+        sys.modules.pop("probsched_kernel_test_lazy_0", None)
+        sys.modules.pop("probsched_kernel_test_eager_0", None)

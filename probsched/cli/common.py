@@ -428,9 +428,10 @@ def add_search_options(
                    help="design space: 'default', or file.py:name / module:name of a ps.space.Space "
                         "(or of a function returning one)")
     p.add_argument("--max-family-share", type=share, default=None, metavar="F",
-                   help="evolutionary search: no algorithm family (write cache and rfactor decisions) takes more "
+                   help="evolutionary search: once every algorithm family (direct or Winograd convolution, write "
+                        "cache and rfactor decisions) has had its fair share of a batch measured, none takes more "
                         "than this fraction of a batch's model-ranked candidates (default 0.5; 1: MetaSchedule's "
-                        "plain top-k)")
+                        "plain top-k, no share and no cap)")
     p.add_argument("--seed", type=int, default=defaults.seed, help=f"random seed of the search and the model (default {defaults.seed})")
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="candidates per measured round (default: about three rounds per task, 8 to 32)")

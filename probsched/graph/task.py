@@ -144,10 +144,12 @@ def lower_group(graph: Graph, group: Group, producer: Optional[Dict[int, Node]] 
 
 @dataclass(frozen=True)
 class TaskCall:
-    """One use of a task in the network: the graph values bound to its parameters."""
+    """One use of a task in the network: the graph values bound to its parameters, and its
+    place among the network's kernel calls (``index``, in run order)."""
 
     inputs: Tuple[int, ...]
     outputs: Tuple[int, ...]
+    index: int = -1
 
 
 @dataclass(eq=False)
@@ -280,10 +282,10 @@ def extract_tasks(graph: Graph, groups: Optional[List[Group]] = None) -> List["T
     producer = graph.producer()
     by_key: Dict[str, Task] = {}
     tasks: List[Task] = []
-    for grp in groups:
+    for index, grp in enumerate(groups):
         low = lower_group(graph, grp, producer)
         key = low.func.structural_hash()
-        call = TaskCall(low.inputs, low.outputs)
+        call = TaskCall(low.inputs, low.outputs, index)
         if key in by_key:
             by_key[key].calls.append(call)
             continue

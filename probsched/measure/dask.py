@@ -171,6 +171,7 @@ class DaskMeasurer:
         *,
         overlap_builds: bool = False,
         max_worker_rss_mb: float = DEFAULT_MAX_RSS_MB,
+        cold_weights: bool = False,
         no_worker_timeout: float = 120.0,
         timeout: float = 30.0,
         simulate: Optional[Simulation] = None,
@@ -187,6 +188,7 @@ class DaskMeasurer:
             "min_repeat_ms": float(min_repeat_ms), "flush_cache": bool(flush_cache),
             "max_compiles_per_worker": int(max_compiles_per_worker), "check": bool(check),
             "overlap_builds": bool(overlap_builds), "max_worker_rss_mb": float(max_worker_rss_mb),
+            "cold_weights": bool(cold_weights),
         }
         self.no_worker_timeout = float(no_worker_timeout)
         self.simulate = simulate

@@ -233,7 +233,9 @@ class LocalMeasurer:
     calibration's last pass is the first repeat; ``early_stop``: stop timing a candidate
     after two repeats slower than this many times the best median timed in full so far
     (None: never; see the module doc); ``together_warm_up``: the part of a repeat each
-    candidate of :meth:`measure_together` runs untimed before each timed one. ``check``: compare every
+    candidate of :meth:`measure_together` runs untimed before each timed one. ``cold_weights``:
+    time a network task's kernels with their weights cold, as the network runs them
+    (:mod:`.cold_weights`). ``check``: compare every
     kernel's outputs with the reference before timing it. ``max_compiles_per_worker``,
     ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether workers
     keep compiling while a kernel is timed (default: they are paused). ``host_lock``: also
@@ -260,6 +262,7 @@ class LocalMeasurer:
         early_stop: Optional[float] = DEFAULT_EARLY_STOP,
         reuse_calibration: bool = True,
         together_warm_up: float = DEFAULT_TOGETHER_WARM_UP,
+        cold_weights: bool = False,
     ) -> None:
         if workers < 1 or repeat < 1 or max_compiles_per_worker < 1:
             raise ValueError("LocalMeasurer: workers, repeat and max_compiles_per_worker must be >= 1")
@@ -277,6 +280,7 @@ class LocalMeasurer:
         self.early_stop = None if early_stop is None else float(early_stop)
         self.reuse_calibration = bool(reuse_calibration)
         self.together_warm_up = float(together_warm_up)
+        self.cold_weights = bool(cold_weights)
         self._best: Dict[str, float] = {}  # func key -> best median timed in full by this measurer
         self._tmpdir = tempfile.mkdtemp(prefix="probsched-measure-")
         self._startup_failures = 0
@@ -378,6 +382,7 @@ class LocalMeasurer:
             "min_repeat_ms": self.min_repeat_ms,
             "flush_cache": self.flush_cache,
             "reuse_calibration": self.reuse_calibration,
+            "cold_weights": self.cold_weights,
         }
 
     # ------------------------------------------------------------------ measuring

@@ -51,7 +51,7 @@ import pickle
 import zipfile
 from dataclasses import replace
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -62,7 +62,7 @@ from ..ir.layout import layouts_of
 from .interface import ModelInterface, OutputTree, TensorSpec
 
 if TYPE_CHECKING:
-    from .model import CompiledModel
+    from .model import CompiledModel, KernelStep
 
 log = logging.getLogger("probsched.runtime")
 
@@ -98,9 +98,13 @@ def missing_features(saved: Dict[str, Any], host: Dict[str, Any]) -> List[str]:
 # ---------------------------------------------------------------------------------- save
 
 
-def save(model: "CompiledModel", path: str) -> None:
+def save(model: "CompiledModel", path: str, constants: bool = True) -> None:
     """Write ``model`` to ``path`` as one file (see the module docstring); written to a
-    temporary file first and renamed, so a reader never sees half a model."""
+    temporary file first and renamed, so a reader never sees half a model.
+
+    ``constants=False`` leaves the weights out (the compile cache's entries: the compiling
+    process has them in its graph and lays them out when it binds); :func:`load` refuses
+    such a file, :func:`read` takes the interface that holds them."""
     iface = model.interface
     kernels: Dict[str, int] = {}
     entries: List[Tuple[str, bytes]] = []
@@ -118,7 +122,7 @@ def save(model: "CompiledModel", path: str) -> None:
         laid = {}
         values = step.inputs + step.outputs
         for pos, v in enumerate(values):
-            if pos in step.laid_out or v in iface.constants:
+            if constants and (pos in step.laid_out or v in iface.constants):
                 physical = run.array(pos)
                 layout = layouts_of(step.kernel.func).get(step.kernel.func.params[pos].name)
                 ident = (v, layout.to_json() if layout is not None else "")
@@ -131,7 +135,7 @@ def save(model: "CompiledModel", path: str) -> None:
     # constants a call hands back as they are (an output that is a weight) stay logical
     plain = {}
     for v in iface.outputs:
-        if v in iface.constants and str(v) not in plain:
+        if constants and v in iface.constants and str(v) not in plain:
             plain[str(v)] = f"constants/out{v}.npy"
             arrays.append((plain[str(v)], np.asarray(iface.constants[v])))
     from ..codegen.launch import exported
@@ -143,6 +147,7 @@ def save(model: "CompiledModel", path: str) -> None:
         "format": FORMAT,
         "version": VERSION,
         "probsched": _version(),
+        "constants": constants,
         "name": iface.name,
         "target": {**host_codegen(), "threads": max(int(getattr(s.kernel.target, "threads", 1) or 1) for s in model.steps)},
         "interface": {
@@ -158,7 +163,8 @@ def save(model: "CompiledModel", path: str) -> None:
         "shared": [f"shared/{n}.bin" for n in range(len(shared_code))],
         "steps": steps,
         "choices": [
-            {"task": c.task.name, "weight": c.task.weight, "flops": c.task.flops, "source": c.source, "seconds": c.seconds}
+            {"task": c.task.name, "weight": c.task.weight, "flops": c.task.flops, "source": c.source, "seconds": c.seconds,
+             "instructions": getattr(c, "instructions", None)}
             for c in model.choices
         ],
     }
@@ -185,6 +191,9 @@ def _kernel_entries(n: int, kernel: Any) -> List[Tuple[str, bytes]]:
 
     out = [(f"kernels/{n}/func.json", kernel.func.to_json().encode())]
     module = replace(kernel.module, extra_globals={})  # numba functions of this process: relinked as code
+    # which generated functions they were: a loaded kernel names them again (saved again, its
+    # modules go with it)
+    out.append((f"kernels/{n}/globals.json", json.dumps(_generated_globals(kernel)).encode()))
     out.append((f"kernels/{n}/module.pkl", pickle.dumps(module, protocol=pickle.HIGHEST_PROTOCOL)))
     try:
         code = program_cache.dumps(kernel.module, kernel.compiled)
@@ -199,6 +208,18 @@ def _kernel_entries(n: int, kernel: Any) -> List[Tuple[str, bytes]]:
 def _portable(arr: np.ndarray) -> np.ndarray:
     """``arr`` as .npy stores it: bfloat16 (ml_dtypes) as its uint16 bits."""
     return arr.view(np.uint16) if arr.dtype == numpy_dtype(BF16) else arr
+
+
+def _generated_globals(kernel: Any) -> Dict[str, List[str]]:
+    """Global name -> (generated module, function name) of the micro-kernels ``kernel``'s
+    code calls."""
+    out = {}
+    for name, obj in kernel.module.extra_globals.items():
+        func = getattr(obj, "py_func", None) or obj
+        owner = getattr(func, "__module__", None) or ""
+        if owner.startswith(GENERATED_PREFIX):
+            out[name] = [owner, getattr(func, "__name__", name)]
+    return out
 
 
 def _generated_modules(kernel: Any) -> Dict[str, str]:
@@ -227,10 +248,26 @@ def _version() -> str:
 
 def load(path: str) -> "CompiledModel":
     """The model saved at ``path`` (see the module docstring)."""
-    from .model import CompiledModel, KernelStep
+    from .model import CompiledModel
+
+    interface, steps, choices = read(path)
+    return CompiledModel(interface, steps, choices)
+
+
+def read(path: str, interface: Optional[ModelInterface] = None) -> Tuple[ModelInterface, List["KernelStep"], List[Any]]:
+    """What :func:`load` makes a model of: the interface, the kernel calls in order and the
+    choices (each with ``task.name``, ``task.weight``, ``task.flops``, ``source``,
+    ``seconds`` and ``instructions``, the chosen instruction log's JSON or None).
+
+    ``interface``: the network's own (with its constants), for a file saved without
+    constants; its values and types must be the file's."""
+    from .model import KernelStep
 
     with _open(path) as zf:
         manifest = _manifest(zf, path)
+        if interface is None and not manifest.get("constants", True):
+            raise ModelFileError(f"{path}: a compile-cache entry without the model's weights, not a saved model "
+                                 "(model.save writes one that loads)")
         target = manifest.get("target", {})
         host = host_codegen()
         rebuild = _must_rebuild(path, target, host)
@@ -255,20 +292,24 @@ def load(path: str) -> "CompiledModel":
 
         spec = manifest["interface"]
         types = {int(v): TensorSpec(tuple(shape), dtype) for v, (shape, dtype) in spec["types"].items()}
-        iface = ModelInterface(
-            manifest["name"], tuple(spec["inputs"]), tuple(spec["outputs"]), types,
-            {int(v): constant(m) for v, m in spec["constants"].items()},
-            tuple(spec["input_names"]), tuple(spec["output_names"]),
-            OutputTree.from_json(spec["tree"]) if spec.get("tree") is not None else None,
-        )
+        if interface is None:
+            interface = ModelInterface(
+                manifest["name"], tuple(spec["inputs"]), tuple(spec["outputs"]), types,
+                {int(v): constant(m) for v, m in spec["constants"].items()},
+                tuple(spec["input_names"]), tuple(spec["output_names"]),
+                OutputTree.from_json(spec["tree"]) if spec.get("tree") is not None else None,
+            )
+        elif (interface.types, interface.inputs, interface.outputs) != (types, tuple(spec["inputs"]), tuple(spec["outputs"])):
+            raise ModelFileError(f"{path}: saved for another network than {interface.name!r} (its values or types differ)")
         steps = [
             KernelStep(s["name"], kernels[s["kernel"]], tuple(s["inputs"]), tuple(s["outputs"]), s["key"],
                        {int(pos): constant(m) for pos, m in s["laid_out"].items()})
             for s in manifest["steps"]
         ]
     choices = [SimpleNamespace(task=SimpleNamespace(name=c["task"], weight=c["weight"], flops=c["flops"]),
-                               source=c["source"], seconds=c["seconds"]) for c in manifest.get("choices", [])]
-    return CompiledModel(iface, steps, choices)
+                               source=c["source"], seconds=c["seconds"], instructions=c.get("instructions"))
+               for c in manifest.get("choices", [])]
+    return interface, steps, choices
 
 
 def _open(path: str) -> zipfile.ZipFile:
@@ -325,7 +366,7 @@ def _import_modules(zf: zipfile.ZipFile, path: str, names: List[str]) -> bool:
 
     for name in names:
         try:
-            cache.import_source(name, zf.read(f"modules/{name}.py").decode())
+            cache.import_source(name, zf.read(f"modules/{name}.py").decode(), lazy=True)  # linked into the code
         except Exception as exc:  # noqa: BLE001 - compiling the kernels again does without them
             log.warning("%s: generated module %s does not import here (%s: %s): compiling the kernels again", path,
                         name, type(exc).__name__, exc)
@@ -344,6 +385,18 @@ def _offer_shared(zf: zipfile.ZipFile, path: str, members: List[str]) -> None:
             log.warning("%s: %s does not read (%s): its launcher is compiled if needed", path, member, exc)
 
 
+def _imported_globals(zf: zipfile.ZipFile, n: int) -> Dict[str, Any]:
+    """The generated functions kernel ``n`` was compiled with (:func:`_generated_globals`),
+    from the modules imported already; {} for a file written before they were named."""
+    import sys
+
+    try:
+        names = json.loads(zf.read(f"kernels/{n}/globals.json"))
+    except KeyError:
+        return {}
+    return {g: getattr(sys.modules[m], f) for g, (m, f) in names.items() if m in sys.modules}
+
+
 def _load_kernel(zf: zipfile.ZipFile, path: str, n: int, key: str, rebuild: bool):
     from ..codegen import Kernel, build, program_cache
     from ..ir.stmt import PrimFunc
@@ -359,6 +412,7 @@ def _load_kernel(zf: zipfile.ZipFile, path: str, n: int, key: str, rebuild: bool
         try:
             module = pickle.loads(zf.read(f"kernels/{n}/module.pkl"))
             compiled = program_cache.loads(module, zf.read(f"kernels/{n}/code.bin"))
+            module = replace(module, extra_globals=_imported_globals(zf, n))
             return Kernel(module, compiled, Target.host(), func=func, from_cache=True)
         except KeyError:
             pass  # no machine code stored: compiled below
@@ -371,4 +425,4 @@ def _load_kernel(zf: zipfile.ZipFile, path: str, n: int, key: str, rebuild: bool
         raise ModelFileError(f"{path}: kernel {n} ({func.name}) cannot be compiled on this machine: {exc}") from None
 
 
-__all__ = ["save", "load", "host_codegen", "missing_features", "FORMAT", "VERSION"]
+__all__ = ["save", "load", "read", "host_codegen", "missing_features", "FORMAT", "VERSION"]

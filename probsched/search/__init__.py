@@ -3,6 +3,7 @@
 - :mod:`.strategy` — the protocol (``generate(ctx, n)``, ``observe(ctx, candidates, results)``);
 - :mod:`.candidate` — :class:`Candidate` and :class:`SearchContext` (draw, replay, mutate, score);
 - :mod:`.mutators` — MetaSchedule's mutators as weighted site selectors;
+- :mod:`.family_share` — each algorithm family's fair share of a task's first measurements;
 - :mod:`.replay_trace` — :class:`ReplayTrace` (prior sampling);
 - :mod:`.evolutionary` — :class:`EvolutionarySearch` (MetaSchedule's default);
 - :mod:`.mcmc` — :class:`AnnealedMCMC` (Metropolis-Hastings with annealing).

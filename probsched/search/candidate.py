@@ -132,18 +132,24 @@ class SearchContext:
         """Not measured yet (by structural hash)."""
         return candidate.hash not in self.measured
 
-    def best_decisions(self, k: int) -> List[Trace]:
-        """Decision traces of the ``k`` best measured records (those that kept them), then
-        of similar workloads (:attr:`transfer`) while fewer than ``k``."""
+    def recorded_decisions(self, k: Optional[int] = None) -> List[Trace]:
+        """Decision traces of the (first ``k``) measured records, best first, of those that
+        kept them."""
         out = []
         for rec in self.records:
-            if len(out) >= k:
+            if k is not None and len(out) >= k:
                 break
             if getattr(rec, "decisions", None):
                 try:
                     out.append(Trace.from_json(rec.decisions))
                 except Exception:  # a record written by another version: skip it
                     continue
+        return out
+
+    def best_decisions(self, k: int) -> List[Trace]:
+        """Decision traces of the ``k`` best measured records (those that kept them), then
+        of similar workloads (:attr:`transfer`) while fewer than ``k``."""
+        out = self.recorded_decisions(k)
         return out + self.transfer[: max(0, k - len(out))]
 
 

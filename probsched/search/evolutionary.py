@@ -10,15 +10,22 @@ One round (``generate``):
    weight, see :mod:`.mutators`, through the ``mutate`` handler), else the parent itself.
    Children with decisions already seen this round are replaced by their parent.
 3. **Selection**: the best-scored unmeasured candidates seen in any generation, except an
-   ``eps_greedy`` share of the batch drawn from the prior (exploration), and with a cap:
-   no algorithm family (``family``, by default :func:`.mutators.algorithm_family`: the
-   write cache and rfactor decisions) takes more than ``max_family_share`` of the ranked
-   part while candidates of other families are ranked. This is where we depart from
-   MetaSchedule's plain top-k (``max_family_share=1``): after one round the model tends to
-   fill every batch with the family of the first good records, and on a norm (NRM) the
-   search then often stayed in a slow rfactor family; with the cap it reaches the fast
-   one. Workloads with one algorithm family (the micro-kernel ones, softmax) search
-   exactly as without it.
+   ``eps_greedy`` share of the batch drawn from the prior (exploration), shared among the
+   algorithm families (``family``, by default :func:`.mutators.algorithm_family`: direct
+   or Winograd convolution, the write cache and rfactor decisions). First, each family
+   present in the population gets its best candidates up to one batch's fair share
+   (``1 / k`` of the ranked part for ``k`` families) less those of it measured already
+   (:mod:`.family_share`); then no family takes more than ``max_family_share`` of the
+   ranked part while candidates of other families are ranked. This is where we depart
+   from MetaSchedule's plain top-k (``max_family_share=1``, which turns both off): after
+   one round the model tends to fill every batch with the family of the first good
+   records, and on a norm (NRM) the search then often stayed in a slow rfactor family;
+   with the cap it reaches the fast one. The cap alone still let the two families a
+   transfer model liked (Winograd's F2 and F4) fill every batch of a 3x3 convolution, so
+   direct was never measured; the fair share measures every family before the model and
+   the cap choose, and only once, so a slow family is not measured for ever. Workloads
+   with one algorithm family (the micro-kernel ones, softmax) search exactly as plain
+   top-k.
 
 Until the cost model has been trained (the first round of a new tuning run, unless the
 model starts from other workloads' records: :mod:`probsched.cost_model.transfer`), the
@@ -37,6 +44,8 @@ candidate measured, and the population's replays are the round's fixed cost.
 
 from __future__ import annotations
 
+import weakref
+from collections import Counter
 from typing import Callable, Dict, Hashable, List, Optional
 
 import numpy as np
@@ -44,6 +53,7 @@ import numpy as np
 from handlers.trace_struct import Trace
 
 from .candidate import Candidate, SearchContext
+from .family_share import recorded_trials
 from .mutators import MUTATORS, algorithm_family, choose_site
 from .strategy import SearchStrategy, best_then_prior, prior_candidates
 
@@ -80,6 +90,17 @@ class EvolutionarySearch(SearchStrategy):
             raise ValueError(f"EvolutionarySearch: max_family_share must be in (0, 1], got {max_family_share}")
         self.max_family_share = max_family_share
         self.family = algorithm_family if family is None else family
+        # candidates proposed, by family, per context: failures count as trials too, and
+        # the records (which keep only successes) cannot say how many a family had
+        self._proposed: "weakref.WeakKeyDictionary[SearchContext, Counter]" = weakref.WeakKeyDictionary()
+
+    def __getstate__(self) -> dict:
+        # a copy (pickled, or one per task) counts afresh: the contexts stay with the original
+        return {k: v for k, v in self.__dict__.items() if k != "_proposed"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._proposed = weakref.WeakKeyDictionary()
 
     @classmethod
     def for_batch(cls, batch: int, per_measured: int = POPULATION_PER_MEASURED, **options) -> "EvolutionarySearch":
@@ -113,6 +134,24 @@ class EvolutionarySearch(SearchStrategy):
         return child if child is not None else parent
 
     def generate(self, ctx: SearchContext, n: int) -> List[Candidate]:
+        batch = self._generate(ctx, n)
+        self._proposed.setdefault(ctx, Counter()).update(self.family(c.decisions) for c in batch)
+        return batch
+
+    def trials(self, ctx: SearchContext) -> Counter:
+        """Candidates of ``ctx``'s task measured so far, by family: those this search
+        proposed or the task's records hold, whichever is more.
+
+        >>> import probsched as ps
+        >>> ctx = SearchContext(ps.workloads.small("GMM"), ps.space.default(), seed=0)
+        >>> search = EvolutionarySearch(population=16, family=lambda tr: 0)
+        >>> _ = search.generate(ctx, 3)
+        >>> search.trials(ctx)
+        Counter({0: 3})
+        """
+        return recorded_trials(ctx, self.family) | self._proposed.get(ctx, Counter())
+
+    def _generate(self, ctx: SearchContext, n: int) -> List[Candidate]:
         if not ctx.model_trained:
             return prior_candidates(ctx, n)
         pop = self._initial(ctx)
@@ -144,7 +183,7 @@ class EvolutionarySearch(SearchStrategy):
         ranked = [everything[i] for i in np.argsort(-s, kind="stable")]
         return best_then_prior(
             ctx, ranked, n, self.eps_greedy,
-            family=lambda c: self.family(c.decisions), max_family_share=self.max_family_share,
+            family=lambda c: self.family(c.decisions), max_family_share=self.max_family_share, trials=self.trials(ctx),
         )
 
 

@@ -31,9 +31,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from itertools import islice
-from typing import Callable, Hashable, Iterable, Iterator, List, Optional, Sequence
+from typing import Callable, Hashable, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 from .candidate import Candidate, SearchContext
+from .family_share import fair_share
 
 
 class SearchStrategy:
@@ -87,13 +88,18 @@ def best_then_prior(
     eps_greedy: float,
     family: Optional[Callable[[Candidate], Hashable]] = None,
     max_family_share: float = 1.0,
+    trials: Optional[Mapping[Hashable, int]] = None,
 ) -> List[Candidate]:
     """A batch of ``n``: the first new candidates of ``ranked`` (best first), leaving an
     ``eps_greedy`` share, and any slots the ranking could not fill, to prior draws.
 
     With ``family`` (a key of a candidate's structural decisions) and ``max_family_share``
     below 1, no family takes more than that share of the ranked part while candidates of
-    other families are left in ``ranked``: the ones over the cap go in last, in rank order.
+    other families are left in ``ranked``: the ones over the cap are taken last.
+    With ``trials`` too (family -> candidates measured so far), each family in ``ranked``
+    first gets its best new candidates up to the fair share it is still owed
+    (:func:`.family_share.fair_share`), and the cap counts them. The ranked part of the
+    batch is in rank order.
 
     >>> import probsched as ps
     >>> from probsched.search.candidate import SearchContext
@@ -102,33 +108,65 @@ def best_then_prior(
     >>> same = best_then_prior(ctx, ranked, 4, 0.0, family=lambda c: 0, max_family_share=0.5)
     >>> [c.key for c in same] == [c.key for c in new_candidates(ctx, ranked, 4)]
     True
+    >>> last = lambda c: c is ranked[-1]
+    >>> best_then_prior(ctx, ranked, 2, 0.0, family=last, max_family_share=0.5, trials={})[-1] is ranked[-1]
+    True
     """
     n_explore = int(round(eps_greedy * n))
     n_best = n - n_explore
     if family is None or max_family_share >= 1.0:
         best = new_candidates(ctx, ranked, n_best)
     else:
+        ranked = [c for c in ranked if c is not None]
+        order = {id(c): i for i, c in enumerate(ranked)}
+        counts: Counter = Counter()
+        owed = fair_share(map(family, ranked), trials, n_best) if trials is not None else {}
+        best = _owed(ctx, ranked, n_best, family, owed, counts)
+        taken = {c.hash for c in best}
         cap = max(1, math.ceil(max_family_share * n_best))
         over: List[Candidate] = []
-        counts: Counter = Counter()
 
-        def under_cap() -> Iterator[Optional[Candidate]]:
+        def under_cap() -> Iterator[Candidate]:
             # the family is checked before _fresh hashes a candidate: one family may fill
             # most of ``ranked``, and its over-cap members are hashed only if they are needed
             for c in ranked:
-                if c is not None and counts[family(c)] >= cap:
+                if counts[family(c)] >= cap:
                     over.append(c)
                 else:
                     yield c
             yield from over
 
-        best = []
         for c in _fresh(ctx, under_cap()):
             if len(best) >= n_best:
                 break
+            if c.hash in taken:
+                continue
             counts[family(c)] += 1
             best.append(c)
+        best.sort(key=lambda c: order[id(c)])
     return best + prior_candidates(ctx, n - len(best), exclude={c.hash for c in best})
+
+
+def _owed(
+    ctx: SearchContext,
+    ranked: Sequence[Candidate],
+    n: int,
+    family: Callable[[Candidate], Hashable],
+    owed: Mapping[Hashable, int],
+    counts: Counter,
+) -> List[Candidate]:
+    """The best new candidates of each family of ``owed``, up to what it is owed and ``n``
+    in all, in rank order; ``counts`` counts them by family."""
+    if not any(v > 0 for v in owed.values()):
+        return []
+    out: List[Candidate] = []
+    wanted = (c for c in ranked if counts[family(c)] < owed.get(family(c), 0))
+    for c in _fresh(ctx, wanted):  # lazily: ``wanted`` sees the counts of those taken before
+        if len(out) >= n:
+            break
+        counts[family(c)] += 1
+        out.append(c)
+    return out
 
 
 __all__ = ["SearchStrategy", "new_candidates", "prior_candidates", "best_then_prior"]

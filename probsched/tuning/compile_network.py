@@ -34,20 +34,19 @@ True
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..database import Database
+from ..database import Database, TuningRecord
 from ..errors import BuildError
 from ..graph import Graph, Task
-from ..graph.task import lower_group
 from ..runtime import CompiledModel, KernelStep, ModelInterface
 from ..schedule import InstructionLog, Schedule
-from . import compile_cache
+from . import compile_cache, network_cache
 from .selection import best_schedule
 from .shipped import shipped_database
 
@@ -60,14 +59,34 @@ DEFAULT_CANDIDATES = 128
 MAX_RECORDS_TRIED = 8
 
 
-@dataclass
 class TaskChoice:
-    """The schedule a compiled model uses for one task, and where it came from."""
+    """The schedule a compiled model uses for one task, and where it came from: ``source``
+    ``"database"``, ``"shipped"`` or ``"predicted"``; ``seconds`` its measured median (from
+    the records). A model loaded from the compile cache (:mod:`.network_cache`) knows the
+    schedule by its instruction log and replays it when it is first asked for."""
 
-    task: Task
-    schedule: Schedule
-    source: str  # "database" or "predicted"
-    seconds: Optional[float] = None  # its measured median (from the database)
+    def __init__(self, task: Task, schedule: Optional[Schedule], source: str, seconds: Optional[float] = None,
+                 instructions: Optional[str] = None) -> None:
+        if schedule is None and instructions is None:
+            raise ValueError(f"TaskChoice of task {task.name}: give the schedule or its instruction log")
+        self.task, self._schedule, self.source, self.seconds = task, schedule, source, seconds
+        self._instructions = instructions
+
+    @property
+    def schedule(self) -> Schedule:
+        if self._schedule is None:
+            self._schedule = InstructionLog.from_json(self._instructions).apply(Schedule(self.task.func))
+        return self._schedule
+
+    @property
+    def instructions(self) -> str:
+        """The chosen schedule's instruction log (JSON)."""
+        if self._instructions is None:
+            self._instructions = self._schedule.instructions.to_json()
+        return self._instructions
+
+    def __repr__(self) -> str:
+        return f"TaskChoice({self.task.name!r}, source={self.source!r}, seconds={self.seconds!r})"
 
 
 @functools.lru_cache(maxsize=4)
@@ -127,14 +146,23 @@ def as_graph(model: Union[Graph, Callable], example_args: Sequence[Any]) -> Grap
     return from_jax(model, *example_args)
 
 
-def _database_candidates(task: Task, db: Database) -> Iterator[Tuple[Schedule, float]]:
-    """The task's stored schedules that replay, the named best first, then the next fastest;
-    a record that does not replay is skipped with a warning."""
-    best = best_schedule(db, task.workload)
+def _stored(task: Task, db: Optional[Database]) -> List[Tuple[TuningRecord, float]]:
+    """The task's records to try, in order, each with the time it reports: the best as
+    :func:`~.selection.best_schedule` names it, then the next fastest."""
+    if db is None:
+        return []
+    best = best_schedule(db, task.func, task.flops)  # by the function: no reference computed
     if best is None:
-        return
-    records = [best.record] + [r for r in db.best(task.workload, k=MAX_RECORDS_TRIED) if r.candidate_hash != best.record.candidate_hash]
-    for i, rec in enumerate(records[:MAX_RECORDS_TRIED]):
+        return []
+    others = [(r, r.median) for r in db.best(task.func, k=MAX_RECORDS_TRIED) if r.candidate_hash != best.record.candidate_hash]
+    return ([(best.record, best.seconds)] + others)[:MAX_RECORDS_TRIED]
+
+
+def _database_candidates(task: Task, db: Database, stored: Optional[List[Tuple[TuningRecord, float]]] = None,
+                         ) -> Iterator[Tuple[Schedule, float]]:
+    """The task's stored schedules that replay (:func:`_stored`, unless given); a record
+    that does not replay is skipped with a warning."""
+    for rec, seconds in _stored(task, db) if stored is None else stored:
         try:
             sch = rec.schedule(task.func)
         except Exception as exc:  # an unknown instruction, a decision outside its support, bad JSON...
@@ -147,7 +175,7 @@ def _database_candidates(task: Task, db: Database) -> Iterator[Tuple[Schedule, f
             log.warning("compile: task %s: record %s in %s replays to another program; trying the next", task.name,
                         rec.candidate_hash[:12], db.path)
             continue
-        yield sch, (best.seconds if i == 0 else rec.median)
+        yield sch, seconds
 
 
 def compile(  # noqa: A001 - the library's verb, as ps.build
@@ -167,34 +195,106 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     (default ``ps.space.default()``); ``candidates``: programs drawn per task without a
     usable record. ``progress``: ``"auto"`` (a progress bar on stderr when it is a terminal),
     None, or ``progress(message)`` called as each task is built. ``precision``:
-    ``"bf16"`` compiles every task with its products in bfloat16 (tasks and records of their
-    own: :mod:`probsched.graph.precision`); the network's inputs and outputs stay float32.
+    ``"bf16"`` compiles the tasks with their products in bfloat16 (tasks and records of their
+    own: :mod:`probsched.graph.precision`), except those whose float32 record is faster or
+    the only one measured; the network's inputs and outputs stay float32.
 
-    What was chosen and checked is kept on disk (:mod:`.compile_cache`): compiling the same
-    network again replays the choices and loads the compiled programs."""
+    What was chosen and checked is kept on disk (:mod:`.compile_cache`), and so is the
+    compiled network (:mod:`.network_cache`): compiling the same network with the same
+    records again loads it."""
     from .. import space as space_mod
-    from ..codegen import build
 
     graph = as_graph(model, example_args)
     space = space or space_mod.default()
     own_db = database is not None and not isinstance(database, Database)
     db = Database(database) if own_db else database
-    shipped = shipped_database() if database is None else None
-    tasks = [t.in_precision(precision) for t in graph.tasks()]
-    by_key = {t.lowered.func.structural_hash(): t for t in tasks}  # by the float32 function
-    producer = graph.producer()
-    calls = []
-    for grp in graph.fuse():
-        low = lower_group(graph, grp, producer)
-        calls.append((by_key[low.func.structural_hash()], low.inputs, low.outputs))
+    try:
+        shipped = shipped_database() if database is None else None
+        tasks = [_faster_precision(t, t.in_precision(precision), db, shipped) for t in graph.tasks()]
+        calls = sorted(((c.index, t, c.inputs, c.outputs) for t in tasks for c in t.calls), key=lambda c: c[0])
+        calls = [c[1:] for c in calls]  # in run order
+        stored = {t.key: (_stored(t, db), _stored(t, shipped)) for t in tasks}
+        interface = ModelInterface.of_graph(graph)
+        key = _network_key(interface, calls, tasks, stored, space, candidates, seed, check, precision)
+        cached = network_cache.load(key, interface) if key is not None else None
+        if cached is not None:
+            _, steps, saved = cached
+            choices = [TaskChoice(t, None, c.source, c.seconds, c.instructions) for t, c in zip(tasks, saved)]
+            report, close = _progress(progress, graph.name, 1)
+            report(f"[1/1] {graph.name}: compiled before ({len(tasks)} tasks)")
+            close()
+            return CompiledModel(interface, steps, choices, graph=graph)
+        kernels, choices = _build_tasks(graph.name, tasks, stored, db, space, candidates, check, seed, shipped, progress)
+    finally:
+        if own_db:
+            db.close()
+    steps = [KernelStep(task.name, kernels[task.key], tuple(ins), tuple(outs), task.key) for task, ins, outs in calls]
+    compiled = CompiledModel(interface, steps, choices, graph=graph)
+    if key is not None:
+        network_cache.store(key, compiled)
+    return compiled
+
+
+def _faster_precision(base: Task, low: Task, db: Optional[Database], shipped: Optional[Database]) -> Task:
+    """``low`` (the task in the asked precision), or ``base`` (in float32) when only the float32
+    task has a stored record or its record is faster: a depthwise or a stem convolution
+    (short reductions) can run slower in bfloat16 than in float32, and float32 is exact
+    where bfloat16 rounds, so the measured faster one is used (``TaskChoice.task`` says which)."""
+    if low is base:
+        return low
+    source = db if db is not None else shipped
+    if source is None:
+        return low
+    fast, slow = (best_schedule(source, t.func, t.flops) for t in (base, low))
+    if fast is not None and (slow is None or fast.seconds < slow.seconds):
+        log.info("compile: task %s runs in float32 (%s than in %s)", base.name,
+                 "faster" if slow is not None else "measured, not", low.precision)
+        return base
+    return low
+
+
+def _network_key(interface: ModelInterface, calls, tasks: List[Task], stored, space, candidates: int, seed: int,
+                 check: bool, precision: str) -> Optional[str]:
+    """The compile cache's key of this network and what its tasks would choose from
+    (:mod:`.network_cache`); None when a task's predicted choice cannot be named."""
+    per_task = []
+    for n, task in enumerate(tasks):
+        predicted = compile_cache.predicted_key(task.key, space, candidates, seed + n)
+        if predicted is None:
+            return None
+        own, shipped = stored[task.key]
+        per_task.append([task.key, task.name, [_record_id(r, s) for r, s in own], [_record_id(r, s) for r, s in shipped],
+                         predicted])
+    types = {str(v): [list(t.shape), t.dtype] for v, t in interface.types.items()}
+    tree = interface.output_tree()
+    return network_cache.network_key({
+        "name": interface.name, "inputs": interface.inputs, "outputs": interface.outputs, "types": types,
+        "constants": sorted(interface.constants), "names": [interface.input_names, interface.output_names],
+        "tree": tree.to_json() if tree is not None else None,
+        "calls": [[task.key, list(ins), list(outs)] for task, ins, outs in calls],
+        "tasks": per_task, "check": check, "precision": precision,
+    })
+
+
+def _record_id(record: TuningRecord, seconds: float) -> List[Any]:
+    """What a compile takes from a stored record: its program, how to replay it, its time."""
+    return [record.candidate_hash, hashlib.sha256(record.instructions.encode()).hexdigest()[:16], seconds]
+
+
+def _build_tasks(name: str, tasks: List[Task], stored, db, space, candidates: int, check: bool, seed: int, shipped,
+                 progress) -> Tuple[dict, List[TaskChoice]]:
+    """Each task's kernel (by task key) and choice: the first schedule of :func:`_ranked`
+    that builds and computes the task's reference."""
+    from ..codegen import build
+
     choices: List[TaskChoice] = []
     kernels = {}
-    report, close = _progress(progress, graph.name, len(tasks))
+    report, close = _progress(progress, name, len(tasks))
     try:
         for n, task in enumerate(tasks):
             start = time.perf_counter()
             kernel, choice, failures = None, None, []
-            for sch, source, seconds in _ranked(task, db, space, candidates, seed, seed + n, shipped):
+            for sch, source, seconds in _ranked(task, db, space, candidates, seed, seed + n, shipped, stored[task.key]):
                 try:
                     built = build(sch)
                 except BuildError as exc:
@@ -219,10 +319,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
             report(msg)
     finally:
         close()
-        if own_db:
-            db.close()
-    steps = [KernelStep(task.name, kernels[task.key], tuple(ins), tuple(outs), task.key) for task, ins, outs in calls]
-    return CompiledModel(ModelInterface.of_graph(graph), steps, choices, graph=graph)
+    return kernels, choices
 
 
 def _checked(task: Task, sch: Schedule, kernel) -> Optional[str]:
@@ -259,17 +356,18 @@ def _progress(progress, name: str, total: int):
 
 def _ranked(
     task: Task, db: Optional[Database], space, candidates: int, model_seed: int, seed: int,
-    shipped: Optional[Database] = None,
+    shipped: Optional[Database] = None, stored: Optional[Tuple[list, list]] = None,
 ) -> Iterator[Tuple[Schedule, str, Optional[float]]]:
     """(schedule, source, measured seconds) to try for ``task``, in order of preference: the
     database's (or without one, the records shipped for this CPU family: :mod:`.shipped`),
     then the predicted one chosen before (:mod:`.compile_cache`), then the predicted ones
     (drawn only when nothing before served)."""
+    own, theirs = stored if stored is not None else (None, None)
     if db is not None:
-        for sch, seconds in _database_candidates(task, db):
+        for sch, seconds in _database_candidates(task, db, own):
             yield sch, "database", seconds
     if shipped is not None:
-        for sch, seconds in _database_candidates(task, shipped):
+        for sch, seconds in _database_candidates(task, shipped, theirs):
             yield sch, "shipped", seconds
     earlier = compile_cache.load_predicted(compile_cache.predicted_key(task.key, space, candidates, seed))
     if earlier is not None:

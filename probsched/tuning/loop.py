@@ -69,6 +69,12 @@ log = logging.getLogger("probsched.tune")
 #: latency (re-timing costs a compile per candidate; a task of 0.1% cannot pay it back).
 RETIME_MIN_SHARE = 0.01
 
+#: An alternative (:class:`LoopTask` ``group``) this many times slower than its group's
+#: fastest, each having a success, gets no more rounds: a first round's best is rarely beaten
+#: by that much later (the margin is for the drift of a shared machine and for searches that
+#: improve at different speeds).
+RACE_MARGIN = 1.25
+
 Round = Tuple[TaskSearch, List[Candidate]]
 #: The round size of a run bounded by time alone is chosen as for this many trials.
 DEFAULT_TIMED_TRIALS = 1500
@@ -96,11 +102,17 @@ def check_budget(trials: Optional[int], minutes: Optional[float]) -> Tuple[float
 
 @dataclass(frozen=True)
 class LoopTask:
-    """What the loop tunes: a workload, how many times a network calls it, and its name."""
+    """What the loop tunes: a workload, how many times a network calls it, and its name.
+
+    ``group``: tasks of one non-empty group are alternatives (one network task in two
+    precisions): the network runs the fastest, so the estimate counts the group once, and
+    once each has a success, one slower than :data:`RACE_MARGIN` times the group's best
+    leaves the rotation."""
 
     workload: Union[Workload, "PrimFunc"]
     weight: int = 1
     name: str = ""
+    group: str = ""
 
     @property
     def label(self) -> str:
@@ -263,8 +275,30 @@ class TuningLoop:
 
     @property
     def estimated_seconds(self) -> float:
-        """Sum over tasks of weight x best time (inf while a task has no success)."""
-        return sum(s.weighted_seconds for s in self.states)
+        """Sum over tasks of weight x best time (inf while a task has no success); of a
+        group of alternatives, the fastest."""
+        groups: Dict[str, float] = {}
+        total = 0.0
+        for task, state in zip(self.tasks, self.states):
+            if task.group:
+                groups[task.group] = min(groups.get(task.group, math.inf), state.weighted_seconds)
+            else:
+                total += state.weighted_seconds
+        return total + sum(groups.values())
+
+    def _race(self, i: int) -> None:
+        """Retire the alternatives of task ``i``'s group that are clearly slower than its
+        fastest, once every one of them has a success."""
+        group = self.tasks[i].group
+        members = [j for j, t in enumerate(self.tasks) if group and t.group == group]
+        bests = [self.states[j].best_seconds for j in members]
+        if len(members) < 2 or not all(math.isfinite(b) for b in bests):
+            return
+        for j, best in zip(members, bests):
+            if self.states[j].alive and best > RACE_MARGIN * min(bests):
+                log.info("%s: %.1fx slower than its alternative; it leaves the rotation", self.states[j].name,
+                         best / min(bests))
+                self.states[j].alive = False
 
     @contextlib.contextmanager
     def phase(self, name: str):
@@ -311,6 +345,7 @@ class TuningLoop:
         if state.failed_rounds >= MAX_FAILED_ROUNDS:
             log.warning("%s: %d rounds without a successful trial; it leaves the rotation", state.name, MAX_FAILED_ROUNDS)
             state.alive = False
+        self._race(i)
 
     def run(self) -> None:
         """Warm the model up, spend the budget, re-time the weighty tasks."""

@@ -22,10 +22,10 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from ..database import Database
-from ..graph import Graph
+from ..graph import Graph, Task
 from .compile_network import DEFAULT_CANDIDATES, as_graph
 from .compile_network import compile as compile_model
 from .loop import LoopTask, TrialEvent, TuningLoop, check_budget
@@ -121,6 +121,26 @@ class ModelTuneResult:
         return [(name, t.median) for name, t in timings.items()]
 
 
+def alternatives(tasks: Sequence[Task], precision: str, db) -> Tuple[List[Task], List[str]]:
+    """The tasks to tune for ``precision``, each with its group (:class:`~.loop.LoopTask`):
+    a task with products in another precision than float32, tuned in that precision and,
+    unless ``db`` holds float32 records of it already, in float32 too as its alternative
+    (a depthwise or stem convolution can run faster in float32; the loop races the two and
+    ``ps.compile`` runs the faster: :func:`~.compile_network.compile`)."""
+    out: List[Task] = []
+    groups: List[str] = []
+    for t in tasks:
+        low = t.in_precision(precision)
+        out.append(low)
+        if low is t or db.best(t.func, k=1):
+            groups.append("")
+            continue
+        groups.append(t.key)
+        out.append(t)
+        groups.append(t.key)
+    return out, groups
+
+
 def tune_model(
     model: Union[Graph, Callable],
     *example_args: Any,
@@ -148,7 +168,8 @@ def tune_model(
     ``"round-robin"``) or an object with ``next_task``. ``callbacks``: called as
     ``cb(model_trial, result_so_far)``. ``compile``: build ``result.model``
     (``candidates``: programs ranked for a task without a record). ``precision``: ``"bf16"``
-    tunes every task with its products in bfloat16 (:mod:`probsched.graph.precision`). The search options
+    tunes every task with its products in bfloat16 (:mod:`probsched.graph.precision`), each
+    raced against its float32 version unless the database has that already (:func:`alternatives`). The search options
     (``space``, ``strategy``, ``cost_model``, ``seed``, ``batch_size``, ``retime_top``,
     ``retime_rounds``, ``target``) are keywords, or an ``options=``
     :class:`~probsched.tuning.options.TuningOptions` they replace fields of; their defaults
@@ -161,8 +182,8 @@ def tune_model(
         raise ValueError(f"tune_model: {exc}") from None
     graph = as_graph(model, example_args)
     fn = model if not isinstance(model, Graph) else None
-    tasks = [t.in_precision(precision) for t in graph.tasks()]
     resources = TuningResources(database, measurer)
+    tasks, groups = alternatives(graph.tasks(), precision, resources.db)
     start = time.perf_counter()
     try:
         result = ModelTuneResult(graph, [], [], None, "", example_args=tuple(example_args), fn=fn)
@@ -172,7 +193,7 @@ def tune_model(
                 cb(event, result)
 
         loop = TuningLoop(
-            [LoopTask(t.workload, t.weight, t.name) for t in tasks], trials=trials, minutes=minutes, options=opts,
+            [LoopTask(t.workload, t.weight, t.name, g) for t, g in zip(tasks, groups)], trials=trials, minutes=minutes, options=opts,
             resources=resources, scheduler=scheduler, on_trial=on_trial, start=start,
         )
         result.scheduler = loop.scheduler_name
@@ -183,7 +204,8 @@ def tune_model(
         for task, state in zip(tasks, loop.states):
             best = best_schedule(resources.db, task.workload)
             rows.append([task.name, task.weight, task.flops, state.trials, best.seconds if best else math.inf])
-        total = sum(r[1] * r[4] for r in rows if math.isfinite(r[4])) or 1.0
+        total = loop.estimated_seconds if math.isfinite(loop.estimated_seconds) else 0.0
+        total = total or sum(r[1] * r[4] for r in rows if math.isfinite(r[4])) or 1.0
         result.tasks = [TaskRow(n, w, f, tr, b, (w * b / total) if math.isfinite(b) else 0.0) for n, w, f, tr, b in rows]
         result.wall_seconds = time.perf_counter() - start
         if compile:
