@@ -67,11 +67,11 @@ def _divisors(n: int) -> List[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _one_step(sch: Schedule, choose: Chooser) -> str:
+def _one_step(sch: Schedule, choose: Chooser, primitives: Sequence[str]) -> str:
     idx = TreeIndex.of(sch.mod)
     blocks = list(idx.blocks)
     loops = list(idx.loops)
-    prim = choose(PRIMITIVES)
+    prim = choose(primitives)
     if not loops:
         return "no loops"
     blk = choose(blocks)
@@ -138,13 +138,21 @@ def _one_step(sch: Schedule, choose: Chooser) -> str:
     return prim
 
 
-def random_schedule(sch: Schedule, choose: Chooser, steps: int = 8) -> List[str]:
-    """Apply ``steps`` random primitive calls; returns one line per call (what happened)."""
+def random_schedule(
+    sch: Schedule, choose: Chooser, steps: int = 8, primitives: Sequence[str] = PRIMITIVES
+) -> List[str]:
+    """Apply ``steps`` random primitive calls; returns one line per call (what happened).
+
+    ``primitives`` are the calls drawn from (repeat one to draw it more often): a walk
+    aimed at a few primitives reaches their interactions in far fewer steps."""
+    unknown = sorted(set(primitives) - set(PRIMITIVES))
+    if unknown or not primitives:
+        raise ValueError(f"random_schedule: primitives must be some of {sorted(set(PRIMITIVES))}, got {list(primitives)}")
     log = []
     for _ in range(steps):
         before = sch.mod
         try:
-            what = _one_step(sch, choose)
+            what = _one_step(sch, choose, primitives)
             log.append(f"ok {what}")
         except ScheduleError as exc:
             if sch.mod is not before:

@@ -536,6 +536,43 @@ def test_rfactor_slot_without_iterations_is_skipped():
     assert_same(sch)
 
 
+
+def with_guard_on_c(func, guard):
+    """``func`` with ``guard(block C)`` added to the predicate of block C."""
+    from probsched.ir.expr import all_of
+    from probsched.ir.stmt import map_blocks
+
+    add = lambda b: b.replace(predicate=all_of(b.predicate, guard(b))) if b.name == "C" else b  # noqa: E731
+    return func.replace(body=map_blocks(func.body, add))
+
+
+@pytest.mark.parametrize("primitive", ["rfactor", "decompose_reduction"])
+def test_a_guard_on_the_reduction_iterator_reads_its_binding_where_the_iterator_is_gone(primitive):
+    """The rf block has new reduction iterators, the write-back and a decomposed init none of
+    C's: a guard on C's reduction iterator (a sum over k < 7 only) reads its binding there."""
+    sch = ps.Schedule(with_guard_on_c(matmul_relu(), lambda c: c.iters[2].var < 7))
+    c = sch.get_block("C")
+    k0, k1 = sch.split(sch.get_loops(c)[2], [None, 4])
+    if primitive == "rfactor":
+        sch.rfactor(k0)
+    else:
+        sch.decompose_reduction(c, k0)
+    inputs, expected = reference_of(sch.func)
+    assert not np.isnan(expected[0]).any()
+    assert_same(sch)
+
+
+def test_rfactor_refuses_a_guard_it_cannot_restate_on_the_write_back():
+    sch = ps.Schedule(matmul_relu())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [5, 2])
+    from probsched.ir.expr import Var
+
+    # the sum's length depends on the tile of rows, a loop the write-back does not have
+    sch2 = ps.Schedule(with_guard_on_c(sch.mod, lambda c: c.iters[2].var < Var("i_0") * 2 + 4))
+    k = sch2.get_loops(sch2.get_block("C"))[-1]
+    refuses(sch2, lambda: sch2.rfactor(k), "rfactor", "guard", "of block C", "i_0")
+
 def test_reduction_loops_of_extent_one_do_not_count_as_driving():
     """A reduction tile of extent 1 outside the spatial tile runs once: the init may go below
     it and a write cache of the spatial tile is final there (a register tile of a 3x3 kernel

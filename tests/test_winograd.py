@@ -95,6 +95,45 @@ def test_the_primitive_is_an_instruction_that_replays_from_json():
     assert again.mod == sch.mod
 
 
+
+def check_interpreted(wl, sch):
+    """``sch`` computes the convolution, as written and lowered (compacted locals)."""
+    from probsched.lowering import lower
+
+    x, w = wl.random_inputs(np.random.default_rng(1))
+    stored = lay_out_inputs(sch.mod, [x, w])
+    expected = wl.reference(x, w)
+    wl.check(evaluate(sch.mod, *stored), expected, scheduled=sch.mod)
+    wl.check(evaluate(lower(sch.mod), *stored, lowered=True), expected, scheduled=sch.mod)
+
+
+@pytest.mark.parametrize("tile", TILES)
+def test_rfactor_of_the_output_transform_keeps_the_partial_tile_guard(tile):
+    """The output transform's tiles overhang the output (5 x 6 in tiles of 2 or 4): its guard
+    is on the block's spatial iterators, which the write-back of rfactor iterates in full, so
+    the write-back must keep it (it stored to conv2d[0, 5, 0, 0] of a (1, 5, 6, 4) output)."""
+    wl = conv()
+    sch = rewritten(wl, tile)
+    guard = sch.block_node("conv2d").predicate
+    sch.rfactor(sch.get_loop("b_r_2"))
+    assert sch.block_node("conv2d").predicate == guard
+    check_interpreted(wl, sch)
+
+
+def test_rfactor_after_padded_splits_fuses_and_decompose_reduction_of_the_output_transform():
+    """The walk a CI run found the write-back's out-of-bounds store with: loop guards from
+    padded splits of the fused tile loops beside the tile's own guard on its iterators."""
+    wl = conv()
+    sch = rewritten(wl, 2)
+    n0, n1 = sch.split(sch.get_loop("n_2"), [2, None])
+    fused = sch.fuse(sch.fuse(n0, n1), sch.get_loop("th_1"))
+    sch.decompose_reduction(sch.get_block("conv2d_wino_output_half"), sch.get_loop("a_2"))
+    sch.split(fused, [4, None])
+    sch.rfactor(sch.get_loop("b_r_2"), factor_axis=0)
+    ax = sch.get_loops(sch.get_block("conv2d"))
+    sch.fuse(ax[0], ax[1])
+    check_interpreted(wl, sch)
+
 @pytest.mark.parametrize(
     "make, block, why",
     [

@@ -38,6 +38,11 @@ def _combiner(blk: Block, prim: str) -> Tuple[str, Expr, Store]:
     raise AssertionError  # unreachable
 
 
+def _reduction_bindings(blk: Block) -> dict:
+    """Each reduction iterator of ``blk`` -> its binding (for blocks that drop the iterator)."""
+    return {it.var.name: b for it, b in zip(blk.iters, blk.bindings) if it.kind == "R"}
+
+
 def _loads(e: Expr) -> list:
     from ..ir.expr import loads
 
@@ -118,7 +123,9 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
     rf_bind = tuple(b for _, b in spatial) + (lnode.var,) + tuple(b for _, b in new_reduce)
     rf_store = Store(rf_buf, rf_idx, binary(op, Load(rf_buf, rf_idx), source))
     rf_init = Store(rf_buf, rf_idx, blk.init.value)
-    rf_block = Block(rf_name, rf_iters, rf_bind, rf_store, init=rf_init, predicate=blk.predicate)
+    # The old reduction iterators are gone from the rf block: a guard on one reads its binding.
+    rf_pred = substitute(blk.predicate, old_reduce)
+    rf_block = Block(rf_name, rf_iters, rf_bind, rf_store, init=rf_init, predicate=rf_pred)
     bpath = idx.block_path(blk.name)
     new_func = replace_at(func, bpath, (rf_block,))
     new_func = new_func.replace(allocs=new_func.allocs + (rf_buf,))
@@ -140,33 +147,51 @@ def rfactor(func: PrimFunc, loop: str, factor_axis: int) -> Tuple[PrimFunc, str]
     wb_iters.append(IterVar(vrf, lnode.extent, "R"))
     wb_bind.append(Var(rl))
     wb_store = Store(st.buffer, st.indices, binary(op, Load(st.buffer, st.indices), Load(rf_buf, rf_idx)))
-    # Slots of ``loop`` that no unguarded iteration reaches were never initialised: the
-    # write-back skips them. Split guards are monotone in each loop, so a slot is live iff its
-    # guard holds with the other reduction loops at 0; spatial loops map to the write-back's.
-    spatial_map = {
-        b.name: Var(ln.name)
-        for (it, b), ln in zip(((it, b) for it, b in zip(blk.iters, blk.bindings) if it.kind == "S"), wb_bind)
-        if isinstance(b, Var)
-    }
-    live = []
-    for c in conjuncts(blk.predicate):
-        if loop not in free_vars(c):
-            continue
-        stray = free_vars(c) - set(reduce_loops) - set(spatial_map)
-        require(
-            not stray,
-            prim,
-            f"the guard {c} of block {blk.name} ties loop {loop} to loop(s) {sorted(stray)}; the write-back "
-            "could not tell which partial results exist",
-        )
-        live.append(
-            substitute(c, {**{l: Const(0, "int64") for l in reduce_loops if l != loop}, loop: Var(rl), **spatial_map})
-        )
+    live = _write_back_guards(blk, loop, reduce_loops, wb_bind, Var(rl))
     wb = Block(blk.name, tuple(wb_iters), tuple(wb_bind), wb_store, init=blk.init, predicate=all_of(*live))
     stmt = wb
     for v, e in reversed(loops):
         stmt = Loop(v, e, "serial", (stmt,))
     return insert_at(new_func, None, bpath[0] + 1, (stmt,)), rf_name
+
+
+def _write_back_guards(blk: Block, loop: str, reduce_loops: list, wb_bind: list, slot: Var) -> list:
+    """The guards of the write-back of ``blk`` factored over ``loop``: its loops are
+    ``wb_bind`` (one per spatial iterator, which it keeps) and ``slot`` (over ``loop``).
+
+    The write-back must run at a spatial point and a slot iff the rf block initialised that
+    slot there: iff ``blk``'s guard holds there with ``loop`` at the slot and the other
+    reduction loops at 0, where the rf block runs its init. So a guard on the spatial
+    iterators (the partial tile of a Winograd output transform, ``v_th * 2 + v_p < 5``,
+    outside which the write-back would store out of bounds) is kept as it is, and a guard on
+    ``loop`` tells the slots no iteration reaches (a padded split of it). A guard on spatial
+    loops alone that the write-back does not have (bound through a split or fuse: a padded
+    split's ``fused index < extent``) restores those loops' own domain and excludes no
+    iterator point, so the write-back over the full domain drops it; any other guard it cannot
+    restate is refused.
+    """
+    spatial = [(it, b) for it, b in zip(blk.iters, blk.bindings) if it.kind == "S"]
+    in_scope = {it.var.name for it, _ in spatial} | {w.name for w in wb_bind} | {slot.name}
+    mapping = {b.name: Var(w.name) for (_, b), w in zip(spatial, wb_bind) if isinstance(b, Var)}
+    mapping.update({l: Const(0, "int64") for l in reduce_loops if l != loop})
+    mapping[loop] = slot
+    keep = []
+    # the write-back has no reduction iterator of ``blk``: a guard on one reads its binding
+    for c in conjuncts(substitute(blk.predicate, _reduction_bindings(blk))):
+        names = free_vars(c)
+        restated = substitute(c, mapping)
+        stray = free_vars(restated) - in_scope
+        if not stray:
+            if not (isinstance(restated, Const) and restated.value is True):
+                keep.append(restated)
+            continue
+        require(
+            not names & (set(reduce_loops) | in_scope),
+            "rfactor",
+            f"the guard {c} of block {blk.name} ties its iterators or reduction loops to loop(s) "
+            f"{sorted(stray)}; the write-back could not tell which partial results exist",
+        )
+    return keep
 
 
 def decompose_reduction(func: PrimFunc, block: str, loop: str) -> Tuple[PrimFunc, str]:
@@ -213,7 +238,8 @@ def decompose_reduction(func: PrimFunc, block: str, loop: str) -> Tuple[PrimFunc
             rename[s.name] = Var(n)
             copied.append((Var(n), s.extent))
     spatial = [(it, b) for it, b in zip(blk.iters, blk.bindings) if it.kind == "S"]
-    conj = conjuncts(blk.predicate)
+    # a guard on a reduction iterator, which the init block lacks, reads its binding
+    conj = conjuncts(substitute(blk.predicate, _reduction_bindings(blk)))
     keep = [substitute(c, rename) for c in conj if not (free_vars(c) & reduce_vars)]
     init_name = fresh_name(taken, f"{block}_init")
     init_blk = Block(
