@@ -131,6 +131,11 @@ def test_shipped_records_serve_compile_without_a_database_and_start_a_search(tmp
         model = ps.compile(fn, x, candidates=2, progress=None)
         assert [c.source for c in model.choices] == ["shipped"]
         np.testing.assert_allclose(model(x), np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
+        Database(str(tmp_path / "other.db")).close()  # a database without records of this task
+        again = ps.compile(fn, x, database=str(tmp_path / "other.db"), candidates=2, progress=None)
+        assert [c.source for c in again.choices] == ["shipped"]
+        own = ps.compile(fn, x, database=db_path, candidates=2, progress=None)  # its own records come first
+        assert [c.source for c in own.choices] == ["database"]
         with Database(":memory:") as empty:
             fresh = TaskSearch(task.workload, empty, strategy="replay", seed=1, shipped=True)
             first = fresh.propose(1)

@@ -5,8 +5,8 @@ For each task (:mod:`probsched.graph.task`) the schedule is the first of these t
 and computes the task's reference:
 
 1. ``"database"``: the task's records in the tuning database for this machine (without a
-   database: ``"shipped"``, the records the package ships for this CPU family,
-   :mod:`.shipped`), the best
+   database, or for a task the database has no record of: ``"shipped"``, the records the
+   package ships for this CPU family, :mod:`.shipped`), the best
    first as :func:`~.selection.best_schedule` names it, then the next fastest (a record
    that no longer replays, e.g. written by another version of the design space or edited
    by hand, is skipped with a warning naming the task, the record and the database);
@@ -209,11 +209,14 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     own_db = database is not None and not isinstance(database, Database)
     db = Database(database) if own_db else database
     try:
-        shipped = shipped_database() if database is None else None
+        shipped = shipped_database()
         tasks = [_faster_precision(t, t.in_precision(precision), db, shipped) for t in graph.tasks()]
         calls = sorted(((c.index, t, c.inputs, c.outputs) for t in tasks for c in t.calls), key=lambda c: c[0])
         calls = [c[1:] for c in calls]  # in run order
-        stored = {t.key: (_stored(t, db), _stored(t, shipped)) for t in tasks}
+        stored = {}
+        for t in tasks:  # the database's records; the shipped ones for a task it has none of
+            own = _stored(t, db)
+            stored[t.key] = (own, [] if own else _stored(t, shipped))
         interface = ModelInterface.of_graph(graph)
         key = _network_key(interface, calls, tasks, stored, space, candidates, seed, check, precision)
         cached = network_cache.load(key, interface) if key is not None else None
@@ -243,14 +246,17 @@ def _faster_precision(base: Task, low: Task, db: Optional[Database], shipped: Op
     where bfloat16 rounds, so the measured faster one is used (``TaskChoice.task`` says which)."""
     if low is base:
         return low
-    source = db if db is not None else shipped
-    if source is None:
+    for source in (db, shipped):  # the database's records decide; the shipped ones without any
+        if source is None:
+            continue
+        fast, slow = (best_schedule(source, t.func, t.flops) for t in (base, low))
+        if fast is None and slow is None:
+            continue
+        if fast is not None and (slow is None or fast.seconds < slow.seconds):
+            log.info("compile: task %s runs in float32 (%s than in %s)", base.name,
+                     "faster" if slow is not None else "measured, not", low.precision)
+            return base
         return low
-    fast, slow = (best_schedule(source, t.func, t.flops) for t in (base, low))
-    if fast is not None and (slow is None or fast.seconds < slow.seconds):
-        log.info("compile: task %s runs in float32 (%s than in %s)", base.name,
-                 "faster" if slow is not None else "measured, not", low.precision)
-        return base
     return low
 
 
@@ -364,7 +370,8 @@ def _ranked(
     shipped: Optional[Database] = None, stored: Optional[Tuple[list, list]] = None,
 ) -> Iterator[Tuple[Schedule, str, Optional[float]]]:
     """(schedule, source, measured seconds) to try for ``task``, in order of preference: the
-    database's (or without one, the records shipped for this CPU family: :mod:`.shipped`),
+    database's (then the records shipped for this CPU family, :mod:`.shipped`, which
+    ``stored`` holds only for a task without records of its own),
     then the predicted one chosen before (:mod:`.compile_cache`), then the predicted ones
     (drawn only when nothing before served)."""
     own, theirs = stored if stored is not None else (None, None)
