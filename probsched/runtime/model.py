@@ -41,6 +41,7 @@ from ..aligned import aligned_copy, aligned_empty
 from ..arguments import check_arrays
 from ..errors import KernelArgumentError
 from ..ir.dtypes import numpy_dtype
+from ..ir.layout import layouts_of
 from .interface import ModelInterface, TensorSpec  # noqa: F401 - TensorSpec: the docstring example
 from .memory import MemoryPlan, plan_memory
 
@@ -93,9 +94,9 @@ class CompiledModel:
         self.choices = list(choices)
         self.kernels = {s.key or s.name: s.kernel for s in self.steps}  # one per task
         self.plan = plan_arena(interface, self.steps)
-        self._constants: Dict[int, np.ndarray] = {
-            v: aligned_copy(c.reshape(c.shape or (1,))) for v, c in interface.constants.items()
-        }
+        # the constants as given; a kernel that reads one as it is reads an aligned copy
+        # (:meth:`_constant_as`), one that reads it in another layout lays out its own
+        self._constants: Dict[int, np.ndarray] = {v: c.reshape(c.shape or (1,)) for v, c in interface.constants.items()}
         self._converted: Dict[Tuple[int, str], np.ndarray] = {}
         self._local = threading.local()
         self._first = self._bind_first()
@@ -119,25 +120,28 @@ class CompiledModel:
         runs = []
         for s in self.steps:
             args = []
+            layouts = layouts_of(s.kernel.func)
             for pos, v in enumerate(s.inputs + s.outputs):
                 if pos in s.laid_out:
                     args.append(s.laid_out[pos])
                 elif v in self._constants:
-                    args.append(self._constant_as(v, numpy_dtype(s.kernel.params[pos].dtype)))
+                    laid = s.kernel.func.params[pos].name in layouts
+                    args.append(self._constant_as(v, numpy_dtype(s.kernel.params[pos].dtype), laid))
                 else:
                     args.append(arrays[v])
             runs.append(s.kernel.bind(*args, laid_out=tuple(s.laid_out)))
         return _Context(arena, arrays, runs)
 
-    def _constant_as(self, value: int, dtype: np.dtype) -> np.ndarray:
-        """Constant ``value`` in ``dtype``: a kernel in bfloat16 reads its weights so,
-        converted once (and shared by every kernel that reads them so)."""
+    def _constant_as(self, value: int, dtype: np.dtype, laid_out: bool = False) -> np.ndarray:
+        """Constant ``value`` in ``dtype``, cache-line aligned, made once and shared by every
+        kernel that reads it so (a kernel in bfloat16 reads its weights converted); as
+        given when the kernel lays it out into its own copy (``laid_out``)."""
         array = self._constants[value]
-        if array.dtype == dtype:
+        if laid_out and array.dtype == dtype:
             return array
         key = (value, dtype.str)
         if key not in self._converted:
-            self._converted[key] = aligned_copy(array.astype(dtype))
+            self._converted[key] = aligned_copy(array if array.dtype == dtype else array.astype(dtype))
         return self._converted[key]
 
     def _is_fixed(self, step: KernelStep, pos: int, value: int) -> bool:
