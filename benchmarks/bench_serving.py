@@ -31,6 +31,11 @@ import numpy as np
 import probsched as ps
 
 
+#: Seconds of sleep before each timed step: numpy's BLAS and XLA's threads spin for a while
+#: after their last call, and the step after "after numpy" would pay for them otherwise.
+SETTLE_S = 0.5
+
+
 def timed(fn, repeat: int) -> float:
     """Median seconds of ``repeat`` calls of ``fn``."""
     times = []
@@ -91,6 +96,7 @@ def main() -> None:
         results = {k: [] for k in fns}
         for _ in range(args.rounds):
             for k, (first, then) in fns.items():
+                time.sleep(SETTLE_S)  # the neighbour's threads of the step before stop spinning
                 results[k].append(timed(then, args.repeat) if first is None else after(first, then, args.repeat))
         med = {k: statistics.median(v) for k, v in results.items()}
         rows.append((name, med))
