@@ -197,3 +197,15 @@ def test_a_bf16_tuning_races_float32_only_where_the_database_has_no_float32_reco
         again, groups = alternatives(graph.tasks(), "bf16", db)
         assert products[0] not in again and len(again) == len(tasks) - 1
         assert alternatives(graph.tasks(), "float32", db) == (graph.tasks(), [""] * len(graph.tasks()))
+
+
+def test_only_the_fastest_alternative_is_retimed():
+    fast, slow = ps.workloads.small("GMM"), ps.workloads.small("C2D")
+    m = ByName({fast.name: 1e-6, slow.name: 3e-6})
+    retimed = []
+    m.measure_together = lambda workload, schedules, rounds=15: retimed.append(workload.name) or [MeasureResult((1e-6,))] * len(schedules)
+    options = TuningOptions(strategy="replay", cost_model=None, batch_size=2, retime_top=2)
+    loop = TuningLoop([LoopTask(slow, group="t"), LoopTask(fast, group="t")], trials=8, options=options,
+                      resources=TuningResources(None, m), scheduler="round-robin")
+    loop.run()
+    assert retimed == [fast.name]

@@ -228,10 +228,9 @@ def _generated_modules(kernel: Any) -> Dict[str, str]:
     import sys
 
     out = {}
-    for obj in kernel.module.extra_globals.values():
-        owner = getattr(getattr(obj, "py_func", None) or obj, "__module__", None) or ""
+    for owner, _ in _generated_globals(kernel).values():
         module = sys.modules.get(owner)
-        if owner.startswith(GENERATED_PREFIX) and module is not None and getattr(module, "__file__", None):
+        if owner not in out and module is not None and getattr(module, "__file__", None):
             with open(module.__file__) as fh:
                 out[owner] = fh.read()
     return out

@@ -158,11 +158,10 @@ def _stored(task: Task, db: Optional[Database]) -> List[Tuple[TuningRecord, floa
     return ([(best.record, best.seconds)] + others)[:MAX_RECORDS_TRIED]
 
 
-def _database_candidates(task: Task, db: Database, stored: Optional[List[Tuple[TuningRecord, float]]] = None,
-                         ) -> Iterator[Tuple[Schedule, float]]:
-    """The task's stored schedules that replay (:func:`_stored`, unless given); a record
+def _database_candidates(task: Task, db: Database, stored: List[Tuple[TuningRecord, float]]) -> Iterator[Tuple[Schedule, float]]:
+    """The schedules of ``stored`` (:func:`_stored`, records of ``db``) that replay; a record
     that does not replay is skipped with a warning."""
-    for rec, seconds in _stored(task, db) if stored is None else stored:
+    for rec, seconds in stored:
         try:
             sch = rec.schedule(task.func)
         except Exception as exc:  # an unknown instruction, a decision outside its support, bad JSON...
@@ -210,13 +209,13 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     db = Database(database) if own_db else database
     try:
         shipped = shipped_database()
-        tasks = [_faster_precision(t, t.in_precision(precision), db, shipped) for t in graph.tasks()]
+        tasks, stored = [], {}
+        for t in graph.tasks():
+            task, records = _faster_precision(t, t.in_precision(precision), db, shipped)
+            tasks.append(task)
+            stored[task.key] = records
         calls = sorted(((c.index, t, c.inputs, c.outputs) for t in tasks for c in t.calls), key=lambda c: c[0])
         calls = [c[1:] for c in calls]  # in run order
-        stored = {}
-        for t in tasks:  # the database's records; the shipped ones for a task it has none of
-            own = _stored(t, db)
-            stored[t.key] = (own, [] if own else _stored(t, shipped))
         interface = ModelInterface.of_graph(graph)
         key = _network_key(interface, calls, tasks, stored, space, candidates, seed, check, precision)
         cached = network_cache.load(key, interface) if key is not None else None
@@ -239,25 +238,32 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     return compiled
 
 
-def _faster_precision(base: Task, low: Task, db: Optional[Database], shipped: Optional[Database]) -> Task:
+def _records(task: Task, db: Optional[Database], shipped: Optional[Database]) -> Tuple[list, list]:
+    """The task's records to try (:func:`_stored`): the database's, and the shipped ones for a
+    task the database has none of."""
+    own = _stored(task, db)
+    return own, [] if own else _stored(task, shipped)
+
+
+def _faster_precision(base: Task, low: Task, db: Optional[Database], shipped: Optional[Database]) -> Tuple[Task, Tuple[list, list]]:
     """``low`` (the task in the asked precision), or ``base`` (in float32) when only the float32
-    task has a stored record or its record is faster: a depthwise or a stem convolution
-    (short reductions) can run slower in bfloat16 than in float32, and float32 is exact
-    where bfloat16 rounds, so the measured faster one is used (``TaskChoice.task`` says which)."""
+    task has a stored record or its record is faster, with the chosen task's records
+    (:func:`_records`): a depthwise or a stem convolution (short reductions) can run slower
+    in bfloat16 than in float32, and float32 is exact where bfloat16 rounds, so the measured
+    faster one is used (``TaskChoice.task`` says which)."""
+    mine = _records(low, db, shipped)
     if low is base:
-        return low
-    for source in (db, shipped):  # the database's records decide; the shipped ones without any
-        if source is None:
+        return low, mine
+    theirs = _records(base, db, shipped)
+    for fast, slow in zip(theirs, mine):  # the database's records decide; the shipped ones without any
+        if not fast and not slow:
             continue
-        fast, slow = (best_schedule(source, t.func, t.flops) for t in (base, low))
-        if fast is None and slow is None:
-            continue
-        if fast is not None and (slow is None or fast.seconds < slow.seconds):
+        if fast and (not slow or fast[0][1] < slow[0][1]):
             log.info("compile: task %s runs in float32 (%s than in %s)", base.name,
-                     "faster" if slow is not None else "measured, not", low.precision)
-            return base
-        return low
-    return low
+                     "faster" if slow else "measured, not", low.precision)
+            return base, theirs
+        return low, mine
+    return low, mine
 
 
 def _network_key(interface: ModelInterface, calls, tasks: List[Task], stored, space, candidates: int, seed: int,
@@ -367,20 +373,17 @@ def _progress(progress, name: str, total: int):
 
 def _ranked(
     task: Task, db: Optional[Database], space, candidates: int, model_seed: int, seed: int,
-    shipped: Optional[Database] = None, stored: Optional[Tuple[list, list]] = None,
+    shipped: Optional[Database], stored: Tuple[list, list],
 ) -> Iterator[Tuple[Schedule, str, Optional[float]]]:
     """(schedule, source, measured seconds) to try for ``task``, in order of preference: the
-    database's (then the records shipped for this CPU family, :mod:`.shipped`, which
-    ``stored`` holds only for a task without records of its own),
-    then the predicted one chosen before (:mod:`.compile_cache`), then the predicted ones
-    (drawn only when nothing before served)."""
-    own, theirs = stored if stored is not None else (None, None)
-    if db is not None:
-        for sch, seconds in _database_candidates(task, db, own):
-            yield sch, "database", seconds
-    if shipped is not None:
-        for sch, seconds in _database_candidates(task, shipped, theirs):
-            yield sch, "shipped", seconds
+    records of ``stored`` (:func:`_records`: the database's, or the ones shipped for this CPU
+    family, :mod:`.shipped`, for a task without records of its own), then the predicted one
+    chosen before (:mod:`.compile_cache`), then the predicted ones (drawn only when nothing
+    before served)."""
+    own, theirs = stored
+    for source, records, name in ((db, own, "database"), (shipped, theirs, "shipped")):
+        for sch, seconds in _database_candidates(task, source, records):
+            yield sch, name, seconds
     earlier = compile_cache.load_predicted(compile_cache.predicted_key(task.key, space, candidates, seed))
     if earlier is not None:
         try:

@@ -290,7 +290,9 @@ class TuningLoop:
         """Retire the alternatives of task ``i``'s group that are clearly slower than its
         fastest, once every one of them has a success."""
         group = self.tasks[i].group
-        members = [j for j, t in enumerate(self.tasks) if group and t.group == group]
+        if not group:
+            return
+        members = [j for j, t in enumerate(self.tasks) if t.group == group]
         bests = [self.states[j].best_seconds for j in members]
         if len(members) < 2 or not all(math.isfinite(b) for b in bests):
             return
@@ -365,7 +367,13 @@ class TuningLoop:
         """Re-time the best ``top`` candidates of each task measured in this run that weighs
         at least :data:`RETIME_MIN_SHARE` of the estimated latency."""
         total = sum(s.weighted_seconds for s in self.states if math.isfinite(s.best_seconds)) or 1.0
-        for search, state in zip(self.searches, self.states):
+        fastest: Dict[str, float] = {}  # of each group of alternatives: only that one runs
+        for task, state in zip(self.tasks, self.states):
+            if task.group:
+                fastest[task.group] = min(fastest.get(task.group, math.inf), state.best_seconds)
+        for task, search, state in zip(self.tasks, self.searches, self.states):
+            if task.group and state.best_seconds > fastest[task.group]:
+                continue
             if state.trials and math.isfinite(state.best_seconds) and state.weighted_seconds / total >= RETIME_MIN_SHARE:
                 retime(search.workload, self.resources.db, self.resources.measurer, top=top, rounds=self.options.retime_rounds)
 
