@@ -51,7 +51,7 @@ def test_no_amx_on_the_cpu_is_one_info_line(monkeypatch, caplog, fresh_permissio
         assert amx.unavailable() == "the CPU has no amx_tile amx_bf16" and not amx.usable()
         amx.unavailable()
     (record,) = caplog.records  # asked and said once
-    assert record.levelno == logging.INFO and "AMX kernels not offered" in record.message
+    assert record.levelno == logging.INFO and "AMX bf16 kernels not offered" in record.message
     with pytest.raises(ps.ProbschedError, match="AMX tile kernels cannot run in this process: the CPU has no amx_tile"):
         amx.require()
 
@@ -63,7 +63,7 @@ def test_a_refused_permission_is_one_warning(monkeypatch, caplog, fresh_permissi
     monkeypatch.setattr(amx, "_request_permission", lambda: refused)
     with caplog.at_level(logging.INFO, logger="probsched.intrinsics"):
         assert not amx.usable() and amx.unavailable() == refused
-    assert [(r.levelno, r.message) for r in caplog.records] == [(logging.WARNING, f"AMX kernels not offered: {refused}")]
+    assert [(r.levelno, r.message) for r in caplog.records] == [(logging.WARNING, f"AMX bf16 kernels not offered: {refused}")]
     with pytest.raises(ps.ProbschedError, match="Linux refused"):
         ps.intrinsics.get("matmul_bf16amx_32x16").meta["zero_start_variant"](3)()  # no kernel loads without it
 
@@ -158,10 +158,11 @@ SHAPES = {
 _DATA: dict = {}
 
 
-def data(name, layout_free=False):
-    key = (name, layout_free)
+def data(name, layout_free=False, precision="bf16", shapes=None):
+    """(workload, inputs, reference) of ``name`` in ``shapes`` (default: the bf16 ones)."""
+    key = (name, layout_free, precision)
     if key not in _DATA:
-        w = SHAPES[name][0]().with_precision("bf16")
+        w = (shapes or SHAPES)[name][0]().with_precision(precision)
         if layout_free:
             w = replace(w, func=w.func.replace(attrs={LAYOUT_FREE: (w.func.params[1].name,)}))
         x = w.random_inputs(np.random.default_rng(7))
@@ -181,12 +182,12 @@ def amx_trace(name, w, s):
 def amx_offered(monkeypatch):
     """The design space as on a CPU with AMX, wherever the tests run (interpreted, no tile runs)."""
     monkeypatch.setattr(ps.Target, "host", staticmethod(lambda: WITH_AMX))
-    monkeypatch.setattr(amx, "usable", lambda: True)
+    monkeypatch.setattr(amx, "usable", lambda unit="bf16": True)
 
 
 @pytest.mark.parametrize("usable, has_flags", [(False, True), (True, False), (True, True)])
 def test_the_rule_offers_tiles_only_where_usable(monkeypatch, usable, has_flags):
-    monkeypatch.setattr(amx, "usable", lambda: usable)
+    monkeypatch.setattr(amx, "usable", lambda unit="bf16": usable)
     w, _, _ = data("GMM")
     rule = MultiLevelTilingWithIntrin(target=host_with(AMX_FLAGS if has_flags else ()))
 

@@ -3,8 +3,8 @@ permission, and the tile instructions as numba intrinsics.
 
 **Permission.** Linux leaves the tile registers out of a process's saved state until the
 process asks for them: every tile instruction faults before
-``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``. :func:`unavailable` asks once per
-process (the grant covers all its threads, and a forked child inherits it) and returns why
+``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``.   :func:`unavailable` asks once per
+process and unit (the grant covers all its threads, and a forked child inherits it) and returns why
 AMX cannot be used here, or None; :func:`usable` is its yes or no and :func:`require` raises
 the reason. The reason is logged once (a warning when the CPU has AMX but Linux refused);
 where AMX is not usable the design space offers no AMX kernel. Compiling code that uses
@@ -24,27 +24,38 @@ registers), offsets and strides count elements of the array:
 - :func:`dot_bf16`: ``c += a @ b`` (``tdpbf16ps``): ``c`` rows of 16 float32, ``a`` the same
   rows of ``P`` bfloat16 pairs (``4P`` bytes), ``b`` ``P`` rows of 16 pairs, the
   pair-interleaved layout of the bf16 kernels (:mod:`.matmul_bf16`); each pair's two products
-  are added to the float32 lane (denormals flushed to zero, as ``vdpbf16ps`` does).
+  are added to the float32 lane (denormals flushed to zero, as ``vdpbf16ps`` does);
+- :func:`dot_int8`: ``c += a @ b`` (``tdpbusd``): ``c`` rows of 16 int32, ``a`` the same
+  rows of ``Q`` quads of uint8 (``4Q`` bytes), ``b`` ``Q`` rows of 16 quads of int8, the
+  4-interleaved layout of the int8 kernels (:mod:`.matmul_int8`); each quad's four products
+  are added to the int32 lane (wrapping, as ``vpdpbusd`` does).
 
-AMX int8 (``tdpbusd``: uint8 x int8 in groups of 4, into int32 rows) is one more intrinsic
-of :func:`dot_bf16`'s form, on a layout interleaved by 4 instead of 2.
+The two dot products are separate CPU features (``amx_bf16``, ``amx_int8``): ``unit`` of
+:func:`unavailable`, :func:`usable` and :func:`require` names the one asked about
+(``"tile"``: the tile registers alone, as :func:`configure` and the loads need).
 
 >>> import numba, numpy as np, ml_dtypes
->>> @numba.njit
-... def one_tile(c, a, b):      # c[16, 16] += a[16, 32] @ b, b's 16 pairs x 16 columns x 2
-...     configure((16, 16, 16, 0, 0, 0, 0, 0), (64, 64, 64, 0, 0, 0, 0, 0))
-...     tile_load(0, c, 0, 16)
-...     tile_load(1, a, 0, 32)
-...     tile_load(2, b, 0, 32)
-...     dot_bf16(0, 1, 2)
-...     tile_store(0, c, 0, 16)
+>>> def one_tile(dot):  # c[16, 16] += a[16, 64 bytes] @ b, b's 16 pairs (quads) x 16 columns
+...     @numba.njit
+...     def run(c, a, b, row):  # row: elements of 64 bytes
+...         configure((16, 16, 16, 0, 0, 0, 0, 0), (64, 64, 64, 0, 0, 0, 0, 0))
+...         tile_load(0, c, 0, 16)
+...         tile_load(1, a, 0, row)
+...         tile_load(2, b, 0, row)
+...         dot(0, 1, 2)
+...         tile_store(0, c, 0, 16)
+...     return run
 >>> a = np.ones((16, 32), ml_dtypes.bfloat16); b = np.full((16, 16, 2), 0.5, ml_dtypes.bfloat16)
 >>> c = np.ones(16 * 16, np.float32)
 >>> if usable():
-...     one_tile(c, a.view(np.uint16).ravel(), b.view(np.uint16).ravel())
+...     one_tile(dot_bf16)(c, a.view(np.uint16).ravel(), b.view(np.uint16).ravel(), 32)
 ...     assert c.tolist() == [17.0] * 256
->>> usable() == (unavailable() is None)
-True
+>>> c = np.ones(16 * 16, np.int32)
+>>> if usable("int8"):  # every product 255 x -128
+...     one_tile(dot_int8)(c, np.full(16 * 64, 255, np.uint8), np.full(16 * 64, -128, np.int8), 64)
+...     assert c.tolist() == [1 + 64 * 255 * -128] * 256
+>>> usable() == (unavailable() is None), usable("tile") >= usable("int8")
+(True, True)
 """
 
 from __future__ import annotations
@@ -68,8 +79,12 @@ log = logging.getLogger("probsched.intrinsics")
 _SYS_ARCH_PRCTL = 158  # x86-64 Linux
 _ARCH_REQ_XCOMP_PERM = 0x1023
 _XFEATURE_XTILEDATA = 18
-#: LLVM features the tile kernels are compiled with
-LLVM_FEATURES = ("amx-tile", "amx-bf16")
+#: per unit: the /proc/cpuinfo flags and the LLVM features its instructions need
+UNITS = {
+    "tile": (("amx_tile",), ("amx-tile",)),
+    "bf16": (("amx_tile", "amx_bf16"), ("amx-tile", "amx-bf16")),
+    "int8": (("amx_tile", "amx_int8"), ("amx-tile", "amx-int8")),
+}
 
 
 def _request_permission() -> Optional[str]:
@@ -84,34 +99,47 @@ def _request_permission() -> Optional[str]:
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def unavailable() -> Optional[str]:
-    """Why this process cannot run AMX bf16 tiles (asking Linux once), or None when it can."""
+def unavailable(unit: str = "bf16") -> Optional[str]:
+    """Why this process cannot run the AMX ``unit`` (``"bf16"``, ``"int8"`` dot products, or
+    ``"tile"``: the registers, loads and stores), asking Linux once per unit; None when it can."""
+    return _unavailable(unit)
+
+
+@functools.lru_cache(maxsize=None)
+def _unavailable(unit: str) -> Optional[str]:
+    # cached by the unit alone: unavailable() and unavailable("bf16") are one question, asked and logged once
     from ..target import Target
     from .simd import compiles_for
 
-    missing = [f for f in ("amx_tile", "amx_bf16") if not Target.host().has(f)]
+    if unit not in UNITS:
+        raise ValueError(f"no AMX unit {unit!r}: one of {', '.join(UNITS)}")
+    flags, features = UNITS[unit]
+    missing = [f for f in flags if not Target.host().has(f)]
     if missing:
-        log.info("AMX kernels not offered: the CPU has no %s", " ".join(missing))
+        log.info("AMX %s kernels not offered: the CPU has no %s", unit, " ".join(missing))
         return f"the CPU has no {' '.join(missing)}"
-    off = [f for f in LLVM_FEATURES if not compiles_for(f)]
+    off = [f for f in features if not compiles_for(f)]
     if off:
         reason = f"numba compiles without {' '.join(off)} (NUMBA_CPU_FEATURES)"
     else:
-        reason = _request_permission()
+        reason = _request_permission()  # asking again (another unit) is granted again: arch_prctl is idempotent
     if reason:
-        log.warning("AMX kernels not offered: %s", reason)
+        log.warning("AMX %s kernels not offered: %s", unit, reason)
     return reason
 
 
-def usable() -> bool:
-    """Whether this process may run AMX bf16 tile instructions (see :func:`unavailable`)."""
-    return unavailable() is None
+unavailable.cache_clear = _unavailable.cache_clear  # type: ignore[attr-defined]  # every answer asked anew (tests)
+unavailable.cache_info = _unavailable.cache_info  # type: ignore[attr-defined]
 
 
-def require() -> None:
-    """Raise :class:`~probsched.errors.ProbschedError` naming why AMX is not usable here."""
-    reason = unavailable()
+def usable(unit: str = "bf16") -> bool:
+    """Whether this process may run the AMX ``unit``'s instructions (see :func:`unavailable`)."""
+    return unavailable(unit) is None
+
+
+def require(unit: str = "bf16") -> None:
+    """Raise :class:`~probsched.errors.ProbschedError` naming why the AMX ``unit`` is not usable here."""
+    reason = unavailable(unit)
     if reason:
         raise ProbschedError(f"AMX tile kernels cannot run in this process: {reason}")
 
@@ -134,12 +162,12 @@ def _tile(t) -> int:
     return t.literal_value
 
 
-def _host_check(what: str) -> None:
+def _host_check(what: str, unit: str = "tile") -> None:
     # Typing asks for the permission, so a process that compiles tile code may run it; and
     # LLVM aborts the process on an instruction it cannot select: refuse while typing instead
-    reason = unavailable()
+    reason = unavailable(unit)
     if reason:
-        raise TypingError(f"{what}: AMX tile kernels cannot run in this process: {reason}")
+        raise TypingError(f"{what}: AMX {unit} tile kernels cannot run in this process: {reason}")
 
 
 def _address(context, builder, array_type, array, offset):
@@ -221,14 +249,21 @@ tile_store = _memory_op("tile_store", "llvm.x86.tilestored64")
 tile_store.__doc__ = "``tilestored``: tile ``tile``'s rows to ``array[offset + r * stride]`` (elements)."
 
 
-@intrinsic(prefer_literal=True)
-def dot_bf16(typingctx, c, a, b):
-    """``tdpbf16ps``: float32 tile ``c`` += bfloat16 tile ``a`` @ pair-interleaved tile ``b``."""
-    _host_check("dot_bf16")
-    tiles = [_tile(x) for x in (c, a, b)]
+def _dot(name: str, llvm_name: str, unit: str, doc: str):
+    @intrinsic(prefer_literal=True)
+    def dot(typingctx, c, a, b):
+        _host_check(name, unit)
+        tiles = [_tile(x) for x in (c, a, b)]
 
-    def codegen(context, builder, sig, args):
-        _call(builder, "llvm.x86.tdpbf16ps", [_I8] * 3, [ir.Constant(_I8, t) for t in tiles])
-        return context.get_dummy_value()
+        def codegen(context, builder, sig, args):
+            _call(builder, llvm_name, [_I8] * 3, [ir.Constant(_I8, t) for t in tiles])
+            return context.get_dummy_value()
 
-    return types.void(c, a, b), codegen
+        return types.void(c, a, b), codegen
+
+    dot.__doc__ = doc
+    return dot
+
+
+dot_bf16 = _dot("dot_bf16", "llvm.x86.tdpbf16ps", "bf16", "``tdpbf16ps``: float32 tile ``c`` += bfloat16 tile ``a`` @ pair-interleaved tile ``b``.")
+dot_int8 = _dot("dot_int8", "llvm.x86.tdpbusd", "int8", "``tdpbusd``: int32 tile ``c`` += uint8 tile ``a`` @ 4-interleaved int8 tile ``b``.")

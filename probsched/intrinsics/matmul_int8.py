@@ -56,6 +56,19 @@ QUAD = 4  # bytes of the reduction per lane and instruction
 
 NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
 
+#: the compiled signature and the def line of every int8 matmul kernel (the call of the description)
+KERNEL_HEADER = (
+    "_c = numba.types.Array(numba.int32, 1, 'C')",
+    "_u = numba.types.Array(numba.uint8, 1, 'C')",
+    "_s = numba.types.Array(numba.int8, 1, 'C')",
+    "_i = numba.int64",
+    "SIGNATURE = numba.void(_c, _i, _i, _i, _u, _i, _i, _i, _i, _s, _i, _i, _i, _i, _i)",
+    "",
+    "",
+    f"@numba.njit(SIGNATURE, {NUMBA_OPTIONS})",
+    "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sp, a_st, B, b_off, b_sj, b_sp, b_st, P):",
+)
+
 
 def matmul_int8_source(m: int, n: int, zero_start: bool = False, dot: Optional[str] = None) -> str:
     """Python source of the M x N kernel; ``dot``: the dot product of :mod:`.simd_int8` it is
@@ -72,15 +85,7 @@ def matmul_int8_source(m: int, n: int, zero_start: bool = False, dot: Optional[s
         "import numba",
         f"from probsched.intrinsics.simd_int8 import broadcast_quad, {dot} as dot, load, load_quads, store, zeros",
         "",
-        "_c = numba.types.Array(numba.int32, 1, 'C')",
-        "_u = numba.types.Array(numba.uint8, 1, 'C')",
-        "_s = numba.types.Array(numba.int8, 1, 'C')",
-        "_i = numba.int64",
-        "SIGNATURE = numba.void(_c, _i, _i, _i, _u, _i, _i, _i, _i, _s, _i, _i, _i, _i, _i)",
-        "",
-        "",
-        f"@numba.njit(SIGNATURE, {NUMBA_OPTIONS})",
-        "def kernel(C, c_off, c_si, c_sj, A, a_off, a_si, a_sp, a_st, B, b_off, b_sj, b_sp, b_st, P):",
+        *KERNEL_HEADER,
         f"    # {m}x{n} register block of {m}x{nv} vectors over P quads; c_sj, a_st, b_st are 1 and b_sj {QUAD} "
         "(tensorize checks it)",
     ]

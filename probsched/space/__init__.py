@@ -15,7 +15,7 @@ from ..target import Target
 from .postprocs import ParallelVectorizeUnroll, RewriteReductionBlock
 from .intrin_tiling import MultiLevelTilingWithIntrin
 from .rules import AddRFactor, AutoInline, MultiLevelTiling, RandomComputeLocation, RFactorLanes
-from .space import Space, compose
+from .space import Space, compose, fixing
 from .winograd import Winograd
 
 
@@ -80,6 +80,7 @@ def default(
 __all__ = [
     "Space",
     "compose",
+    "fixing",
     "default",
     "default_rules",
     "default_postprocs",

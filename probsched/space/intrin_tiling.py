@@ -30,7 +30,8 @@ int8 program, :mod:`probsched.precision`) takes the VNNI kernels
 (:mod:`probsched.intrinsics.matmul_int8`) the same way, the reduction read in *quads*
 (``k = 4 q + t``) and B stored 4-interleaved, ``B'[.., q, n, t]``; a reduction that is
 not a multiple of 4 (a first convolution's three channels), or an A strided along ``k``,
-is left to the other rules, which compute it in int32 from the byte loads.
+is left to the other rules, which compute it in int32 from the byte loads. Where the CPU
+has AMX int8 (``amx_int8``), its tile kernels are offered beside the VNNI ones likewise.
 
 The rule samples (sites named after the block ``C``):
 
@@ -272,11 +273,12 @@ def register_budget(target: Optional["Target"] = None) -> int:
     return (32 if lanes >= 16 else 16) - 4
 
 
-def _amx_usable(target: "Target") -> bool:
-    """Whether the target has AMX bf16 tiles and this process may use them (asked once)."""
+def _amx_usable(target: "Target", precision: str) -> bool:
+    """Whether the target has the AMX tiles of ``precision`` and this process may use them (asked once)."""
     from ..intrinsics import amx
 
-    return amx.usable() and target.has("amx_bf16")  # asked first: the log says why not, once
+    unit = {"bfloat16": "bf16", "int8": "int8"}.get(precision)
+    return unit is not None and amx.usable(unit) and target.has(f"amx_{unit}")  # asked first: the log says why not, once
 
 
 def _unit_choice(sch: Schedule, name: str, candidates: List[str]) -> List[str]:
@@ -369,7 +371,7 @@ class MultiLevelTilingWithIntrin:
             return  # the bf16 (int8) kernels read k in pairs (quads), A's adjacent (module docstring)
         candidates = kernel_candidates(
             roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt), roles.precision,
-            amx=roles.precision == "bfloat16" and _amx_usable(tgt),  # the AMX kernels are bf16 ones
+            amx=_amx_usable(tgt, roles.precision),  # the AMX kernels are bf16 and int8 ones
         )
         if roles.precision == "bfloat16" and not tgt.has("avx512_bf16"):  # both bf16 families are the FMA kernels here: offer one
             candidates = [c for c in candidates if intrinsics.get(c).meta.get("dot") != "fma"]

@@ -18,7 +18,7 @@ reductions). A :class:`Space` is itself a schedule program: ``space(sch)``.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ..schedule import BlockRV, Schedule
 
@@ -63,3 +63,37 @@ class Space:
 def compose(*rules: Rule, postprocs: Sequence[Postproc] = (), name: str = "custom") -> Space:
     """A space from rules (and postprocessors)."""
     return Space(rules, postprocs, name)
+
+
+
+class _Fixed(Space):
+    """A space whose every draw runs with some sample sites conditioned (:func:`fixing`)."""
+
+    def __init__(self, space: Space, decisions: Union[Dict[str, Any], Callable[[str], Any]], name: str) -> None:
+        super().__init__(space.rules, space.postprocs, name)
+        self.target = space.target
+        self.decisions = decisions if callable(decisions) else dict(decisions)
+
+    def __call__(self, sch: Schedule) -> None:
+        from handlers import condition
+
+        condition(super().__call__, self.decisions)(sch)
+
+
+def fixing(space: Space, decisions: Union[Dict[str, Any], Callable[[str], Any]], name: Optional[str] = None) -> Space:
+    """``space`` with the sample sites of ``decisions`` fixed to their values (conditioned:
+    no strategy proposes others), e.g. a block's arithmetic unit, to compare the search with
+    and without the AMX tiles; ``decisions`` a mapping site -> value or a callable site ->
+    value (None: not fixed); named ``name`` (default: the space's, ``+fixed``).
+
+    >>> import probsched as ps
+    >>> from handlers import seed, trace
+    >>> w = ps.workloads.matmul(8, 16, 16)
+    >>> tr = trace(seed(fixing(ps.space.default(), {"Z/intrin": "matmul_4x16"}), 0)).get_trace(ps.Schedule(w.func))
+    >>> tr["Z/intrin"].value
+    'matmul_4x16'
+    >>> vector = fixing(ps.space.default(), lambda site: "vector" if site.endswith("/unit") else None, "vector")
+    >>> vector.name, trace(seed(vector, 0)).get_trace(ps.Schedule(w.func))["Z/intrin"].value.startswith("matmul_")
+    ('vector', True)
+    """
+    return _Fixed(space, decisions, name or f"{space.name}+fixed")
