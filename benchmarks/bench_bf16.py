@@ -29,6 +29,7 @@ import numba
 import numpy as np
 
 import probsched as ps
+from probsched.aligned import aligned_copy
 from probsched.database import Database
 from probsched.intrinsics.matmul_bf16 import native_available
 from probsched.measure.timer import time_interleaved
@@ -47,8 +48,10 @@ def best_kernel(w, db: Database):
     if not best:
         return None
     kernel = ps.build(best[0].schedule(w.func))
-    inputs = w.random_inputs(np.random.default_rng(0))
-    outputs = w.empty_outputs()
+    # 64-byte aligned, as the measurer's and a compiled network's arrays are: a tile row or
+    # vector load split across two cache lines costs an AMX kernel far more than the tuner saw
+    inputs = [aligned_copy(x) for x in w.random_inputs(np.random.default_rng(0))]
+    outputs = [aligned_copy(x) for x in w.empty_outputs()]
     kernel(*inputs, *outputs)
     w.check(outputs, w.reference(*inputs))
     return kernel.bind(*inputs, *outputs)

@@ -5,7 +5,10 @@ beside ONNX Runtime's and OpenVINO's int8 on the same QDQ model.
 more trials each, resuming what ``--db`` holds; ``--trials 0`` only times the stored bests),
 then timed interleaved in one process beside the ``vpdpbusd`` peak on all threads
 (:func:`bench_peak.vnni_peak`: 16 register-resident vectors), each checked against its
-reference first. Prints µs, GOP/s and the fraction of the peak; the target is 80%. Their
+reference first. Prints µs, GOP/s and the fraction of the peak; the target is 80%. Where
+AMX int8 is usable the design space samples its tile kernels beside the VNNI ones (the
+fraction of the ``tdpbusd`` peak is printed too); ``--unit amx`` or ``--unit vector`` fixes
+the unit while tuning (a database of its own each, to compare them). Their
 second operand is a constant, as a quantized network's weight is: the design space may lay
 it out once, in the 4-interleaved order the kernel reads, outside the timed call (name the
 workloads with ``--weights-as-inputs`` to time them packing B on every call instead).
@@ -25,6 +28,7 @@ arg-max agreement).
 Usage::
 
     python benchmarks/bench_int8.py --trials 256 --db int8.db                         # kernels: tune, time
+    python benchmarks/bench_int8.py --trials 16 --unit vector --db vnni.db            # without the AMX tiles
     python benchmarks/bench_int8.py --trials 0 --db int8.db --models resnet50,mobilenet_v2 \\
         --onnx-dir DIR --net-trials 2000 --db-dir D                                  # + networks
     python benchmarks/bench_int8.py --trials 0 --db int8.db --models resnet50,mobilenet_v2 \\
@@ -52,7 +56,8 @@ import probsched as ps  # noqa: E402
 from probsched.measure.timer import time_interleaved  # noqa: E402
 
 from bench_bf16 import tuned_kernels  # noqa: E402
-from bench_peak import vnni_peak  # noqa: E402
+from bench_peak import amx_peak, vnni_peak  # noqa: E402
+from probsched.intrinsics import amx  # noqa: E402
 
 TARGET = 0.80
 Predict = Callable[[np.ndarray], np.ndarray]
@@ -73,22 +78,39 @@ def bench_kernels(args: argparse.Namespace) -> dict:
     if not args.weights_as_inputs:
         workloads = {n: constant_weight(w) for n, w in workloads.items()}
     threads = numba.config.NUMBA_NUM_THREADS
-    kernels = tuned_kernels(workloads, args.trials, args.db, args.seed)
+    space = unit_space(args.unit)
+    for w in workloads.values() if args.trials else ():
+        ps.tune(w, trials=args.trials, database=args.db, seed=args.seed, space=space)
+    kernels = tuned_kernels(workloads, 0, args.db, args.seed)
     if not kernels:
         raise SystemExit(f"bench_int8: no records of {', '.join(workloads)} in {args.db}: tune with --trials N")
     timed = time_interleaved(kernels, rounds=args.rounds)
     peak = vnni_peak(threads)
-    print(f"vpdpbusd peak on {threads} threads: {peak:.1f} GOP/s")
+    tiles = amx_peak(threads, unit="int8") if amx.usable("int8") else None
+    print(f"vpdpbusd peak on {threads} threads: {peak:.1f} GOP/s" + (f", tdpbusd {tiles:.1f} GOP/s" if tiles else ""))
     print()
-    print("| workload | µs | GOP/s | of the vpdpbusd peak |")
-    print("|---|---:|---:|---:|")
+    print("| workload | µs | GOP/s | of the vpdpbusd peak |" + (" of the tdpbusd peak |" if tiles else ""))
+    print("|---|---:|---:|---:|" + ("---:|" if tiles else ""))
     rows = {}
     for n, t in timed.items():
         gops = workloads[n].flops / t.median / 1e9
         rows[n] = {"us": t.median * 1e6, "gops": gops, "of_peak": gops / peak}
         mark = " (target met)" if gops / peak >= TARGET else ""
-        print(f"| {n} | {t.median * 1e6:.1f} | {gops:.1f} | {gops / peak:.0%}{mark} |")
-    return {"threads": threads, "vnni_peak_gops": peak, "rows": rows}
+        extra = ""
+        if tiles:
+            rows[n]["of_amx_peak"] = gops / tiles
+            extra = f" {gops / tiles:.0%} |"
+        print(f"| {n} | {t.median * 1e6:.1f} | {gops:.1f} | {gops / peak:.0%}{mark} |{extra}")
+    return {"threads": threads, "unit": args.unit, "vnni_peak_gops": peak, "amx_peak_gops": tiles, "rows": rows}
+
+
+def unit_space(unit: str):
+    """The default space, with every micro-kernel's arithmetic unit fixed to ``unit``
+    (``"amx"``, ``"vector"``) unless it is ``"any"`` (where AMX int8 is usable the rule
+    samples it beside VNNI, elsewhere there is no choice)."""
+    if unit == "any":
+        return None
+    return ps.space.fixing(ps.space.default(), lambda site: unit if site.endswith("/unit") else None, name=f"default+{unit}")
 
 
 # ----------------------------------------------------------------------------- networks
@@ -214,6 +236,8 @@ def main(argv=None) -> None:
     ap.add_argument("--workloads", default="GMM:2:int8,C2D:2:int8")
     ap.add_argument("--trials", type=int, default=256, help="more trials per kernel workload (0: time the stored bests)")
     ap.add_argument("--db", required=True, help="the kernels' database")
+    ap.add_argument("--unit", choices=("any", "amx", "vector"), default="any",
+                    help="the kernels' unit while tuning: AMX int8 tiles, VNNI vectors, or sampled (one --db per unit to compare)")
     ap.add_argument("--weights-as-inputs", action="store_true", help="B an input, packed on every call (module docstring)")
     ap.add_argument("--models", default="", help="comma-separated ONNX models of --onnx-dir (without .onnx)")
     ap.add_argument("--onnx-dir", default="onnx_models")

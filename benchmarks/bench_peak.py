@@ -20,12 +20,15 @@ runs without numba's thread pool, whose waiting main thread takes a core of its 
 - ``tdpbf16ps``: AMX tile multiplies on tiles held in the tile registers (6 independent
   16 x 16 float32 accumulators, 16 x 32 bf16 times 32 x 16 bf16 each: 16384 flops), where
   AMX is usable (:mod:`probsched.intrinsics.amx`): the AMX bfloat16 peak;
-- ``matmul_MxN``, ``matmul_bf16_MxN``, ``matmul_bf16amx_MxN``, ``matmul_int8_MxN``: each micro-kernel on operands that stay in L1 (a K
+- ``tdpbusd``: the same with int8 tiles (16 x 64 uint8 times 64 x 16 int8 into int32: 32768
+  integer ops each), where AMX int8 is usable: the AMX int8 peak (GOP/s);
+- ``matmul_MxN``, ``matmul_bf16_MxN``, ``matmul_bf16amx_MxN``, ``matmul_int8_MxN``,
+  ``matmul_int8amx_MxN``: each micro-kernel on operands that stay in L1 (a K
   panel sized so that A's and B's panels fill at most 3/4 of the L1 data cache:
   :func:`l1_panel`), called from a numba loop as a tuned kernel calls it: the best a
   tensorized matmul or convolution can do per core; a bf16 kernel as a fraction of the
   ``vdpbf16ps`` peak (where there is none, it runs its emulated path: the fraction is of the
-  FMA peak), an AMX one of the ``tdpbf16ps`` peak, an int8 one of the ``vpdpbusd`` peak
+  FMA peak), an AMX one of its instruction's peak (``tdpbf16ps``, ``tdpbusd``), an int8 one of the ``vpdpbusd`` peak
   (GOP/s: integer operations). By default: the float32 kernels the design space offers on
   this target (their accumulators fit its registers), a few bf16 and int8 ones, and the AMX
   ones where AMX is usable.
@@ -40,6 +43,7 @@ Usage: ``python benchmarks/bench_peak.py [--kernels matmul_12x32,matmul_bf16_8x3
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import ml_dtypes
@@ -241,41 +245,59 @@ def float32_kernels(target: ps.Target) -> list:
 
 
 AMX_ACCUMULATORS = 6  # C tiles; one A and one B tile take the other two registers
+#: per AMX unit: the tile dot product, its instruction, and the reduction elements of a 64-byte row
+AMX_DOTS = {"bf16": (amx.dot_bf16, "tdpbf16ps", 32), "int8": (amx.dot_int8, "tdpbusd", 64)}
 
 
-@numba.njit(parallel=True)
-def _amx_loop(x, reps, threads):
-    for t in numba.prange(threads):
-        amx.configure((16, 16, 16, 16, 16, 16, 16, 16), (64, 64, 64, 64, 64, 64, 64, 64))  # per thread
-        amx.tile_load(0, x, 0, 32)  # tile numbers are literals: no loop over them
-        amx.tile_load(1, x, 0, 32)
-        amx.tile_load(2, x, 0, 32)
-        amx.tile_load(3, x, 0, 32)
-        amx.tile_load(4, x, 0, 32)
-        amx.tile_load(5, x, 0, 32)
-        amx.tile_load(6, x, 0, 32)
-        amx.tile_load(7, x, 0, 32)
-        for _ in range(reps):
-            amx.dot_bf16(0, 6, 7)
-            amx.dot_bf16(1, 6, 7)
-            amx.dot_bf16(2, 6, 7)
-            amx.dot_bf16(3, 6, 7)
-            amx.dot_bf16(4, 6, 7)
-            amx.dot_bf16(5, 6, 7)
-        out = 512 * (1 + AMX_ACCUMULATORS * t)  # every chain stored: none is dead code
-        amx.tile_store(0, x, out, 32)
-        amx.tile_store(1, x, out + 512, 32)
-        amx.tile_store(2, x, out + 1024, 32)
-        amx.tile_store(3, x, out + 1536, 32)
-        amx.tile_store(4, x, out + 2048, 32)
-        amx.tile_store(5, x, out + 2560, 32)
+@functools.lru_cache(maxsize=None)
+def _amx_peak_loop(dot):
+    """A numba loop of AMX_ACCUMULATORS independent ``dot`` tile multiplies per step on each
+    thread, on tiles of 16 rows of ``row`` elements of ``x`` (64 bytes)."""
+
+    @numba.njit(parallel=True)
+    def loop(x, reps, threads, row):
+        for t in numba.prange(threads):
+            amx.configure((16, 16, 16, 16, 16, 16, 16, 16), (64, 64, 64, 64, 64, 64, 64, 64))  # per thread
+            amx.tile_load(0, x, 0, row)  # tile numbers are literals: no loop over them
+            amx.tile_load(1, x, 0, row)
+            amx.tile_load(2, x, 0, row)
+            amx.tile_load(3, x, 0, row)
+            amx.tile_load(4, x, 0, row)
+            amx.tile_load(5, x, 0, row)
+            amx.tile_load(6, x, 0, row)
+            amx.tile_load(7, x, 0, row)
+            for _ in range(reps):
+                dot(0, 6, 7)
+                dot(1, 6, 7)
+                dot(2, 6, 7)
+                dot(3, 6, 7)
+                dot(4, 6, 7)
+                dot(5, 6, 7)
+            tile = 16 * row
+            out = tile * (1 + AMX_ACCUMULATORS * t)  # every chain stored: none is dead code
+            amx.tile_store(0, x, out, row)
+            amx.tile_store(1, x, out + tile, row)
+            amx.tile_store(2, x, out + 2 * tile, row)
+            amx.tile_store(3, x, out + 3 * tile, row)
+            amx.tile_store(4, x, out + 4 * tile, row)
+            amx.tile_store(5, x, out + 5 * tile, row)
+
+    return loop
 
 
-def amx_peak(threads: int, reps: int = 100_000) -> float:
-    """GFLOP/s of register-resident ``tdpbf16ps`` on ``threads`` threads (best of 5)."""
-    x = (np.random.default_rng(0).random(512 * (1 + AMX_ACCUMULATORS * threads)) * 1e-3).astype(ml_dtypes.bfloat16).view(np.uint16)
-    seconds = _best_seconds(lambda: _amx_loop(x, reps, threads))
-    return threads * AMX_ACCUMULATORS * 16 * 16 * 32 * 2 * reps / seconds / 1e9
+def amx_peak(threads: int, reps: int = 100_000, unit: str = "bf16") -> float:
+    """GFLOP/s of register-resident ``tdpbf16ps`` (``unit="int8"``: GOP/s of ``tdpbusd``) on
+    ``threads`` threads (best of 5)."""
+    dot, _, row = AMX_DOTS[unit]  # a 64-byte row of x: a tile row of A, as many elements as the reduction step
+    size = 16 * row * (1 + AMX_ACCUMULATORS * threads)
+    rng = np.random.default_rng(0)
+    if unit == "int8":
+        x = rng.integers(0, 4, size).astype(np.uint8)
+    else:
+        x = (rng.random(size) * 1e-3).astype(ml_dtypes.bfloat16).view(np.uint16)
+    loop = _amx_peak_loop(dot)
+    seconds = _best_seconds(lambda: loop(x, reps, threads, row))
+    return threads * AMX_ACCUMULATORS * 16 * 16 * row * 2 * reps / seconds / 1e9
 
 
 def main(argv=None) -> None:
@@ -304,22 +326,25 @@ def main(argv=None) -> None:
         row(f"vdpbf16ps, {VECTORS} vectors", bf16, ", ".join(f"{b / f:.0%}" for b, f in zip(bf16, fma)) + " of fma")
     int8 = [vnni_peak(t) for t in counts]
     row(f"vpdpbusd ({dot_quads_name()}), {VECTORS} vectors (GOP/s)", int8)
-    tiles = None
-    if amx.usable():
-        tiles = [amx_peak(t) for t in counts]
-        row(f"tdpbf16ps, {AMX_ACCUMULATORS} tiles", tiles, ", ".join(f"{t / f:.1f}x" for t, f in zip(tiles, fma)) + " fma")
-        if not args.kernels:
-            names += ["matmul_bf16amx_32x32", "matmul_bf16amx_32x16"]
+    tiles = {}  # AMX unit -> its peaks
+    for unit, (_, instruction, _) in AMX_DOTS.items():
+        if amx.usable(unit):
+            tiles[unit] = [amx_peak(t, unit=unit) for t in counts]
+            base, base_label = (int8, "vpdpbusd") if unit == "int8" else (fma, "fma")
+            row(f"{instruction}, {AMX_ACCUMULATORS} tiles{' (GOP/s)' if unit == 'int8' else ''}", tiles[unit],
+                ", ".join(f"{t / f:.1f}x" for t, f in zip(tiles[unit], base)) + f" {base_label}")
+            if not args.kernels:
+                names += [f"matmul_{unit}amx_32x32", f"matmul_{unit}amx_32x16"]
     for name in names:
         meta = ps.intrinsics.get(name).meta
         is_bf16 = meta.get("precision") == "bfloat16"
         k = l1_panel(int(meta["M"]), int(meta["N"]), _itemsize(meta))
         values = [kernel_peak(name, t, k) for t in counts]
         peak, label = (bf16, "vdpbf16ps") if is_bf16 and bf16 else (fma, "fma")
-        if meta.get("unit") == "amx":
-            peak, label = tiles, "tdpbf16ps"
         if meta.get("precision") == "int8":
             peak, label = int8, "vpdpbusd"
+        if meta.get("unit") == "amx":
+            peak, label = tiles["int8" if meta.get("precision") == "int8" else "bf16"], meta["dot"]
         emulated = is_bf16 and (meta.get("dot") == "fma" or not bf16)
         row(f"{name}{' (FMAs)' if emulated else ''} (L1, K={k})", values, ", ".join(f"{v / p:.0%}" for v, p in zip(values, peak)) + f" of {label}")
 
