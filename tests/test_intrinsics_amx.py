@@ -109,11 +109,24 @@ def test_kernel_with_strided_operands_partial_rows_and_panels(rows, n, zero_star
         assert np.array_equal(C[outside], before[outside]), "the kernel wrote outside its tile"
 
 
-@needs_amx
-def test_a_kernel_module_asks_for_the_tiles_itself_in_a_fresh_process():
+FRESH_CALLS = {  # one step of ones (bf16: 16256 is 1.0), or of 255 x -128
+    "bf16": ("np.zeros(32 * 32, np.float32), np.full(32 * 32, 16256, np.uint16), np.full(32 * 32, 16256, np.uint16)",
+             "C, 0, 32, 1, A, 0, 32, 2, 1, B, 0, 2, 64, 1, 16", "32.0"),
+    "int8": ("np.zeros(32 * 32, np.int32), np.full(32 * 64, 255, np.uint8), np.full(64 * 32, -128, np.int8)",
+             "C, 0, 32, 1, A, 0, 64, 4, 1, B, 0, 4, 128, 1, 16", str(64 * 255 * -128)),
+}
+
+
+@pytest.mark.parametrize("unit", [
+    pytest.param(u, marks=pytest.mark.skipif(not amx.usable(u), reason=f"AMX {u} not usable here: {amx.unavailable(u)}"))
+    for u in FRESH_CALLS
+])
+def test_a_kernel_module_asks_for_the_tiles_itself_in_a_fresh_process(unit):
     # a saved model imports its kernels' modules without the tuner, and numba loads their
     # machine code from its cache without typing anything: the module itself must ask
-    module = sys.modules[kernel(32, 32, False).py_func.__module__]
+    mk = ps.intrinsics.get(f"matmul_{unit}amx_32x32").kernel()
+    module = sys.modules[mk.py_func.__module__]
+    arrays, call, value = FRESH_CALLS[unit]
     code = f"""
 import numpy as np
 from probsched import cache
@@ -121,13 +134,13 @@ from probsched.intrinsics import amx
 assert amx.unavailable.cache_info().currsize == 0  # nothing asked yet
 with open({module.__file__!r}) as fh:
     m = cache.import_source({module.__name__!r}, fh.read())   # as a saved model's loader does
-C, A, B = np.zeros(32 * 32, np.float32), np.full(32 * 32, 16256, np.uint16), np.full(32 * 32, 16256, np.uint16)
-m.kernel(C, 0, 32, 1, A, 0, 32, 2, 1, B, 0, 2, 64, 1, 16)   # bf16 ones: 16256 is 1.0
+C, A, B = {arrays}
+m.kernel({call})
 print(C.min(), C.max())
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == ["32.0", "32.0"]
+    assert run.stdout.split() == [value, value]
 
 
 @needs_amx
