@@ -9,6 +9,22 @@ from handlers import condition, seed, trace
 from probsched.ir.interpreter import evaluate
 from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, kernel_candidates, kernel_weights, matmul_roles
 
+def attention_scores(seq: int, heads: int, dim: int):
+    """``C[h, i, j] = sum_k Q[0, i, h, k] * K[0, j, h, k]``: attention's Q @ K^T as an ONNX
+    import fuses it, K read transposed (its columns ``j`` are not its last index)."""
+    from probsched.workloads.workload import make_workload
+
+    q, kk = ps.placeholder((1, seq, heads, dim), name="Q"), ps.placeholder((1, seq, heads, dim), name="K")
+    k = ps.reduce_axis(dim, name="k")
+    out = ps.compute((heads, seq, seq), lambda h, i, j: ps.sum(q[0, i, h, k] * kk[0, j, h, k], axis=k), name="C")
+
+    def reference(a, b):
+        return (np.einsum("ihk,jhk->hij", a[0].astype(np.float64), b[0].astype(np.float64)),)
+
+    return make_workload("attention_scores", {"seq": seq, "heads": heads, "dim": dim}, ps.create_func([q, kk, out]),
+                         flops=2 * heads * seq * seq * dim, reference=reference, reduction_length=dim)
+
+
 # Reduced shapes whose N axis (output channels, columns) is a multiple of 8, so a
 # micro-kernel applies; M axes are not multiples of the kernel heights (partial tiles).
 FRIENDLY = {
@@ -21,6 +37,7 @@ FRIENDLY = {
     "CBR": lambda: wl.conv2d_bn_relu(1, 6, 7, 3, 8, 3, 2, 1),
     "T2D": lambda: wl.conv2d_transpose_nhwc(1, 3, 3, 4, 16, 4, 2, 1),  # sub-pixel: M = 3 columns
     "TBG": lambda: wl.transpose_batch_matmul(1, 8, 2, 4),
+    "ATT": lambda: attention_scores(16, 2, 8),  # K transposed: packed with its columns last
     # 4 groups of 8 output channels, each a matmul over its group's 4 input channels
     "GRP": lambda: wl.conv2d_nhwc(1, 6, 7, 16, 32, 3, 2, 1, dilation=1, groups=4),
 }
@@ -36,7 +53,7 @@ def data(name):
 
 
 def draw(w, s, data_=None):
-    sch = ps.Schedule(w.func)
+    sch = ps.Schedule(getattr(w, "func", w))
     program = seed(ps.space.default(), s)
     if data_:
         program = condition(program, data_)
@@ -68,6 +85,35 @@ def test_matmul_roles(name, roles):
     found = [matmul_roles(sch, b.name) for b in w.func.blocks()]
     found = [(r.m, r.n, r.k, r.a, r.b) for r in found if r is not None]
     assert found == ([roles] if roles else [])
+
+
+def test_a_transposed_b_is_a_matmul_whose_panel_is_packed_with_n_last():
+    w = FRIENDLY["ATT"]()
+    roles = matmul_roles(ps.Schedule(w.func), "C")
+    assert (roles.m, roles.n, roles.k, roles.a, roles.b, roles.b_n_dim) == ("v_i", "v_j", "v_k", "Q", "K", 1)
+    for s in range(3):
+        sch, tr = draw(w, s)
+        assert "C/pack" not in tr  # not a choice for a transposed B
+        (local,) = [b for b in sch.mod.allocs if b.name.startswith("K")]
+        assert local.shape[-1] % int(ps.intrinsics.get(tr["C/intrin"].value).meta["N"]) == 0  # the columns last
+        assert local.shape[-2] == 8  # then the panel of the reduction
+        w.check(evaluate(sch.mod, *data("ATT")[1]), data("ATT")[2])
+
+
+def test_a_transposed_b_in_bfloat16_is_packed_pair_interleaved_with_n_last():
+    import ml_dtypes
+
+    from probsched.precision import convert
+
+    w = FRIENDLY["ATT"]()
+    func = convert(w.func, "bf16")
+    q, k = (x.astype(ml_dtypes.bfloat16) for x in data("ATT")[1])
+    (expected,) = w.reference(q.astype(np.float32), k.astype(np.float32))
+    for s in range(2):
+        sch, tr = draw(func, s)
+        (local,) = [b for b in sch.mod.allocs if b.name.startswith("K")]
+        assert local.shape[-1] == 2 and "bf16" in tr["C/intrin"].value  # pairs of k, after the columns
+        np.testing.assert_allclose(ps.build(sch).run(q, k)[0], expected, rtol=1e-5, atol=1e-5)
 
 
 def test_grouped_convolution_is_a_matmul_per_group():
@@ -111,7 +157,7 @@ def test_twenty_tensorized_traces_per_workload_match_the_reference(name):
         w.check(evaluate(sch.mod, *x), expected)
 
 
-@pytest.mark.parametrize("name", ["GMM", "C2D", "CBR", "T2D", "GRP"])
+@pytest.mark.parametrize("name", ["GMM", "C2D", "CBR", "T2D", "GRP", "ATT"])
 def test_compiled_tensorized_traces_match_the_reference(name):
     w, x, expected = data(name)
     for s in range(2):

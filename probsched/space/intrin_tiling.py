@@ -97,6 +97,7 @@ class MatmulRoles:
     precision: str = "float32"  # the dtype A and B are read in (bfloat16: widened to float32; int8: u8 x s8)
     b_k_dim: int = -1  # the dimension of B that k indexes
     a_k_contiguous: bool = True  # A's last index steps by 1 along k, which no other index uses
+    b_n_dim: int = -1  # the dimension of B that n indexes when it is not the last (B is packed with n last)
 
 
 def _group_of(ld: Load, n: str) -> Optional[int]:
@@ -161,15 +162,23 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     def ends_with_n(ld: Load) -> bool:
         return isinstance(ld.indices[-1], Var) and ld.indices[-1].name == n
 
-    # B ends with n; A must not depend on n, except through n's group (a grouped convolution)
+    # B ends with n; A must not depend on n, except through n's group (a grouped convolution).
+    # Failing that, a B that reads n in another dimension (a transposed operand: attention's
+    # K in Q @ K^T) is packed into a local panel with n last.
     for a, b in ((lhs, rhs), (rhs, lhs)):
         group = _group_of(a, n) if n in uses(a) else None
         if ends_with_n(b) and (group or n not in uses(a)):
             break
     else:
-        return None
+        for a, b in ((lhs, rhs), (rhs, lhs)):
+            group = None
+            if n not in uses(a) and Var(n) in b.indices:
+                break
+        else:
+            return None
     if sum(1 for ix in b.indices if n in free_vars(ix)) != 1:
         return None
+    b_n_dim = -1 if ends_with_n(b) else b.indices.index(Var(n))
     if precision == "int8" and (a.buffer.dtype, b.buffer.dtype) != ("uint8", "int8"):
         return None  # vpdpbusd multiplies an unsigned A by a signed B
     ua, ub = uses(a) - {n}, uses(b)
@@ -201,7 +210,7 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     a_k_contiguous = a_last is not None and a_last.get(k) == 1 and not any(k in free_vars(ix) for ix in a_indices[:-1])
     return MatmulRoles(
         m, n, k, a.buffer.name, b.buffer.name, inputs.index(b.buffer.name), group, precision,
-        b_k_dims[0] if len(b_k_dims) == 1 and b.indices[b_k_dims[0]] == Var(k) else -1, a_k_contiguous,
+        b_k_dims[0] if len(b_k_dims) == 1 and b.indices[b_k_dims[0]] == Var(k) else -1, a_k_contiguous, b_n_dim,
     )
 
 
@@ -230,20 +239,28 @@ def _widened_load(e):
     return e
 
 
-def pair_layout(shape: Sequence[int], k_dim: int, step: int = 2) -> Tuple[List[List[int]], List[int]]:
+def pair_layout(shape: Sequence[int], k_dim: int, step: int = 2, n_dim: int = -1) -> Tuple[List[List[int]], List[int]]:
     """``(splits, order)`` storing a B of ``shape`` interleaved along dimension ``k_dim`` in
     groups of ``step``: ``B[.., k, ..]`` at ``B'[.., k // step, .., k % step]``, the group last
-    (pairs: what the bf16 kernels read; quads: the int8 ones).
+    (pairs: what the bf16 kernels read; quads: the int8 ones). ``n_dim``: the dimension of
+    the kernel's columns when it is not the last; it is moved just before the group (a
+    transposed B; with ``step`` 1, only that move).
 
     >>> pair_layout((3, 3, 8, 16), 2)
     ([[3], [3], [4, 2], [16]], [0, 1, 2, 4, 3])
     >>> pair_layout((64, 32), 0, 4)
     ([[16, 4], [32]], [0, 2, 1])
+    >>> pair_layout((12, 32, 64), 2, 1, n_dim=1)      # B[h, n, k] stored as B'[h, k, n]
+    ([[12], [32], [64]], [0, 2, 1])
     """
-    splits = [[int(e) // step, step] if d == k_dim else [int(e)] for d, e in enumerate(shape)]
+    ndim = len(shape)
+    n_dim = n_dim % ndim
+    splits = [[int(e) // step, step] if d == k_dim and step > 1 else [int(e)] for d, e in enumerate(shape)]
     pieces = sum(len(f) for f in splits)
-    t = sum(len(f) for f in splits[: k_dim + 1]) - 1  # the pair's piece
-    return splits, [i for i in range(pieces) if i != t] + [t]
+    first = [sum(len(f) for f in splits[:d]) for d in range(ndim)]  # each dimension's first piece
+    t = first[k_dim] + 1 if step > 1 else None  # the group's piece
+    n = first[n_dim]
+    return splits, [i for i in range(pieces) if i not in (t, n)] + [n] + ([t] if t is not None else [])
 
 
 def _always(predicate) -> bool:
@@ -437,13 +454,14 @@ class MultiLevelTilingWithIntrin:
         # C is not read by that call, as TVM's register-level init does.
         if "zero_start_variant" not in meta:
             sch.decompose_reduction(block, reductions[0])
-        if not (self.rewrite_layout and self._lay_out_weight(sch, block, roles.b)):
-            if pairs or sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):
+        transposed = roles.b_n_dim >= 0  # the kernel cannot read B's columns strided: always packed
+        if transposed or not (self.rewrite_layout and self._lay_out_weight(sch, block, roles.b)):
+            if pairs or transposed or sch.sample_categorical([True, False], self.pack_probs, name=f"{name}/pack"):
                 pack = sch.cache_read(block, roles.b_read_index, "local")
                 sch.compute_at(pack, k_out)
-                if pairs:
+                if pairs or transposed:
                     local = single_store(an.block(sch, pack.name)).buffer
-                    sch.transform_layout(local.name, *pair_layout(local.shape, roles.b_k_dim, step))
+                    sch.transform_layout(local.name, *pair_layout(local.shape, roles.b_k_dim, step, roles.b_n_dim))
         sch.tensorize(k_in, intrin)
 
     @staticmethod
