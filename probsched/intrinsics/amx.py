@@ -3,14 +3,14 @@ permission, and the tile instructions as numba intrinsics.
 
 **Permission.** Linux leaves the tile registers out of a process's saved state until the
 process asks for them: every tile instruction faults before
-``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``.   :func:`unavailable` asks once per
-process and unit (the grant covers all its threads, and a forked child inherits it) and returns why
-AMX cannot be used here, or None; :func:`usable` is its yes or no and :func:`require` raises
-the reason. The reason is logged once (a warning when the CPU has AMX but Linux refused);
-where AMX is not usable the design space offers no AMX kernel. Compiling code that uses
-the intrinsics below asks too (typing fails with the reason where AMX is not usable); code
-loaded from numba's cache must ask itself (:func:`require`), as the generated kernel
-modules do when imported.
+``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``. :func:`unavailable` asks once per
+process and unit (the grant covers all its threads, and a forked child inherits it) and
+returns why AMX cannot be used here, or None; :func:`usable` is its yes or no and
+:func:`require` raises the reason. The reason is logged once per unit (a warning when the
+CPU has AMX but Linux refused); where AMX is not usable the design space offers no AMX
+kernel. Compiling code that uses the intrinsics below asks too (typing fails with the
+reason where AMX is not usable); code loaded from numba's cache must ask itself
+(:func:`require`), as the generated kernel modules do when imported.
 
 **Tiles.** Eight registers ``tmm0``-``tmm7``, each up to 16 rows of 64 bytes. Their shapes
 are set together by :func:`configure` (``ldtilecfg`` of a 64-byte configuration, palette 1:
