@@ -423,22 +423,43 @@ def test_a_background_thread_can_drive_the_measurer(measurer):
     assert seen == [thread, thread]  # on_result runs in the thread that measures
 
 
-def test_cold_weights_time_a_network_task_on_copies_of_its_weights():
+def test_cold_weights_flush_a_network_task_s_laid_out_weights_before_each_timed_call():
     import jax
 
-    from probsched.measure.cold_weights import RotatingCall, cold_weights_call
+    from probsched.measure.cold_weights import ColdWeightsCall, cold_weights_call
 
     w = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
     (task,) = ps.from_jax(lambda x: jax.nn.relu(x @ w), np.ones((8, 64), np.float32)).tasks()
     kernel = ps.build(ps.Schedule(task.func))
     x, y = np.ones((8, 64), np.float32), np.zeros((8, 32), np.float32)
-    call = cold_weights_call(kernel, (x, w, y), budget_bytes=4 * w.nbytes)
-    assert isinstance(call, RotatingCall) and call.copies == 4
-    for _ in range(5):  # every copy computes the same
+    call = cold_weights_call(kernel, (x, w, y))
+    assert isinstance(call, ColdWeightsCall) and call.weight_bytes == w.nbytes
+    for _ in range(3):  # flushing changes no value
         y[:] = 0
+        call.before()
         call()
         np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
     with LocalMeasurer(workers=1, cold_weights=True) as m:
         (alone,) = m.measure(task.workload, [ps.Schedule(task.func)])
-        together = m.measure_together(task.workload, [ps.Schedule(task.func)] * 2, rounds=2)
+    with LocalMeasurer(workers=1) as m:  # the measurer's default, overridden for one re-timing
+        together = m.measure_together(task.workload, [ps.Schedule(task.func)] * 2, rounds=2, cold_weights=True)
     assert alone.ok and all(r.ok for r in together), (alone, together)
+
+
+def test_a_callable_s_before_runs_ahead_of_each_call_outside_the_timed_span():
+    from probsched.measure.timer import time_callable, time_interleaved
+
+    class Prepared:
+        calls = befores = 0
+
+        def before(self):
+            self.befores += 1
+            time.sleep(0.002)
+
+        def __call__(self):
+            self.calls += 1
+
+    fn = Prepared()
+    t = time_callable(fn, repeat=3, min_repeat_ms=1)
+    assert t.median < 0.001 and fn.befores == fn.calls - 1  # each timed call (not the warm-up)
+    assert time_interleaved({"a": Prepared()}, rounds=2, min_repeat_ms=1, settle_s=0)["a"].median < 0.001

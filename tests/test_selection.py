@@ -74,3 +74,30 @@ def test_nothing_stored_names_nothing():
         d.commit_workload(W)
         assert best_schedule(d, W) is None
         assert retime(W, d, TogetherMeasurer([])) == []
+
+
+def test_retime_adds_each_other_family_s_fastest_and_times_the_weights_cold_where_the_measurer_can():
+    from handlers.trace_struct import Site, Trace
+
+    from handlers import Categorical
+    from probsched.schedule.distributions import ALGORITHM
+
+    def family(value):  # decisions naming one algorithm choice (as a Winograd site does)
+        return Trace([Site("Z/winograd", value, Categorical([0, 2, 4]), infer={"tag": ALGORITHM})]).to_json()
+
+    with Database(":memory:") as d:
+        d.commit_workload(W)
+        for sch, sec, fam in ((A, 1.0, 4), (B, 2.0, 4), (C, 3.0, 0)):  # C: the only one of family 0, slowest
+            d.commit_record(TuningRecord.from_result(W, sch, MeasureResult((sec,)), decisions=family(fam)))
+
+        class ColdMeasurer(TogetherMeasurer):
+            def measure_together(self, workload, schedules, rounds=5, *, cold_weights=None):
+                self.cold = cold_weights
+                return super().measure_together(workload, schedules, rounds)
+
+        m = ColdMeasurer([MeasureResult((5.0,)), MeasureResult((2.5,))])
+        pairs = retime(W, d, m, top=1, rounds=3, cold_weights=True, families=True)
+        assert [rec.candidate_hash for rec, _ in pairs] == [h(C), h(A)] and m.cold is True  # cold, C is the faster
+        assert best_schedule(d, W).record.candidate_hash == h(C)
+        plain = TogetherMeasurer([MeasureResult((1.0,))])  # no cold_weights keyword: timed as it can
+        assert len(retime(W, d, plain, top=1, cold_weights=True)) == 1

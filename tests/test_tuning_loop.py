@@ -209,3 +209,26 @@ def test_only_the_fastest_alternative_is_retimed():
                       resources=TuningResources(None, m), scheduler="round-robin")
     loop.run()
     assert retimed == [fast.name]
+
+
+def test_network_tasks_are_retimed_with_their_weights_cold_each_alternative_of_a_group():
+    w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    (task,) = ps.from_jax(lambda x: x @ w, np.ones((4, 8), np.float32)).tasks()
+    fast, slow = task.workload, task.in_precision("bf16").workload
+    m = ByName({fast.name: 1e-6, slow.name: 1.2e-6})
+    retimed = []
+
+    def measure_together(workload, schedules, rounds=15, cold_weights=None):
+        retimed.append((workload.name, cold_weights))
+        return [MeasureResult((1e-6,))] * len(schedules)
+
+    m.measure_together = measure_together
+    options = TuningOptions(strategy="replay", cost_model=None, batch_size=2, retime_top=2)
+    from probsched.database import Database
+
+    with Database(":memory:") as db:
+        loop = TuningLoop([LoopTask(slow, group="t"), LoopTask(fast, group="t")], trials=8, options=options,
+                          resources=TuningResources(db, m), scheduler="round-robin")
+        loop.run()
+    # the slower one too: read cold, bfloat16's half the weight bytes may make it the faster
+    assert sorted(retimed) == sorted([(fast.name, True), (slow.name, True)])

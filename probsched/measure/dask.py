@@ -392,13 +392,17 @@ class DaskMeasurer:
         schedules: Sequence[Union[Schedule, InstructionLog]],
         *,
         rounds: Optional[int] = None,
+        cold_weights: Optional[bool] = None,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> "DaskBatch":
         """Send the candidates to the cluster and return at once (see :class:`DaskBatch`).
-        ``rounds``: measure them together in one task (:meth:`measure_together`)."""
+        ``rounds``: measure them together in one task (:meth:`measure_together`);
+        ``cold_weights``: this batch's, instead of the measurer's."""
         if self._closed:
             raise MeasureError("measure: this DaskMeasurer is closed")
         job = self._job(workload)
+        if cold_weights is not None:
+            job["options"] = {**self.options, "cold_weights": bool(cold_weights)}
         logs = self._logs(schedules, job["func"])
         faults = dict(_faults or {})
         if rounds is None:
@@ -426,14 +430,16 @@ class DaskMeasurer:
         schedules: Sequence[Union[Schedule, InstructionLog]],
         rounds: int = 15,
         *,
+        cold_weights: Optional[bool] = None,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> List[MeasureResult]:
         """Build, check and time the candidates together, interleaved, in one measuring
         process of one worker (:meth:`LocalMeasurer.measure_together
-        <probsched.measure.LocalMeasurer.measure_together>`); results in input order."""
+        <probsched.measure.LocalMeasurer.measure_together>`, ``cold_weights`` as there);
+        results in input order."""
         if rounds < 1:
             raise ValueError(f"measure_together: rounds must be >= 1, got {rounds}")
-        batch = self.submit(workload, schedules, rounds=rounds, _faults=_faults)
+        batch = self.submit(workload, schedules, rounds=rounds, cold_weights=cold_weights, _faults=_faults)
         out = batch.wait()
         return list(out[0]) if out else []
 
@@ -494,7 +500,7 @@ class DaskBatch:
     def _task(self, i: int) -> dict:
         m, unit = self._m, self._units[i]
         task = {
-            "target": m.target, "options": m.options, "func_key": self._job["func_key"],
+            "target": m.target, "options": self._job.get("options", m.options), "func_key": self._job["func_key"],
             "func_json": self._job["func_json"], **unit,
         }
         if m.simulate is not None:

@@ -234,8 +234,8 @@ class LocalMeasurer:
     after two repeats slower than this many times the best median timed in full so far
     (None: never; see the module doc); ``together_warm_up``: the part of a repeat each
     candidate of :meth:`measure_together` runs untimed before each timed one. ``cold_weights``:
-    time a network task's kernels with their weights cold, as the network runs them
-    (:mod:`.cold_weights`). ``check``: compare every
+    time a network task's kernels with their weights flushed from the caches before each
+    call, as the network runs them (:mod:`.cold_weights`). ``check``: compare every
     kernel's outputs with the reference before timing it. ``max_compiles_per_worker``,
     ``max_worker_rss_mb``: when a worker is recycled. ``overlap_builds``: whether workers
     keep compiling while a kernel is timed (default: they are paused). ``host_lock``: also
@@ -414,6 +414,7 @@ class LocalMeasurer:
         rounds: int = 15,
         *,
         reference: Optional[str] = None,
+        cold_weights: Optional[bool] = None,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> List[MeasureResult]:
         """Build and check every candidate in one worker, then time them *interleaved*:
@@ -424,10 +425,14 @@ class LocalMeasurer:
         uses to re-time its best candidates before it names one. Results in input order,
         ``run_seconds`` one mean per round; a candidate that fails fails alone, a worker that
         crashes or times out fails the group. ``reference``: as for :meth:`measure`.
+        ``cold_weights``: this time, whether the weights are timed cold (None: as the measurer
+        was made; :mod:`.cold_weights`).
         """
         if rounds < 1:
             raise ValueError(f"measure_together: rounds must be >= 1, got {rounds}")
         job, logs, faults = self._inputs(workload, schedules, _faults, reference)
+        if cold_weights is not None:
+            job = {**job, "cold_weights": bool(cold_weights)}
         if not logs:
             return []
         unit = {

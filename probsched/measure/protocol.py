@@ -40,7 +40,9 @@ class Measurer(Protocol):
     def measure_together(
         self, workload: Union[Workload, PrimFunc], schedules: Sequence[Union[Schedule, InstructionLog]], rounds: int = 15
     ) -> List[MeasureResult]:
-        """Measure the candidates together, interleaved, so that their times compare."""
+        """Measure the candidates together, interleaved, so that their times compare. A
+        measurer that can time a network task's weights cold takes ``cold_weights=True``
+        too (:mod:`.cold_weights`; the tuner asks for it only where the keyword exists)."""
 
     def settle(self) -> None:
         """Return once nothing the measurer started runs beside the caller's own timing."""

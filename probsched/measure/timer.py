@@ -3,7 +3,8 @@
 ``number`` grows until one repeat lasts at least ``min_repeat_ms`` (so short kernels are
 timed over many calls and the timer's resolution does not matter); each repeat's mean is
 kept and the median is what ranks. Optionally a cache-flushing buffer is touched before each
-repeat so that every repeat starts cold.
+repeat so that every repeat starts cold. A callable with a ``before`` method has it run
+ahead of each call, untimed (:mod:`.cold_weights` flushes a kernel's weights there).
 
 >>> import numpy as np
 >>> t = time_callable(lambda: np.ones(1000).sum(), repeat=3, min_repeat_ms=1)
@@ -140,15 +141,31 @@ def _calls_per_repeat(fn: Callable[[], object], min_repeat_ms: float) -> int:
     return _calibrate(fn, min_repeat_ms)[0]
 
 
+def _timed_calls(fn: Callable[[], object], number: int) -> float:
+    """Seconds ``number`` calls of ``fn`` take. A callable with a ``before`` method
+    (:class:`~.cold_weights.ColdWeightsCall`) has it run ahead of each call, outside the
+    timed span: each call is then timed alone."""
+    before = getattr(fn, "before", None)
+    if before is None:
+        t = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return time.perf_counter() - t
+    total = 0.0
+    for _ in range(number):
+        before()
+        t = time.perf_counter()
+        fn()
+        total += time.perf_counter() - t
+    return total
+
+
 def _calibrate(fn: Callable[[], object], min_repeat_ms: float) -> Tuple[int, float, int]:
     """(calls per repeat so that one repeat lasts at least ``min_repeat_ms``, the mean
     seconds per call of the last pass, which made that many calls, and the passes made)."""
     number, passes = 1, 0
     while True:
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        dt = time.perf_counter() - t
+        dt = _timed_calls(fn, number)
         passes += 1
         if dt * 1000.0 >= min_repeat_ms or number >= 1 << 20:
             return number, dt / number, passes
@@ -158,7 +175,4 @@ def _calibrate(fn: Callable[[], object], min_repeat_ms: float) -> Tuple[int, flo
 def _repeat_mean(fn: Callable[[], object], number: int, flush_cache: bool) -> float:
     if flush_cache:
         _flush_caches()
-    t = time.perf_counter()
-    for _ in range(number):
-        fn()
-    return (time.perf_counter() - t) / number
+    return _timed_calls(fn, number) / number

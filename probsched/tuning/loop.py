@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from ..measure.cold_weights import weight_positions
 from ..search import Candidate, SearchStrategy
 from ..search import get as get_strategy
 from ..workloads import Workload, as_workload
@@ -365,17 +366,27 @@ class TuningLoop:
 
     def _retime_weighty(self, top: int) -> None:
         """Re-time the best ``top`` candidates of each task measured in this run that weighs
-        at least :data:`RETIME_MIN_SHARE` of the estimated latency."""
+        at least :data:`RETIME_MIN_SHARE` of the estimated latency.
+
+        A network task (one with weights) is re-timed as the network runs it: its weights cold
+        (:mod:`probsched.measure.cold_weights`), with the fastest candidate of each algorithm
+        family beside its ``top`` (:func:`.selection.retime`). Hot, a Winograd program reading
+        four times the weight bytes, or a float32 one reading twice bfloat16's, can lead where
+        it runs slower in the network. Of a group of alternatives (one task in two
+        precisions) only the fastest runs, so only it is re-timed hot; cold, each is, since
+        the weights' bytes may reorder them."""
         total = sum(s.weighted_seconds for s in self.states if math.isfinite(s.best_seconds)) or 1.0
         fastest: Dict[str, float] = {}  # of each group of alternatives: only that one runs
         for task, state in zip(self.tasks, self.states):
             if task.group:
                 fastest[task.group] = min(fastest.get(task.group, math.inf), state.best_seconds)
         for task, search, state in zip(self.tasks, self.searches, self.states):
-            if task.group and state.best_seconds > fastest[task.group]:
+            cold = bool(weight_positions(as_workload(search.workload).func))
+            if task.group and state.best_seconds > fastest[task.group] and not cold:
                 continue
             if state.trials and math.isfinite(state.best_seconds) and state.weighted_seconds / total >= RETIME_MIN_SHARE:
-                retime(search.workload, self.resources.db, self.resources.measurer, top=top, rounds=self.options.retime_rounds)
+                retime(search.workload, self.resources.db, self.resources.measurer, top=top, rounds=self.options.retime_rounds,
+                       cold_weights=cold, families=cold)
 
 
 __all__ = ["TuningLoop", "LoopTask", "TrialEvent", "run_rounds", "make_cost_model", "check_budget", "RETIME_MIN_SHARE"]

@@ -151,22 +151,69 @@ def retime(
     *,
     top: int = DEFAULT_RETIME_TOP,
     rounds: int = DEFAULT_RETIME_ROUNDS,
+    cold_weights: bool = False,
+    families: bool = False,
 ) -> List[Tuple[TuningRecord, MeasureResult]]:
     """Measure the ``top`` fastest stored candidates of ``workload`` again, together
     (``measurer.measure_together``), and commit them to ``db`` as one session; returns
     (record, its re-timing) pairs, fastest re-timing first (failed ones last). ``measurer``: a
     :class:`~probsched.measure.LocalMeasurer`, a :class:`~probsched.measure.DaskMeasurer` (one
-    worker re-times them all), anything with ``measure_together``."""
+    worker re-times them all), anything with ``measure_together``.
+
+    ``cold_weights``: time the weights cold (:mod:`probsched.measure.cold_weights`), as a
+    network runs its tasks, where the measurer can (its ``measure_together`` takes the
+    keyword). ``families``: also the fastest candidate of each algorithm family
+    (:func:`~probsched.search.mutators.algorithm_family`: direct or Winograd, vector or tile
+    unit) not among the ``top``: timed hot, a family that reads more weight bytes can lead
+    where it loses in the network, so the choice between families is made by this timing."""
     if top < 1:
         raise ValueError(f"retime: top must be >= 1, got {top}")
     name = as_workload(workload).name
     records = db.best(workload, k=top)
     if not records:
         return []
-    log.info("re-timing the %d best candidates of %s together (%d rounds)", len(records), name, rounds)
-    results: List[MeasureResult] = measurer.measure_together(workload, [r.instruction_log() for r in records], rounds=rounds)
+    if families:
+        records += _family_leaders(db.best(workload, k=FAMILY_POOL), records)
+    extra = {"cold_weights": True} if cold_weights and _takes_cold_weights(measurer) else {}
+    log.info("re-timing the %d best candidates of %s together (%d rounds%s)", len(records), name, rounds,
+             ", weights cold" if extra else "")
+    results: List[MeasureResult] = measurer.measure_together(workload, [r.instruction_log() for r in records], rounds=rounds,
+                                                             **extra)
     db.commit_retiming(workload, [(r.candidate_hash, res) for r, res in zip(records, results)])
     return sorted(zip(records, results), key=lambda pair: pair[1].median)
 
 
-__all__ = ["BestSchedule", "best_schedule", "retime", "DEFAULT_RETIME_TOP", "DEFAULT_RETIME_ROUNDS"]
+#: Stored candidates :func:`retime` looks through for each algorithm family's fastest
+FAMILY_POOL = 256
+
+
+def _family_leaders(pool: List[TuningRecord], chosen: List[TuningRecord]) -> List[TuningRecord]:
+    """The fastest record of ``pool`` (fastest first) of each algorithm family that none of
+    ``chosen`` belongs to (records without decisions: no family known, none added)."""
+    from ..search.mutators import algorithm_family
+
+    def family(r: TuningRecord):
+        return algorithm_family(Trace.from_json(r.decisions)) if r.decisions else None
+
+    seen = {family(r) for r in chosen}
+    out = []
+    for r in pool:
+        f = family(r)
+        if f is not None and f not in seen:
+            seen.add(f)
+            out.append(r)
+    return out
+
+
+def _takes_cold_weights(measurer: "Measurer") -> bool:
+    """Whether ``measurer.measure_together`` takes ``cold_weights`` (a user's measurer may not)."""
+    import inspect
+
+    try:
+        params = inspect.signature(measurer.measure_together).parameters
+    except (TypeError, ValueError):
+        return False
+    return "cold_weights" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+__all__ = ["BestSchedule", "best_schedule", "retime", "DEFAULT_RETIME_TOP", "DEFAULT_RETIME_ROUNDS", "FAMILY_POOL"]
