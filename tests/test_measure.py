@@ -463,3 +463,21 @@ def test_a_callable_s_before_runs_ahead_of_each_call_outside_the_timed_span():
     t = time_callable(fn, repeat=3, min_repeat_ms=1)
     assert t.median < 0.001 and fn.befores == fn.calls - 1  # each timed call (not the warm-up)
     assert time_interleaved({"a": Prepared()}, rounds=2, min_repeat_ms=1, settle_s=0)["a"].median < 0.001
+
+
+def test_a_slow_before_shortens_the_repeat_instead_of_stretching_it():
+    from probsched.measure.timer import time_callable
+
+    class Flushing:  # a large table flushed ahead of a short gather
+        calls = 0
+
+        def before(self):
+            time.sleep(0.005)
+
+        def __call__(self):
+            self.calls += 1
+
+    fn = Flushing()
+    start = time.perf_counter()
+    t = time_callable(fn, repeat=3, min_repeat_ms=20)
+    assert t.number <= 8 and time.perf_counter() - start < 1.0 and t.median < 0.001, t

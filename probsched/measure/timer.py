@@ -141,38 +141,42 @@ def _calls_per_repeat(fn: Callable[[], object], min_repeat_ms: float) -> int:
     return _calibrate(fn, min_repeat_ms)[0]
 
 
-def _timed_calls(fn: Callable[[], object], number: int) -> float:
-    """Seconds ``number`` calls of ``fn`` take. A callable with a ``before`` method
-    (:class:`~.cold_weights.ColdWeightsCall`) has it run ahead of each call, outside the
-    timed span: each call is then timed alone."""
+def _timed_calls(fn: Callable[[], object], number: int) -> Tuple[float, float]:
+    """(seconds ``number`` calls of ``fn`` take, seconds they took with what ran between
+    them). A callable with a ``before`` method (:class:`~.cold_weights.ColdWeightsCall`) has
+    it run ahead of each call, outside the timed span: each call is then timed alone."""
     before = getattr(fn, "before", None)
+    start = time.perf_counter()
     if before is None:
-        t = time.perf_counter()
         for _ in range(number):
             fn()
-        return time.perf_counter() - t
+        wall = time.perf_counter() - start
+        return wall, wall
     total = 0.0
     for _ in range(number):
         before()
         t = time.perf_counter()
         fn()
         total += time.perf_counter() - t
-    return total
+    return total, time.perf_counter() - start
 
 
 def _calibrate(fn: Callable[[], object], min_repeat_ms: float) -> Tuple[int, float, int]:
     """(calls per repeat so that one repeat lasts at least ``min_repeat_ms``, the mean
-    seconds per call of the last pass, which made that many calls, and the passes made)."""
+    seconds per call of the last pass, which made that many calls, and the passes made).
+    A repeat's length counts what runs before each call: flushing an embedding table of
+    100 MB takes milliseconds before a gather of microseconds, and a thousand of them per
+    repeat would take seconds."""
     number, passes = 1, 0
     while True:
-        dt = _timed_calls(fn, number)
+        dt, wall = _timed_calls(fn, number)
         passes += 1
-        if dt * 1000.0 >= min_repeat_ms or number >= 1 << 20:
+        if wall * 1000.0 >= min_repeat_ms or number >= 1 << 20:
             return number, dt / number, passes
-        number = max(number * 2, int(number * min_repeat_ms / max(dt * 1000.0, 1e-3) * 1.1))
+        number = max(number * 2, int(number * min_repeat_ms / max(wall * 1000.0, 1e-3) * 1.1))
 
 
 def _repeat_mean(fn: Callable[[], object], number: int, flush_cache: bool) -> float:
     if flush_cache:
         _flush_caches()
-    return _timed_calls(fn, number) / number
+    return _timed_calls(fn, number)[0] / number
