@@ -120,6 +120,26 @@ def test_jsonl_round_trip_is_idempotent(db, tmp_path):
     assert db.import_jsonl(path) == 0
 
 
+def test_jsonl_carries_the_re_timing_sessions_once(db, tmp_path):
+    from probsched.measure import MeasureResult
+
+    a, b = schedule(1), schedule(2)
+    db.commit_record(record(a, 1.0))
+    db.commit_record(record(b, 2.0))
+    session = db.commit_retiming(W, [(a.mod.structural_hash(), MeasureResult((5.0,))), (b.mod.structural_hash(), MeasureResult((3.0,)))])
+    path = str(tmp_path / "records.jsonl")
+    db.export_jsonl(path)
+    assert [json.loads(x).get("type") for x in open(path)][-2:] == ["retiming", "retiming"]
+    with Database(str(tmp_path / "copy.db")) as other:
+        other.import_jsonl(path)
+        other.import_jsonl(path)  # a session's entries are added once
+        assert other.latest_retiming(W) == db.latest_retiming(W) and other.latest_session(W) == session
+    old = tmp_path / "v1.jsonl"  # a file of version 1 (records only) still imports
+    old.write_text("".join(x.replace('"version": 2', '"version": 1') for x in open(path) if '"retiming"' not in x))
+    with Database(str(tmp_path / "v1.db")) as other:
+        assert other.import_jsonl(str(old)) == 2 and other.latest_retiming(W) == []
+
+
 def test_bad_jsonl(db, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"format": "something else"}\n')

@@ -140,6 +140,13 @@ def test_shipped_records_serve_compile_without_a_database_and_start_a_search(tmp
             fresh = TaskSearch(task.workload, empty, strategy="replay", seed=1, shipped=True)
             first = fresh.propose(1)
         assert first[0].hash == batch[0].hash  # the shipped best is measured first
+        # re-timed (cold, at a tuning run's end), the other one is the faster: shipped so, it is the one compiled
+        with Database(db_path) as db:
+            db.commit_retiming(task.workload, [(batch[0].hash, MeasureResult((5e-6,))), (batch[1].hash, MeasureResult((3e-6,)))])
+        assert main(["build-records", db_path, "--top", "1"]) == 0  # the session's records too, beyond the top 1
+        shipped.shipped_database.cache_clear()
+        model = ps.compile(fn, x, candidates=2, progress=None)
+        assert model.choices[0].schedule.mod.structural_hash() == batch[1].hash and model.choices[0].seconds == 3e-6
     finally:
         shipped.shipped_database.cache_clear()
 

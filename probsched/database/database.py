@@ -56,7 +56,11 @@ log = logging.getLogger("probsched.database")
 
 HOST = "host"
 JSONL_FORMAT = "probsched-tuning-records"
-JSONL_VERSION = 1
+#: version 2 added re-timing sessions (``"type": "retiming"`` lines); version 1 files still import
+JSONL_VERSION = 2
+_JSONL_READS = (1, 2)
+_RETIMING_FIELDS = ("session", "workload_hash", "candidate_hash", "target", "run_seconds", "median", "error_kind",
+                    "error_message", "timestamp")
 
 _COLUMNS = (
     "workload_hash, candidate_hash, decisions, instructions, run_seconds, compile_seconds, "
@@ -227,14 +231,14 @@ class Database:
     def latest_retiming(self, workload: WorkloadRef, target: Union[str, Target, None] = HOST) -> List[Retiming]:
         """The candidates of ``workload``'s latest re-timing session on ``target``, fastest
         first (failed ones last); ``[]`` when it was never re-timed."""
-        where, args = self._where(workload, target)
-        last = self._query(f"SELECT session FROM retimings WHERE {where} ORDER BY id DESC LIMIT 1", args)
-        if not last:
+        session = self.latest_session(workload, target)
+        if session is None:
             return []
+        where, args = self._where(workload, target)
         rows = self._query(
             "SELECT candidate_hash, run_seconds, median, error_kind, error_message, session, timestamp "
             f"FROM retimings WHERE {where} AND session = ? ORDER BY median IS NULL, median, id",
-            args + (last[0][0],),
+            args + (session,),
         )
         out = []
         for c, runs, m, k, msg, ses, ts in rows:
@@ -296,7 +300,8 @@ class Database:
 
     # ------------------------------------------------------------------ sharing
     def export_jsonl(self, path: str) -> int:
-        """Write a header line, every workload, then every record (one JSON object a line); returns records."""
+        """Write a header line, every workload, every record, then every re-timing session's
+        entries (one JSON object a line); returns records."""
         tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"
         rows = self._query(f"SELECT {_COLUMNS} FROM records ORDER BY id")
         with open(tmp, "w") as fh:
@@ -306,8 +311,22 @@ class Database:
                 fh.write(json.dumps(line, sort_keys=True) + "\n")
             for row in rows:
                 fh.write(json.dumps({"type": "record", **_row_to_record(row).to_dict()}, sort_keys=True) + "\n")
+            for line in self.retiming_lines():
+                fh.write(json.dumps(line, sort_keys=True) + "\n")
         os.replace(tmp, path)
         return len(rows)
+
+    def retiming_lines(self, sessions: Optional[Iterable[str]] = None) -> List[dict]:
+        """The entries of the re-timing ``sessions`` (all when None) as export lines."""
+        rows = self._query(f"SELECT {', '.join(_RETIMING_FIELDS)} FROM retimings ORDER BY id")
+        wanted = None if sessions is None else set(sessions)
+        return [{"type": "retiming", **dict(zip(_RETIMING_FIELDS, row))} for row in rows if wanted is None or row[0] in wanted]
+
+    def latest_session(self, workload: WorkloadRef, target: Union[str, Target, None] = HOST) -> Optional[str]:
+        """The id of ``workload``'s latest re-timing session on ``target``, or None."""
+        where, args = self._where(workload, target)
+        last = self._query(f"SELECT session FROM retimings WHERE {where} ORDER BY id DESC LIMIT 1", args)
+        return last[0][0] if last else None
 
     def import_jsonl(self, path: str) -> int:
         """Add the workloads and records of a JSONL export; returns records added (0 the second time)."""
@@ -319,11 +338,19 @@ class Database:
                 try:
                     d = json.loads(line)
                     if number == 1:
-                        if d.get("format") != JSONL_FORMAT or d.get("version") != JSONL_VERSION:
-                            raise ValueError(f"not a {JSONL_FORMAT} file of version {JSONL_VERSION}")
-                    elif d.pop("type") == "workload":
+                        if d.get("format") != JSONL_FORMAT or d.get("version") not in _JSONL_READS:
+                            raise ValueError(f"not a {JSONL_FORMAT} file of version {' or '.join(map(str, _JSONL_READS))}")
+                        continue
+                    kind = d.pop("type")
+                    if kind == "workload":
                         sql = "INSERT OR IGNORE INTO workloads (hash, name, func_json, created) VALUES (?, ?, ?, ?)"
                         statements.append((sql, (d["hash"], d["name"], d["func"], time.time())))
+                        is_record.append(False)
+                    elif kind == "retiming":  # once: a session's entry is known by its session and candidate
+                        values = tuple(d[f] for f in _RETIMING_FIELDS)
+                        sql = (f"INSERT INTO retimings ({', '.join(_RETIMING_FIELDS)}) SELECT {', '.join('?' * len(values))} "
+                               "WHERE NOT EXISTS (SELECT 1 FROM retimings WHERE session = ? AND candidate_hash = ?)")
+                        statements.append((sql, values + (d["session"], d["candidate_hash"])))
                         is_record.append(False)
                     else:
                         statements.append(self._insert(TuningRecord.from_dict(d)))

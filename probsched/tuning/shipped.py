@@ -36,6 +36,7 @@ from handlers.trace_struct import Trace
 
 from ..database import Database
 from ..database.record import target_json
+from .selection import FAMILY_POOL
 from ..target import Target
 
 log = logging.getLogger("probsched.tune")
@@ -74,7 +75,7 @@ def shipped_database(family: Optional[str] = None) -> Optional[Database]:
         for n, line in enumerate(src):
             if n and line.strip():
                 entry = json.loads(line)
-                if entry.get("type") == "record":
+                if entry.get("type") in ("record", "retiming"):
                     entry["target"] = host
                 line = json.dumps(entry, sort_keys=True) + "\n"
             dst.write(line)
@@ -96,7 +97,9 @@ def shipped_decisions(key: str, limit: int = DEFAULT_TOP) -> List[Trace]:
 
 def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) -> Dict[str, int]:
     """Write the ``top`` best distinct records of every workload of ``databases`` to
-    ``out`` (a gzipped database export: what :func:`shipped_database` reads); returns the
+    ``out`` (a gzipped database export: what :func:`shipped_database` reads), with the
+    workload's latest re-timing session and the records it timed (the tuner names a
+    network task's schedule by that session, timed with the weights cold); returns the
     records kept per workload name."""
     from ..database.database import JSONL_FORMAT, JSONL_VERSION
 
@@ -110,9 +113,15 @@ def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) ->
                 if not best or w.hash in workloads:
                     continue
                 workloads[w.hash] = json.dumps({"type": "workload", "hash": w.hash, "name": w.name, "func": w.func_json}, sort_keys=True)
-                for rec in best:
+                session = db.latest_session(w.hash, target=None)
+                retimed = [] if session is None else [x for x in db.retiming_lines([session]) if x["median"] is not None]
+                timed = {x["candidate_hash"] for x in retimed}
+                by_hash = {r.candidate_hash: r for r in db.best(w.hash, k=FAMILY_POOL) if r.candidate_hash in timed}
+                records = best + [r for h, r in by_hash.items() if h not in {b.candidate_hash for b in best}]
+                for rec in records:
                     lines.append(json.dumps({"type": "record", **rec.to_dict()}, sort_keys=True))
-                kept[w.name] = len(best)
+                lines += [json.dumps(x, sort_keys=True) for x in retimed if x["candidate_hash"] in {r.candidate_hash for r in records}]
+                kept[w.name] = len(records)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with gzip.open(out, "wt") as fh:
         fh.write(json.dumps({"format": JSONL_FORMAT, "version": JSONL_VERSION}) + "\n")
