@@ -174,7 +174,7 @@ def test_the_rule_offers_int8_tiles_only_where_amx_int8_is_usable(monkeypatch, u
     assert vnni and all(k.startswith("matmul_int8_") for k in vnni)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(sorted(SHAPES)), layout_free=st.booleans(), s=st.integers(0, 10**6))
 def test_amx_traces_match_the_unscheduled_program_interpreted(amx_offered, name, layout_free, s):
     w, x, expected = data(name, layout_free)
