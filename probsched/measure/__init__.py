@@ -6,6 +6,7 @@
 - :mod:`.worker` — the worker process, and :mod:`.process` — how it is started;
 - :mod:`.local` — :class:`LocalMeasurer`, the pool of local workers;
 - :mod:`.hostlock` — one kernel timed at a time per machine, across measurers;
+- :mod:`.cold_weights` — a network task timed with its weights flushed from the caches, as the network runs it;
 - :mod:`.dask` — :class:`DaskMeasurer`, measuring on a Dask cluster (the optional
   ``probsched[dask]`` extra), and :mod:`.remote` — what its workers run;
 - :mod:`.simulate` — SIMULATED measuring for scale experiments;
