@@ -65,7 +65,6 @@ def compose(*rules: Rule, postprocs: Sequence[Postproc] = (), name: str = "custo
     return Space(rules, postprocs, name)
 
 
-
 class _Fixed(Space):
     """A space whose every draw runs with some sample sites conditioned (:func:`fixing`)."""
 
