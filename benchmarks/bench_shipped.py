@@ -10,6 +10,10 @@ both models timed interleaved (medians of 3 x 15 calls). Prints one line per mod
 
     python benchmarks/bench_shipped.py --onnx-dir D --db-dir D [--models resnet50,...] [--precision bf16]
 
+``--predicted`` instead of ``--db-dir`` sets the shipped records against no records at all
+(every task's schedule predicted by the cost model): what they are worth on a machine with
+no tuning database, e.g. a CPU family that borrows another vendor's records.
+
 ``probsched build-records DB...`` writes the family's file from tuning databases.
 """
 
@@ -43,7 +47,13 @@ x = [feeds[n] for n in graph.input_names]
 t = time.perf_counter()
 shipped = ps.compile(graph, precision=precision, progress=None)
 seconds = time.perf_counter() - t
-tuned = ps.compile(graph, database=db, precision=precision, progress=None)
+if db == "-":  # the other arm: no records at all, every schedule predicted
+    from probsched.tuning import shipped as shipped_mod
+    shipped_mod.FOLDER = "/nonexistent"
+    shipped_mod.shipped_database.cache_clear()
+    tuned = ps.compile(graph, precision=precision, progress=None)
+else:
+    tuned = ps.compile(graph, database=db, precision=precision, progress=None)
 assert np.allclose(shipped(*x), tuned(*x), rtol=1e-2, atol=1e-2)
 
 def med(f, n=15):
@@ -63,17 +73,20 @@ print(f"| {name} | {precision} | {seconds:.1f} | {a:.2f} | {b:.2f} | {a / b:.3f}
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--onnx-dir", required=True, help="where <model>.onnx are (export_onnx_models.py --full)")
-    ap.add_argument("--db-dir", required=True, help="where <model>.db are (the tuning databases)")
+    arm = ap.add_mutually_exclusive_group(required=True)
+    arm.add_argument("--db-dir", help="where <model>.db are (the tuning databases)")
+    arm.add_argument("--predicted", action="store_true", help="against predicted schedules, no records at all")
     ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
     ap.add_argument("--precision", default="float32")
     args = ap.parse_args(argv)
-    print("| model | precision | compile without database s | shipped ms | tuned ms | shipped / tuned |")
+    other = "predicted" if args.predicted else "tuned"
+    print(f"| model | precision | compile without database s | shipped ms | {other} ms | shipped / {other} |")
     print("|---|---|---:|---:|---:|---:|")
     for name in args.models.split(","):
         cache = tempfile.mkdtemp(prefix="bench-shipped-")
         fresh_cache(cache)
         env = dict(os.environ, PROBSCHED_CACHE_DIR=cache)
-        paths = [os.path.join(args.onnx_dir, f"{name}.onnx"), os.path.join(args.db_dir, f"{name}.db")]
+        paths = [os.path.join(args.onnx_dir, f"{name}.onnx"), "-" if args.predicted else os.path.join(args.db_dir, f"{name}.db")]
         subprocess.run([sys.executable, "-c", ONE, *paths, args.precision, HERE], env=env, check=True)
     return 0
 

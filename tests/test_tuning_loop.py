@@ -151,6 +151,23 @@ def test_shipped_records_serve_compile_without_a_database_and_start_a_search(tmp
         shipped.shipped_database.cache_clear()
 
 
+def test_a_family_without_shipped_records_borrows_another_vendors_with_the_same_vectors(tmp_path, monkeypatch):
+    import gzip
+
+    from probsched.tuning import shipped
+
+    monkeypatch.setattr(shipped, "FOLDER", str(tmp_path))
+    assert shipped.records_family("amd-avx512") is None
+    with gzip.open(shipped.shipped_path("intel-avx512"), "wt") as fh:
+        fh.write("{}\n")
+    assert shipped.records_family("intel-avx512") == "intel-avx512"
+    assert shipped.records_family("amd-avx512") == "intel-avx512"  # same vector width: borrowed
+    assert shipped.records_family("amd-avx2") is None  # never another width's tiles
+    with gzip.open(shipped.shipped_path("amd-avx512"), "wt") as fh:
+        fh.write("{}\n")
+    assert shipped.records_family("amd-avx512") == "amd-avx512"  # its own first
+
+
 class ByName(SlowInstant):
     """Every candidate of a workload runs in the time its name says."""
 

@@ -12,8 +12,11 @@ decisions that were fastest there. They serve twice:
 
 A family is the CPU's vendor and its widest vector instructions (:func:`cpu_family`): the
 schedules' tile shapes and micro-kernels suit every CPU of one family, and the records are
-re-measured where it matters (tuning) and re-checked always. ``probsched build-records DB...``
-makes a family's file from tuning databases.
+re-measured where it matters (tuning) and re-checked always. A family the package ships no
+file for borrows the file of another vendor with the same vector instructions
+(:func:`records_family`): its register tiles fit the same registers, only the cache-sized
+choices may be off, and every record is still checked before use and re-measured by tuning.
+``probsched build-records DB...`` makes a family's file from tuning databases.
 
 >>> from probsched.target import Target
 >>> cpu_family(Target(model="AMD EPYC 9R14", isa=("avx2", "avx512f")))
@@ -55,6 +58,26 @@ def cpu_family(target: Optional[Target] = None) -> str:
     return f"{vendor}-{isa}"
 
 
+def records_family(family: Optional[str] = None) -> Optional[str]:
+    """The family whose shipped records serve ``family`` (this machine's unless given): its
+    own where the package ships a file for it, else that of another vendor with the same
+    vector instructions, else None.
+
+    >>> records_family("intel-avx512")
+    'intel-avx512'
+    >>> records_family("x86-sse") is None
+    True
+    """
+    family = family or cpu_family()
+    if os.path.exists(shipped_path(family)):
+        return family
+    isa = family.rsplit("-", 1)[-1]
+    for vendor in ("intel", "amd", "x86"):
+        if os.path.exists(shipped_path(f"{vendor}-{isa}")):
+            return f"{vendor}-{isa}"
+    return None
+
+
 def shipped_path(family: str) -> str:
     """Where the records of ``family`` are shipped (the file may be absent)."""
     return os.path.join(FOLDER, f"{family}.jsonl.gz")
@@ -64,11 +87,12 @@ def shipped_path(family: str) -> str:
 def shipped_database(family: Optional[str] = None) -> Optional[Database]:
     """The shipped records of ``family`` (this machine's unless given) in a database in
     memory, filed as this machine's own (so every query finds them); None when the package
-    ships none for it."""
-    family = family or cpu_family()
-    path = shipped_path(family)
-    if not os.path.exists(path):
+    ships none for it nor for its vector instructions (:func:`records_family`)."""
+    wanted = family or cpu_family()
+    family = records_family(wanted)
+    if family is None:
         return None
+    path = shipped_path(family)
     host = target_json(None)
     db = Database(":memory:")
     with gzip.open(path, "rt") as src, tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as dst:
@@ -83,7 +107,7 @@ def shipped_database(family: Optional[str] = None) -> Optional[Database]:
         added = db.import_jsonl(dst.name)
     finally:
         os.unlink(dst.name)
-    log.info("shipped records: %d of family %s", added, family)
+    log.info("shipped records: %d of family %s%s", added, family, "" if family == wanted else f" (none ship for {wanted})")
     return db
 
 
@@ -130,4 +154,4 @@ def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) ->
     return kept
 
 
-__all__ = ["cpu_family", "shipped_path", "shipped_database", "shipped_decisions", "build_records", "DEFAULT_TOP"]
+__all__ = ["cpu_family", "records_family", "shipped_path", "shipped_database", "shipped_decisions", "build_records", "DEFAULT_TOP"]
