@@ -231,6 +231,16 @@ def test_amx_traces_match_the_reference_interpreted(amx_offered, name, layout_fr
     w.check(evaluate(sch.mod, *lay_out_inputs(sch.mod, x)), expected)
 
 
+def test_a_tile_program_fails_to_build_where_there_are_no_tiles(amx_offered, monkeypatch, fresh_permission):
+    # a record tuned on a CPU with AMX (shipped, or borrowed by another vendor's family) met on
+    # one without: a BuildError, which the network compiler skips for the next candidate
+    w, _, _ = data("GMM", True)
+    sch, _ = amx_trace("GMM", w, 0)
+    monkeypatch.setattr(ps.Target, "host", staticmethod(lambda: NO_AMX))
+    with pytest.raises(ps.BuildError, match="AMX tile kernels cannot run in this process: the CPU has no amx_tile"):
+        ps.build(sch)
+
+
 @needs_amx
 @pytest.mark.parametrize("name, layout_free, s", [("GMM", False, 0), ("GMM_REST", False, 1), ("C2D", True, 2)])
 def test_compiled_amx_traces_match_the_reference(name, layout_free, s):

@@ -72,7 +72,7 @@ from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from ..errors import ProbschedError
+from ..errors import BuildError
 
 log = logging.getLogger("probsched.intrinsics")
 
@@ -138,10 +138,12 @@ def usable(unit: str = "bf16") -> bool:
 
 
 def require(unit: str = "bf16") -> None:
-    """Raise :class:`~probsched.errors.ProbschedError` naming why the AMX ``unit`` is not usable here."""
+    """Raise :class:`~probsched.errors.BuildError` naming why the AMX ``unit`` is not usable
+    here: a program with tile kernels cannot be built on this machine (a record tuned on
+    another CPU, say), and whoever builds candidates skips it as it skips any that fails to build."""
     reason = unavailable(unit)
     if reason:
-        raise ProbschedError(f"AMX tile kernels cannot run in this process: {reason}")
+        raise BuildError(f"AMX tile kernels cannot run in this process: {reason}")
 
 
 # ------------------------------------------------------------------ tile instructions
