@@ -55,21 +55,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import probsched as ps  # noqa: E402
 from probsched.measure.timer import time_interleaved  # noqa: E402
 
-from bench_bf16 import tuned_kernels  # noqa: E402
+from bench_bf16 import constant_weight, tuned_kernels  # noqa: E402
 from bench_peak import amx_peak, vnni_peak  # noqa: E402
 from probsched.intrinsics import amx  # noqa: E402
 
 TARGET = 0.80
 Predict = Callable[[np.ndarray], np.ndarray]
-
-
-def constant_weight(w):
-    """``w`` with its second parameter a constant (layout-free: what a network's weight is)."""
-    from dataclasses import replace
-
-    from probsched.ir.layout import LAYOUT_FREE
-
-    return replace(w, func=w.func.replace(attrs={LAYOUT_FREE: (w.func.params[1].name,)}))
 
 
 def bench_kernels(args: argparse.Namespace) -> dict:
