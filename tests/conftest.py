@@ -7,6 +7,9 @@ reproduced with ``--slow-rotation N`` (or ``$PROBSCHED_SLOW_ROTATION``). The sum
 at the end says which rotation ran. ``--slow=all`` runs every slow test; ``--slow=none``
 none.
 
+Under pytest-xdist (the README's command runs ``-n 2``) each worker collects and selects
+alike; the controller prints the summary the first worker reports.
+
 A slow test belongs to the rotation its ``@pytest.mark.slow(rotation=N)`` names (the long
 ones name theirs, so that no rotation holds two of them and each keeps the suite under 10
 minutes on 2 cores), else to a stable hash of its id mod 6.
@@ -85,6 +88,21 @@ def pytest_collection_modifyitems(config, items):
         dropped = set(map(id, drop))
         config.hook.pytest_deselected(items=drop)
         items[:] = [item for item in items if id(item) not in dropped]
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the summary to the controller
+        workeroutput["slow_summary"] = getattr(session.config, "_slow_summary", None)
+        workeroutput["slow_collected"] = getattr(session.config, "_slow_collected", 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    output = getattr(node, "workeroutput", None) or {}
+    if output.get("slow_summary") and not getattr(node.config, "_slow_summary", None):
+        node.config._slow_summary = output["slow_summary"]
+        node.config._slow_collected = output.get("slow_collected", 0)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

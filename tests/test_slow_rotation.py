@@ -65,6 +65,15 @@ def test_the_day_picks_the_rotation_and_the_run_says_which(suite, monkeypatch):
     assert _ran(suite.runpytest("-v", "--slow=none")) == {"test_quick"}
 
 
+def test_the_summary_reaches_the_controller_on_several_processes(suite, monkeypatch):
+    # the README's command runs -n 2: the workers select, the controller says which rotation ran
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("PROBSCHED_SLOW_ROTATION", "2")
+    result = suite.runpytest_subprocess("-q", "-n", "2", "-p", "xdist")
+    result.stdout.fnmatch_lines([f"slow tests: rotation 2 of 0-{ROTATIONS - 1} ($PROBSCHED_SLOW_ROTATION): * ran*"])
+    assert result.ret == 0
+
+
 def test_a_bad_rotation_is_a_usage_error(suite, monkeypatch):
     monkeypatch.setenv("PROBSCHED_SLOW_ROTATION", str(ROTATIONS + 1))
     assert suite.runpytest("-q").ret == pytest.ExitCode.USAGE_ERROR
