@@ -1,4 +1,5 @@
-"""A network in bfloat16: products read bfloat16, everything between tasks stays float32."""
+"""A network in bfloat16: products read bfloat16; between tasks, bfloat16 only where every
+reader rounds the value anyway (the results as with float32 between tasks)."""
 
 import numpy as np
 import pytest
@@ -6,6 +7,19 @@ import pytest
 import jax
 
 import probsched as ps
+from probsched.graph.precision import narrow_between_tasks
+
+RNG = np.random.default_rng(3)
+W1, W2, W3, W4 = (RNG.standard_normal(s).astype(np.float32) / 6 for s in ((32, 48), (48, 48), (48, 32), (32, 16)))
+
+
+def residual_mlp(x):
+    # h feeds a product and a float32 add (a residual): it stays float32; g and k feed
+    # products only (each task distinct: a task shared by two calls narrows for both or neither)
+    h = jax.nn.relu(x @ W1)
+    g = jax.nn.relu(h @ W2) + h
+    k = jax.nn.relu(g @ W3)
+    return k @ W4
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +91,50 @@ def test_a_bf16_compile_runs_a_task_in_float32_where_its_float32_record_is_faste
         np.testing.assert_allclose(model(x), exact, rtol=1e-5, atol=1e-5)
     else:
         assert 0 < np.linalg.norm(model(x) - exact) / np.linalg.norm(exact) < 3e-2
+
+
+def test_only_values_every_reader_rounds_are_stored_in_bfloat16():
+    x = np.ones((8, 32), np.float32)
+    graph = ps.from_jax(residual_mlp, x)
+    tasks, values = narrow_between_tasks([t.in_precision("bf16") for t in graph.tasks()], keep=graph.outputs)
+    produced = {v: t for t in tasks for c in t.calls for v in c.outputs}
+    read_by = {}
+    for t in tasks:
+        for c in t.calls:
+            for v in c.inputs:
+                read_by.setdefault(v, []).append(t)
+    between = {v for v in produced if v in read_by}
+    assert len(values) == 2 and len(between) == 3  # g and k (read by products only) narrow; h (read by an add too) does not
+    for v in between:
+        stored = v in values
+        assert all((name in t.narrowed) == stored for t in read_by[v] for c in t.calls
+                   for name, u in zip([b.name for b in t.func.input_buffers()], c.inputs) if u == v)
+    assert not values & set(graph.outputs) and not values & set(graph.inputs)
+    assert [t.key for t in narrow_between_tasks(tasks, exclude=range(len(tasks)))[0]] == [t.key for t in tasks]
+
+
+def test_a_network_storing_bfloat16_between_tasks_computes_what_float32_between_computes():
+    x = np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32)
+    narrow = ps.compile(residual_mlp, x, candidates=2, precision="bf16", progress=None)
+    wide = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow=False, progress=None)
+    stored = {v for v, t in narrow.interface.types.items() if t.dtype == "bfloat16"}
+    assert stored and not any(t.dtype == "bfloat16" for t in wide.interface.types.values())
+    assert narrow(x).dtype == np.float32
+    # the same rounding, once at the writer instead of at each reader
+    np.testing.assert_allclose(narrow(x), wide(x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(narrow(x), np.asarray(jax.jit(residual_mlp)(x)), rtol=3e-2, atol=3e-2)
+    assert narrow.peak_bytes <= wide.peak_bytes
+
+
+def test_the_reference_rounds_an_input_where_a_product_reads_it_and_nowhere_else():
+    # task 01 reads h twice: its product rounds it (its copy stage), its residual add does not
+    import ml_dtypes
+
+    graph = ps.from_jax(residual_mlp, np.ones((8, 32), np.float32))
+    task = next(t for t in graph.tasks() if "add" in t.name).in_precision("bf16")
+    h = np.random.default_rng(1).standard_normal((8, 48)).astype(np.float32)
+    w = W2.astype(ml_dtypes.bfloat16)
+    (got,) = task.workload.reference(h, w)
+    rounded = h.astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_allclose(got, np.maximum(rounded @ w.astype(np.float32), 0) + h, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got, np.maximum(rounded @ w.astype(np.float32), 0) + rounded, rtol=1e-6, atol=1e-7)

@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import FrontEndError
+from ..ir.dtypes import BF16
 from ..ir.stmt import PrimFunc
 from ..ir.layout import LAYOUT_FREE
 from ..te import create_func, placeholder
@@ -42,6 +43,11 @@ from .fusion import COPY, Group, fuse
 from .ir import Graph, Node
 from .operands import Operand, ScalarOperand, Stages, TensorOperand
 from .ops import OPS, VIEW, reduction_length
+
+#: Operators whose operands a task in bfloat16 reads rounded (:mod:`.precision`), and the
+#: non-view operators that only move data on the way to them.
+PRODUCTS = ("dot_general", "conv_general_dilated")
+DATA_MOVES = ("pad", "concatenate")
 
 #: Longest function name (TVM's style: ``fused_`` and the operators of the group).
 _MAX_NAME = 64
@@ -168,6 +174,11 @@ class Task:
     precision: str = "float32"
     #: float32 inputs the function rounds to its precision where a product reads them
     rounded: Tuple[str, ...] = ()
+    #: parameters stored in bfloat16 between tasks (:meth:`with_narrowed`): inputs its
+    #: producers rounded already, outputs it rounds as it writes them
+    narrowed: Tuple[str, ...] = ()
+    #: the task this one narrows (whose records it replays), if it narrows one
+    base: Optional["Task"] = field(default=None, repr=False)
 
     def in_precision(self, precision: str) -> "Task":
         """This task with its products in ``precision`` (see :mod:`.precision`): the same
@@ -190,6 +201,30 @@ class Task:
         return Task(self.name.split(":bf16")[0] + suffix, func, self.flops, self.calls, self.lowered, self.graph, target,
                     rounded)
 
+    def with_narrowed(self, names: Sequence[str]) -> "Task":
+        """This task with parameters ``names`` stored in bfloat16 (see
+        :func:`~.precision.narrow_between_tasks`): an input among them is read as its
+        producer rounded it (where this task rounded it itself), an output is rounded as it
+        is written. The same calls, another function (another key); its records are its
+        :attr:`base` 's, replayed.
+
+        >>> import numpy as np, jax, probsched as ps
+        >>> w = np.ones((8, 16), np.float32)
+        >>> (task,) = ps.from_jax(lambda x: jax.nn.relu(x @ w), np.ones((4, 8), np.float32)).tasks()
+        >>> narrow = task.in_precision("bf16").with_narrowed(["x0", "maximum"])
+        >>> [(b.name, b.dtype) for b in narrow.func.params], narrow.rounded, narrow.base.name
+        ([('x0', 'bfloat16'), ('w0', 'bfloat16'), ('maximum', 'bfloat16')], (), 'lambda/00_fused_matmul_maximum:bf16')
+        """
+        from .precision import narrowed_function
+
+        names = tuple(sorted(set(names)))
+        if not names:
+            return self
+        base = self.base or self
+        func = narrowed_function(base.func, names)
+        return Task(base.name, func, self.flops, self.calls, self.lowered, self.graph, self.precision,
+                    tuple(r for r in base.rounded if r not in names), names, base)
+
     @property
     def weight(self) -> int:
         """Times the network runs this task per call."""
@@ -207,12 +242,32 @@ class Task:
 
     def reference(self, *inputs: np.ndarray) -> Tuple[np.ndarray, ...]:
         """The outputs JAX computes for these inputs (one array per input parameter)."""
+        return self._evaluate(inputs, ())
+
+    def _rounded_at_products(self, *inputs: np.ndarray) -> Tuple[np.ndarray, ...]:
+        """:meth:`reference` with the :attr:`rounded` inputs rounded to the task's precision
+        where a product reads them (through data moves: views, padding), as the task's own
+        copy of them rounds them, and nowhere else (an epilogue adding the same value, a
+        residual, reads it unrounded in the kernel too)."""
+        names = [b.name for b in self.func.input_buffers()]
+        return self._evaluate(inputs, [v for v, name in zip(self.lowered.inputs, names) if name in self.rounded])
+
+    def _evaluate(self, inputs: Sequence[np.ndarray], rounded: Sequence[int]) -> Tuple[np.ndarray, ...]:
+        from ..ir.dtypes import numpy_dtype
+
         env: Dict[int, np.ndarray] = {v: self.graph.constants[v] for v in self.lowered.scalars}
         for v, a in zip(self.lowered.inputs, inputs):
             t = self.graph.types[v]
             env[v] = np.asarray(a).reshape(t.shape)
+        moved = set(rounded)  # values that are rounded inputs, moved
         for n in self.lowered.nodes:
-            env.update(zip(n.outputs, n.evaluate(*(env[v] for v in n.inputs))))
+            args = [env[v] for v in n.inputs]
+            if n.op in PRODUCTS:
+                args = [np.asarray(a).astype(numpy_dtype(self.precision)).astype(np.float32) if v in moved else a
+                        for v, a in zip(n.inputs, args)]
+            elif n.inputs and n.inputs[0] in moved and (OPS[n.op].kind == VIEW or n.op in DATA_MOVES):
+                moved.update(n.outputs)
+            env.update(zip(n.outputs, n.evaluate(*args)))
         return tuple(np.asarray(env[v]).reshape(self.graph.types[v].shape or (1,)) for v in self.lowered.outputs)
 
     @cached_property
@@ -234,8 +289,10 @@ class Task:
             atol *= rms
         reference, rtol = self.reference, RTOL
         if self.precision != "float32":  # bfloat16 weights widened, rounded activations rounded alike
-            positions = [i for i, b in enumerate(self.func.input_buffers()) if b.name in self.rounded]
-            reference, rtol = widening(rounding(self.reference, positions, self.precision)), max(RTOL, tolerance(1, self.precision)[0])
+            reference, rtol = widening(self._rounded_at_products), max(RTOL, tolerance(1, self.precision)[0])
+        stored = [i for i, b in enumerate(self.func.output_buffers()) if b.name in self.narrowed]
+        if stored:  # rounded as written: the reference's alike, and a value near a tie may round the other way
+            reference, rtol = rounding_outputs(widening(reference), stored, BF16), max(rtol, tolerance(1, BF16)[0])
         return Workload(self.name, self.func, self.flops, (self.name,), reference_fn=reference, rtol=rtol, atol=atol,
                         samplers=samplers)
 
@@ -246,19 +303,19 @@ class Task:
         return f"{self.func.name}({ins}) -> {outs}"
 
 
-def rounding(reference, positions: Sequence[int], precision: str):
-    """``reference`` reading its inputs at ``positions`` rounded to ``precision`` (as the
-    task's own copy of them rounds them) and widened back."""
+def rounding_outputs(reference, positions: Sequence[int], precision: str):
+    """``reference`` with its outputs at ``positions`` rounded to ``precision`` (as a task
+    storing them so rounds them) and widened back."""
     from ..ir.dtypes import numpy_dtype
 
     if not positions:
         return reference
 
     def rounded(*inputs: np.ndarray):
-        inputs = list(inputs)
+        outs = list(reference(*inputs))
         for i in positions:
-            inputs[i] = np.asarray(inputs[i]).astype(numpy_dtype(precision)).astype(np.float32)
-        return reference(*inputs)
+            outs[i] = np.asarray(outs[i]).astype(numpy_dtype(precision)).astype(np.float32)
+        return tuple(outs)
 
     return rounded
 

@@ -21,6 +21,7 @@ probsched.errors.KernelArgumentError: m: argument 0 (x) has shape (3,) float32, 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -28,6 +29,7 @@ import numpy as np
 
 from ..arguments import check_arrays
 from ..errors import KernelArgumentError
+from ..ir.dtypes import numpy_dtype
 
 
 class TensorSpec(NamedTuple):
@@ -38,7 +40,7 @@ class TensorSpec(NamedTuple):
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * numpy_dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
@@ -119,6 +121,19 @@ class ModelInterface:
         self.inputs, self.outputs = tuple(self.inputs), tuple(self.outputs)
         self.input_names = tuple(self.input_names) or tuple(f"input{i}" for i in range(len(self.inputs)))
         self.output_names = tuple(self.output_names) or tuple(f"output{i}" for i in range(len(self.outputs)))
+
+    def with_types(self, dtypes: Dict[int, str]) -> "ModelInterface":
+        """This interface with values ``dtypes`` (value -> dtype) stored in another element
+        type (a compiled network's values between tasks, e.g. in bfloat16).
+
+        >>> i = ModelInterface("f", (0,), (2,), {v: TensorSpec((4,), "float32") for v in range(3)}, {})
+        >>> i.with_types({1: "bfloat16"}).types[1].nbytes, i.types[1].nbytes
+        (8, 16)
+        """
+        types = dict(self.types)
+        for v, dtype in dtypes.items():
+            types[v] = TensorSpec(types[v].shape, dtype)
+        return dataclasses.replace(self, types=types)
 
     @staticmethod
     def of_graph(graph: Any) -> "ModelInterface":

@@ -112,7 +112,7 @@ class CompiledModel:
         arrays = dict(self._constants)
         for v, off in self.plan.offsets.items():
             t = self.interface.types[v]
-            arrays[v] = arena[off : off + t.nbytes].view(t.dtype).reshape(t.shape or (1,))
+            arrays[v] = arena[off : off + t.nbytes].view(numpy_dtype(t.dtype)).reshape(t.shape or (1,))
         return arena, arrays
 
     def _bind_first(self) -> _Context:

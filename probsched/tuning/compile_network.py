@@ -44,6 +44,9 @@ import numpy as np
 from ..database import Database, TuningRecord
 from ..errors import BuildError
 from ..graph import Graph, Task
+from ..graph.precision import narrow_between_tasks
+from ..ir.dtypes import BF16
+from ..precision import canonical
 from ..runtime import CompiledModel, KernelStep, ModelInterface
 from ..schedule import InstructionLog, Schedule
 from . import compile_cache, network_cache
@@ -163,7 +166,9 @@ def _database_candidates(task: Task, db: Database, stored: List[Tuple[TuningReco
     that does not replay is skipped with a warning."""
     for rec, seconds in stored:
         try:
-            sch = rec.schedule(task.func)
+            # a task storing some values in bfloat16 replays its base's records (the same
+            # blocks and loops): the base's program is the one the record names
+            sch = rec.schedule(task.func if task.base is None else task.base.func)
         except Exception as exc:  # an unknown instruction, a decision outside its support, bad JSON...
             log.warning(
                 "compile: task %s: record %s in %s does not replay (%s: %s); trying the next", task.name,
@@ -174,6 +179,13 @@ def _database_candidates(task: Task, db: Database, stored: List[Tuple[TuningReco
             log.warning("compile: task %s: record %s in %s replays to another program; trying the next", task.name,
                         rec.candidate_hash[:12], db.path)
             continue
+        if task.base is not None:
+            try:
+                sch = rec.schedule(task.func)
+            except Exception as exc:  # noqa: BLE001 - e.g. a micro-kernel that wants float32 where it now reads bfloat16
+                log.info("compile: task %s: record %s does not replay with values stored in bfloat16 (%s); trying the next",
+                         task.name, rec.candidate_hash[:12], exc)
+                continue
         yield sch, seconds
 
 
@@ -187,6 +199,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     seed: int = 0,
     progress: Union[str, Callable[[str], None], None] = "auto",
     precision: str = "float32",
+    narrow: bool = True,
 ) -> CompiledModel:
     """Compile a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
     arguments); see the module docstring. ``database``: a path or
@@ -196,7 +209,10 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     None, or ``progress(message)`` called as each task is built. ``precision``:
     ``"bf16"`` compiles the tasks with their products in bfloat16 (tasks and records of their
     own: :mod:`probsched.graph.precision`), except those whose float32 record is faster or
-    the only one measured; the network's inputs and outputs stay float32.
+    the only one measured; the network's inputs and outputs stay float32. ``narrow``: in
+    bfloat16, store the values between tasks that every reader rounds anyway in bfloat16
+    (half the traffic, the same results: :func:`~probsched.graph.precision.narrow_between_tasks`);
+    False keeps every value between tasks float32.
 
     What was chosen and checked is kept on disk (:mod:`.compile_cache`), and so is the
     compiled network (:mod:`.network_cache`): compiling the same network with the same
@@ -214,9 +230,12 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
             task, records = _faster_precision(t, t.in_precision(precision), db, shipped)
             tasks.append(task)
             stored[task.key] = records
+        interface = ModelInterface.of_graph(graph)
+        if narrow and canonical(precision) == BF16:
+            tasks, values = _narrowed(tasks, stored, graph.outputs)
+            interface = interface.with_types({v: BF16 for v in values})
         calls = sorted(((c.index, t, c.inputs, c.outputs) for t in tasks for c in t.calls), key=lambda c: c[0])
         calls = [c[1:] for c in calls]  # in run order
-        interface = ModelInterface.of_graph(graph)
         key = _network_key(interface, calls, tasks, stored, space, candidates, seed, check, precision)
         cached = network_cache.load(key, interface) if key is not None else None
         if cached is not None:
@@ -236,6 +255,39 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     if key is not None and clean:
         network_cache.store(key, compiled)
     return compiled
+
+
+def _narrowed(tasks: List[Task], stored: dict, outputs: Sequence[int]) -> Tuple[List[Task], frozenset]:
+    """``tasks`` with the values between them stored in bfloat16 where every reader rounds
+    them anyway (:func:`~probsched.graph.precision.narrow_between_tasks`), and those values;
+    a task whose first record does not replay narrowed (a micro-kernel that would write its
+    output) is left as it is, and the values planned again without it. ``stored`` gains the
+    narrowed tasks' records: their bases'."""
+    exclude: set = set()
+    while True:
+        narrowed, values = narrow_between_tasks(tasks, keep=outputs, exclude=exclude)
+        failed = {i for i, t in enumerate(narrowed) if t.base is not None and not _replays(t, stored[t.base.key])}
+        if not failed:
+            break
+        exclude |= failed
+    for task in narrowed:
+        if task.base is not None:
+            stored[task.key] = stored[task.base.key]
+    return narrowed, values
+
+
+def _replays(task: Task, stored: Tuple[list, list]) -> bool:
+    """Whether the first of the records ``stored`` for ``task.base`` replays on ``task``
+    (True without records: a predicted schedule is drawn for ``task`` itself)."""
+    first = next((records[0][0] for records in stored if records), None)
+    if first is None:
+        return True
+    try:
+        first.schedule(task.func)
+    except Exception as exc:  # noqa: BLE001 - a tensorized block that would read or write bfloat16 where its micro-kernel wants float32
+        log.info("compile: task %s stays float32 at its edges: its record does not replay narrowed (%s)", task.name, exc)
+        return False
+    return True
 
 
 def _records(task: Task, db: Optional[Database], shipped: Optional[Database]) -> Tuple[list, list]:
@@ -308,8 +360,9 @@ def _build_tasks(name: str, tasks: List[Task], stored, db, space, candidates: in
     try:
         for n, task in enumerate(tasks):
             start = time.perf_counter()
-            kernel, choice, failures = None, None, []
+            kernel, choice, failures, tried = None, None, [], 0
             for sch, source, seconds in _ranked(task, db, space, candidates, seed, seed + n, shipped, stored[task.key]):
+                tried += 1
                 try:
                     built = build(sch)
                 except BuildError as exc:
@@ -329,8 +382,9 @@ def _build_tasks(name: str, tasks: List[Task], stored, db, space, candidates: in
                                               choice.schedule.instructions.to_json())
             kernels[task.key] = kernel
             choices.append(choice)
-            first = next((records[0][0] for records in stored[task.key] if records), None)
-            clean = clean and not failures and (first is None or first.candidate_hash == choice.schedule.mod.structural_hash())
+            has_records = any(records for records in stored[task.key])
+            # the first record taken (a record that no longer replays is skipped before it is tried)
+            clean = clean and not failures and (not has_records or (tried == 1 and choice.source in ("database", "shipped")))
             msg = f"[{n + 1}/{len(tasks)}] {task.name}: {choice.source} ({time.perf_counter() - start:.1f} s)"
             log.info(msg)
             report(msg)
