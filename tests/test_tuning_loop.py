@@ -151,6 +151,30 @@ def test_shipped_records_serve_compile_without_a_database_and_start_a_search(tmp
         shipped.shipped_database.cache_clear()
 
 
+def test_shipped_records_whose_kernels_cannot_run_here_are_left_out(tmp_path, monkeypatch):
+    # the Intel file holds AMX records (tuned on Sapphire Rapids); an AVX-512 CPU without AMX
+    # borrowing or owning it must not try them first on every compile (each fails to build,
+    # and a compile that skipped a record is not cached)
+    from probsched.tuning import shipped
+
+    def amx_records(missing):
+        monkeypatch.setattr(shipped, "_missing_kernels", lambda: missing)
+        shipped.shipped_database.cache_clear()
+        db = shipped.shipped_database("intel-avx512")
+        path = str(tmp_path / f"{len(missing)}.jsonl")
+        db.export_jsonl(path)
+        lines = [ln for ln in open(path) if '"record"' in ln]
+        return len(lines), sum(any(k in ln for k in shipped.UNIT_KERNELS) for ln in lines)
+
+    try:
+        everything, with_tiles = amx_records([])
+        kept, tiles_kept = amx_records(list(shipped.UNIT_KERNELS))
+    finally:
+        shipped.shipped_database.cache_clear()
+    assert with_tiles > 0 and tiles_kept == 0
+    assert kept == everything - with_tiles
+
+
 def test_a_family_without_shipped_records_borrows_another_vendors_with_the_same_vectors(tmp_path, monkeypatch):
     import gzip
 

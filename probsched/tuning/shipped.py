@@ -94,11 +94,16 @@ def shipped_database(family: Optional[str] = None) -> Optional[Database]:
         return None
     path = shipped_path(family)
     host = target_json(None)
+    missing = _missing_kernels()
     db = Database(":memory:")
+    skipped = 0
     with gzip.open(path, "rt") as src, tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as dst:
         for n, line in enumerate(src):
             if n and line.strip():
                 entry = json.loads(line)
+                if entry.get("type") == "record" and any(k in line for k in missing):
+                    skipped += 1  # its kernels cannot run here: it would only fail to build, every compile
+                    continue
                 if entry.get("type") in ("record", "retiming"):
                     entry["target"] = host
                 line = json.dumps(entry, sort_keys=True) + "\n"
@@ -107,8 +112,23 @@ def shipped_database(family: Optional[str] = None) -> Optional[Database]:
         added = db.import_jsonl(dst.name)
     finally:
         os.unlink(dst.name)
-    log.info("shipped records: %d of family %s%s", added, family, "" if family == wanted else f" (none ship for {wanted})")
+    log.info("shipped records: %d of family %s%s%s", added, family, "" if family == wanted else f" (none ship for {wanted})",
+             f"; {skipped} left out, their kernels ({', '.join(missing)}) cannot run here" if skipped else "")
     return db
+
+
+#: micro-kernel families that run only where a CPU unit is (name prefix -> AMX unit)
+UNIT_KERNELS = {"matmul_bf16amx": "bf16", "matmul_int8amx": "int8"}
+
+
+def _missing_kernels() -> List[str]:
+    """Name prefixes of the micro-kernels this process cannot run (the AMX ones on a CPU
+    without AMX, or where the OS does not grant it)."""
+    from ..intrinsics import amx
+
+    host = Target.host()
+    # the CPU is asked first: on one without AMX, the unit's own check would warn for nothing
+    return [prefix for prefix, unit in UNIT_KERNELS.items() if not (host.has(f"amx_{unit}") and amx.usable(unit))]
 
 
 def shipped_decisions(key: str, limit: int = DEFAULT_TOP) -> List[Trace]:
