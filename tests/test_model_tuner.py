@@ -178,3 +178,26 @@ def test_a_measurer_that_queues_batches_is_fed_one_round_ahead(bert_tiny):
     assert kinds[:3] == ["send", "send", "wait"]  # round 2 is out before round 1's results are read
     assert kinds.count("send") == kinds.count("wait") == 6 and len(res.history) == 24
     assert sum(t.trials for t in res.tasks) == 24
+
+
+class SlowMeasurer(ScriptedMeasurer):
+    """Each trial takes ``seconds`` of wall time, as a real measurer's do."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def _result(self, workload, sch):
+        import time
+
+        time.sleep(self.seconds)
+        return super()._result(workload, sch)
+
+
+def test_a_time_budget_running_short_still_gives_every_task_a_first_round(bert_tiny):
+    # 8 tasks, rounds of 32 trials at 30 ms: 7.7 s for the first rounds alone, 4.2 s of budget
+    m = SlowMeasurer(0.03)
+    res = tune(bert_tiny, minutes=0.07, batch_size=32, measurer=m)
+    assert all(t.trials > 0 for t in res.tasks), [(t.name, t.trials) for t in res.tasks]
+    assert m.calls[0][1] == 32  # the first round is whole: nothing measured yet to say it is short
+    assert min(n for _, n in m.calls) < 32  # later first rounds shrank to fit
