@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 class Node:
     """An immutable IR node; ``==`` and ``hash`` are structural over ``_fields``.
@@ -45,8 +47,10 @@ class Node:
 
     def __reduce__(self):
         # pickled field by field (what a saved model's generated-module record holds);
-        # restored without __init__, as replace() copies fields
-        return _restore, (type(self), tuple(getattr(self, f) for f in self._fields))
+        # restored without __init__, as replace() copies fields; with the slots __init__
+        # derives (an expression's dtype), which restoring would otherwise leave unset
+        derived = {name: getattr(self, name) for name in _derived_slots(type(self)) if hasattr(self, name)}
+        return _restore, (type(self), tuple(getattr(self, f) for f in self._fields), derived)
 
     #: field -> test that a value is already in the form ``__init__`` would store: a
     #: ``replace`` changing only such fields skips ``__init__`` (see :meth:`replace`)
@@ -83,17 +87,28 @@ class Node:
         return cls._fields
 
 
-def _restore(cls: type, values: tuple) -> Node:
-    """A node of ``cls`` with its ``_fields`` set to ``values`` (the inverse of pickling it).
+def _derived_slots(cls: type) -> tuple:
+    """Slots of ``cls`` that ``__init__`` sets but that are not fields (caches excluded)."""
+    slots = [name for c in cls.__mro__ for name in getattr(c, "__slots__", ())]
+    return tuple(n for n in dict.fromkeys(slots) if n not in cls._fields and not n.startswith("_"))
+
+
+def _restore(cls: type, values: tuple, derived: Optional[dict] = None) -> Node:
+    """A node of ``cls`` with its ``_fields`` set to ``values`` and its derived slots to
+    ``derived`` (the inverse of pickling it).
 
     >>> import pickle
-    >>> from probsched.ir.expr import Var
-    >>> from probsched.ir.stmt import Loop
+    >>> from probsched.ir.expr import Var, Load
+    >>> from probsched.ir.stmt import Buffer, Loop
     >>> loop = Loop(Var("i"), 4, "parallel", (), {"note": 1})
     >>> pickle.loads(pickle.dumps(loop)) == loop
     True
+    >>> pickle.loads(pickle.dumps(Load(Buffer("A", (4,), "bfloat16"), [Var("i")]))).dtype
+    'bfloat16'
     """
     node = object.__new__(cls)
     for f, v in zip(cls._fields, values):
+        object.__setattr__(node, f, v)
+    for f, v in (derived or {}).items():
         object.__setattr__(node, f, v)
     return node
