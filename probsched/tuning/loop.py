@@ -337,19 +337,23 @@ class TuningLoop:
 
     def _fit_first_rounds(self, i: int, n: int) -> int:
         """``n`` trials for task ``i``'s round, cut under a time budget so that every live
-        task without a round yet still gets :data:`MIN_FIRST_ROUND` trials before the
-        deadline, at the seconds per trial measured so far (without any of its own a task
-        runs a predicted schedule; MobileNet-V2 tuned for 6 minutes left two so)."""
+        task without a round yet can still have one of :data:`MIN_FIRST_ROUND` trials before
+        the deadline (without any of its own a task runs a predicted schedule; MobileNet-V2
+        tuned for 6 minutes left two so). The rounds so far say what a round costs besides
+        its trials (proposing, learning) and what a trial costs."""
         now = time.perf_counter()
         if self._rounds_from is None:
             self._rounds_from = now
-        if not math.isfinite(self.deadline) or not self.events:
+        if not math.isfinite(self.deadline) or not self.events or not self.rounds:
             return n
         waiting = sum(1 for j, st in enumerate(self.states) if j != i and st.alive and j not in self._proposed)
         if not waiting:
             return n
-        per_trial = (now - self._rounds_from) / len(self.events)
-        affordable = int((self.deadline - now) / max(per_trial, 1e-9)) - MIN_FIRST_ROUND * waiting
+        overhead = sum(self.phase_seconds.get(k, 0.0) for k in ("propose", "learn"))
+        per_round = overhead / len(self.rounds)
+        per_trial = max(now - self._rounds_from - overhead, 0.0) / len(self.events)
+        left = self.deadline - now - per_round - waiting * (per_round + MIN_FIRST_ROUND * per_trial)
+        affordable = int(left / per_trial) if per_trial > 0 else n
         return max(min(n, MIN_FIRST_ROUND), min(n, affordable))
 
     def _record(self, search: TaskSearch, cands: List[Candidate], index: int, result: "MeasureResult") -> None:
