@@ -24,7 +24,10 @@ inference", the engine's latency timed without its profiler (the difference is w
 costs besides its layers); for probsched also "its tasks' records", the sum over its calls of
 each task's time when it was tuned (timed alone, weights hot), and a column of the same calls
 each run again at once (weights and inputs hot): the difference from the network column is
-what running in network order (weights arriving from memory) costs, the rest is the kernels'.
+what running in network order (weights arriving from memory) costs, the rest is the kernels';
+and a column of the same calls run again with only their weights flushed from the caches
+first (``profile_calls(hot=True, cold_weights=True)``): the part of that cost the weights
+explain.
 Engines are interleaved round by round. Printed per network: the Markdown table, and the
 layers where probsched loses most to the best peer, aligned by the ONNX node each layer grew
 from (``3x3 conv #7`` is the 7th 3x3 convolution of the ONNX graph in every engine).
@@ -68,6 +71,7 @@ class Layer:
     source: str = ""
     record_ms: Optional[float] = None
     hot_ms: Optional[float] = None
+    cold_weights_ms: Optional[float] = None
 
 
 def category_totals(layers: Sequence[Layer]) -> Dict[str, float]:
@@ -159,6 +163,7 @@ class ProbschedProfile:
         model(*self.args)  # sets the inputs the kernel calls read
         self.samples: List[List[float]] = [[] for _ in model.steps]
         self.hot: List[List[float]] = [[] for _ in model.steps]
+        self.cold: List[List[float]] = [[] for _ in model.steps]
 
     def round(self) -> None:
         """One inference, each call timed alone in network order; then one with each call
@@ -167,6 +172,8 @@ class ProbschedProfile:
             self.samples[k].append(seconds * 1e3)
         for k, seconds in enumerate(self.model.profile_calls(repeat=1, hot=True)):
             self.hot[k].append(seconds * 1e3)
+        for k, seconds in enumerate(self.model.profile_calls(repeat=1, hot=True, cold_weights=True)):
+            self.cold[k].append(seconds * 1e3)
 
     def layers(self, skip: int) -> List[Layer]:
         cats = lc.probsched_layers(self.graph, self.model.steps)
@@ -175,9 +182,10 @@ class ProbschedProfile:
         for k, (s, (cat, anchor), t) in enumerate(zip(self.model.steps, cats, self.samples)):
             c = choices.get(s.key)
             record = c.seconds * 1e3 if c is not None and c.seconds is not None else None
-            hot = self.hot[k]
+            hot, cold = self.hot[k], self.cold[k]
             out.append(Layer(f"{k:03d} {s.name}", s.name.split("/")[-1], cat, anchor, float(np.median(t[skip:] or t)),
-                             c.source if c is not None else "", record, float(np.median(hot[skip:] or hot))))
+                             c.source if c is not None else "", record, float(np.median(hot[skip:] or hot)),
+                             float(np.median(cold[skip:] or cold))))
         return out
 
 
@@ -275,6 +283,9 @@ def table(result: dict) -> str:
         if e.get("hot_categories"):
             hot = e["hot_categories"]
             columns.append((f"{label}, each call again (weights hot)", hot, sum(hot.values()), None, 0.0))
+        if e.get("cold_weights_categories"):
+            cold = e["cold_weights_categories"]
+            columns.append((f"{label}, each call again, weights flushed", cold, sum(cold.values()), None, 0.0))
     seen = {c for _, cats, _, _, _ in columns for c in cats}
     rows = [r for r in lc.row_order(result["kind"], seen) if r in seen]  # a row no engine has is left out
     lines = ["| category | " + " | ".join(c[0] for c in columns) + " |", "|---" + "|---:" * len(columns) + "|"]
@@ -362,6 +373,9 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
         if any(layer.hot_ms is not None for layer in layers):
             per_engine[lbl]["hot_categories"] = category_totals(
                 [Layer(x.name, x.op, x.category, x.anchor, x.hot_ms or 0.0) for x in layers])
+        if any(layer.cold_weights_ms is not None for layer in layers):
+            per_engine[lbl]["cold_weights_categories"] = category_totals(
+                [Layer(x.name, x.op, x.category, x.anchor, x.cold_weights_ms or 0.0) for x in layers])
     ours = per_engine[label]["layers"]
     peers = {lbl: e["layers"] for lbl, e in per_engine.items() if lbl != label}
     result = {"model": name, "kind": index.kind, "precision": args.precision, "rel_err": errors,

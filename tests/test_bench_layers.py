@@ -203,6 +203,9 @@ def test_table_has_a_row_per_category_present_and_the_totals(bench):
     assert lines[2:] == ["| 1x1 conv | 3.00 (75%) | 1.50 (75%) | 2.00 (50%) |", "| dense | 1.00 (25%) | 0.50 (25%) | - |",
                          "| other | - | - | 2.00 (50%) |", "| total of layers | 4.00 | 2.00 | 4.00 |",
                          "| measured inference | 4.50 | - | 4.20 |", "| its tasks' records | 2.00 | - | - |"]
+    result["engines"]["probsched"]["cold_weights_categories"] = {"1x1 conv": 2.5, "dense": 0.75}
+    assert bench.table(result).splitlines()[0] == ("| category | probsched ms (share) | probsched, each call again (weights hot) | "
+                                                   "probsched, each call again, weights flushed | ort ms (share) |")
 
 
 def test_losses_rank_aligned_layers_by_the_time_lost_to_the_fastest_peer(bench, lc):
@@ -269,9 +272,9 @@ def test_probsched_profile_times_each_kernel_call_and_names_its_schedule(bench):
         prof.round()
     layers = prof.layers(skip=1)
     assert [layer.category for layer in layers] == ["dense matmul", "attention", "attention"]
-    assert all(layer.ms > 0 and layer.hot_ms > 0 and layer.source == "predicted" and layer.record_ms is None
-               for layer in layers)
-    assert len(prof.samples[0]) == len(prof.hot[0]) == 3
+    assert all(layer.ms > 0 and layer.hot_ms > 0 and layer.cold_weights_ms > 0 and layer.source == "predicted"
+               and layer.record_ms is None for layer in layers)
+    assert len(prof.samples[0]) == len(prof.hot[0]) == len(prof.cold[0]) == 3
     # the output left in the arena by the calls run twice is still the network's
     left = model._context().arrays[model.interface.outputs[0]].reshape(4, 4)
     np.testing.assert_allclose(left, net(x), rtol=1e-4, atol=1e-5)

@@ -226,13 +226,16 @@ class CompiledModel:
             calls[step.name] = calls.get(step.name, 0) + 1
         return sorted(((n, calls[n], total[n] * 1e6) for n in total), key=lambda r: -r[2])
 
-    def profile_calls(self, repeat: int = 5, hot: bool = False) -> List[float]:
+    def profile_calls(self, repeat: int = 5, hot: bool = False, cold_weights: bool = False) -> List[float]:
         """Median seconds of each kernel call (one per :attr:`steps`, in run order), each
         call timed alone over ``repeat`` inferences on the inputs of this thread's last call
         (set again before each: the arena reuses their memory); :meth:`profile` sums them per
         task. ``hot``: each call runs once more just before it is timed, so its weights and
         inputs are in cache, as when its task was timed alone (a call reads its inputs and
         writes its outputs, which never share memory: running it twice changes nothing).
+        ``cold_weights`` (with ``hot``): then its weights (as it reads them, laid out) are
+        flushed from every cache before it is timed: what reading them from memory costs it
+        (:mod:`probsched.measure.cold_weights`), apart from the rest of network order.
 
         >>> import numpy as np, probsched as ps
         >>> A = ps.placeholder((2,), name="x0")
@@ -246,17 +249,26 @@ class CompiledModel:
         >>> times = model.profile_calls(repeat=3)
         >>> len(times), all(t > 0 for t in times), len(model.profile_calls(repeat=2, hot=True))
         (2, True, 2)
+        >>> len(model.profile_calls(repeat=2, hot=True, cold_weights=True))
+        2
         >>> [(name, calls) for name, calls, _ in model.profile(repeat=3)]
         [('inc', 2)]
         """
         ctx = self._context()
         runs = ctx.runs
         per_step: List[List[float]] = [[] for _ in runs]
+        weights: List[list] = [[] for _ in runs]
+        if cold_weights:
+            from ..measure.cold_weights import flush, weight_positions
+
+            weights = [[run.array(p) for p in weight_positions(step.kernel.func)] for step, run in zip(self.steps, runs)]
         for _ in range(repeat):
             self._set_inputs(ctx, ctx.last_args)
             for k, run in enumerate(runs):
                 if hot:
                     run()
+                for array in weights[k]:
+                    flush(array)
                 t0 = time.perf_counter()
                 run()
                 per_step[k].append(time.perf_counter() - t0)
