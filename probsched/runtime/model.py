@@ -259,7 +259,7 @@ class CompiledModel:
         per_step: List[List[float]] = [[] for _ in runs]
         weights: List[list] = [[] for _ in runs]
         if cold_weights:
-            from ..measure.cold_weights import flush, weight_positions
+            from ..codegen.cache_flush import flush, weight_positions
 
             weights = [[run.array(p) for p in weight_positions(step.kernel.func)] for step, run in zip(self.steps, runs)]
         for _ in range(repeat):
