@@ -113,43 +113,35 @@ def narrow_between_tasks(tasks: Sequence["Task"], keep: Sequence[int] = (),
     ([('maximum',), ('x0',)], 1)
     """
     keep, exclude = set(keep), set(exclude)
-    # (task index, parameter position) of each value's writer and readers
+    # each parameter (task index, position) and the values its calls bind to it
+    bound: Dict[Tuple[int, int], List[int]] = {}
     writer: Dict[int, Tuple[int, int]] = {}
     readers: Dict[int, List[Tuple[int, int]]] = {}
     for i, t in enumerate(tasks):
         n_in = len(t.func.input_buffers())
         for call in t.calls:
-            for k, v in enumerate(call.inputs):
-                readers.setdefault(v, []).append((i, k))
-            for k, v in enumerate(call.outputs):
-                writer[v] = (i, n_in + k)
+            for k, v in enumerate(call.inputs + call.outputs):
+                bound.setdefault((i, k), []).append(v)
+                if k < n_in:
+                    readers.setdefault(v, []).append((i, k))
+                else:
+                    writer[v] = (i, k)
     names = [[b.name for b in t.func.params] for t in tasks]
 
     def able(i: int, pos: int) -> bool:
         t = tasks[i]
-        if i in exclude:
-            return False
-        if t.precision != BF16:  # a float32 task rounding its output measured slower (MobileNet-V2's depthwise: +4%)
+        if i in exclude or t.precision != BF16:  # a float32 task rounding its output measured slower (MobileNet-V2's depthwise: +4%)
             return False
         name = names[i][pos]
-        return _rounds_on_write(t.func, name) if pos >= len(t.func.input_buffers()) else (
-            name in t.rounded and _rounds_only(t.func, name))
+        if pos >= len(t.func.input_buffers()):
+            return _rounds_on_write(t.func, name)
+        return name in t.rounded and _rounds_only(t.func, name)
 
-    params: Set[Tuple[int, int]] = set()
     values = {v for v in writer if v not in keep and v in readers}
-    for v in values:
-        params.add(writer[v])
-        params.update(readers[v])
-    params = {p for p in params if able(*p)}
+    params = {p for v in values for p in [writer[v], *readers[v]] if able(*p)}
     while True:  # a value needs all its parameters; a parameter all its calls' values
         values = {v for v in values if writer[v] in params and all(r in params for r in readers[v])}
-        uses: Dict[Tuple[int, int], bool] = {}
-        for i, t in enumerate(tasks):
-            n_in = len(t.func.input_buffers())
-            for call in t.calls:
-                for k, v in enumerate(call.inputs + call.outputs):
-                    uses[(i, k)] = uses.get((i, k), True) and v in values
-        narrowed = {p for p in params if uses.get(p, False)}
+        narrowed = {p for p in params if all(v in values for v in bound[p])}
         if narrowed == params:
             break
         params = narrowed

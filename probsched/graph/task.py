@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import FrontEndError
-from ..ir.dtypes import BF16
+from ..ir.dtypes import BF16, numpy_dtype
 from ..ir.stmt import PrimFunc
 from ..ir.layout import LAYOUT_FREE
 from ..te import create_func, placeholder
@@ -253,8 +253,6 @@ class Task:
         return self._evaluate(inputs, [v for v, name in zip(self.lowered.inputs, names) if name in self.rounded])
 
     def _evaluate(self, inputs: Sequence[np.ndarray], rounded: Sequence[int]) -> Tuple[np.ndarray, ...]:
-        from ..ir.dtypes import numpy_dtype
-
         env: Dict[int, np.ndarray] = {v: self.graph.constants[v] for v in self.lowered.scalars}
         for v, a in zip(self.lowered.inputs, inputs):
             t = self.graph.types[v]
@@ -306,8 +304,6 @@ class Task:
 def rounding_outputs(reference, positions: Sequence[int], precision: str):
     """``reference`` with its outputs at ``positions`` rounded to ``precision`` (as a task
     storing them so rounds them) and widened back."""
-    from ..ir.dtypes import numpy_dtype
-
     if not positions:
         return reference
 

@@ -260,7 +260,8 @@ class TuningLoop:
         self._index_of = {id(s): i for i, s in enumerate(self.searches)}
         self._spent = 0
         self._proposed: set = set()  # tasks that had a round proposed
-        self._rounds_from: Optional[float] = None  # when the first round was proposed
+        self._rounds_from = 0.0  # when the rounds began (run), and the phases' seconds then
+        self._phases_before_rounds: Dict[str, float] = {}
 
     def _strategies(self) -> List[SearchStrategy]:
         """A strategy per task: a name made per task (sized to the round); an object used as
@@ -342,14 +343,12 @@ class TuningLoop:
         tuned for 6 minutes left two so). The rounds so far say what a round costs besides
         its trials (proposing, learning) and what a trial costs."""
         now = time.perf_counter()
-        if self._rounds_from is None:
-            self._rounds_from = now
         if not math.isfinite(self.deadline) or not self.events or not self.rounds:
             return n
         waiting = sum(1 for j, st in enumerate(self.states) if j != i and st.alive and j not in self._proposed)
         if not waiting:
             return n
-        overhead = sum(self.phase_seconds.get(k, 0.0) for k in ("propose", "learn"))
+        overhead = sum(self.phase_seconds.get(k, 0.0) - self._phases_before_rounds.get(k, 0.0) for k in ("propose", "learn"))
         per_round = overhead / len(self.rounds)
         per_trial = max(now - self._rounds_from - overhead, 0.0) / len(self.events)
         left = self.deadline - now - per_round - waiting * (per_round + MIN_FIRST_ROUND * per_trial)
@@ -383,8 +382,8 @@ class TuningLoop:
         """Warm the model up, spend the budget, re-time the weighty tasks."""
         with self.phase("learn"):
             warm_start(self.model, self.searches)
-        before = dict(self.phase_seconds)
-        t0 = time.perf_counter()
+        before = self._phases_before_rounds = dict(self.phase_seconds)
+        t0 = self._rounds_from = time.perf_counter()
         run_rounds(self.resources.measurer, self._next_round, self._record, self._round_done)
         inner = sum(self.phase_seconds.get(k, 0.0) - before.get(k, 0.0) for k in ("propose", "learn"))
         self.phase_seconds["measure"] = time.perf_counter() - t0 - inner  # what the rounds waited for

@@ -38,6 +38,7 @@ from typing import Dict, Iterable, List, Optional
 from handlers.trace_struct import Trace
 
 from ..database import Database
+from ..intrinsics.matmul_amx import FAMILIES as AMX_FAMILIES
 from ..database.record import target_json
 from .selection import FAMILY_POOL
 from ..target import Target
@@ -118,7 +119,7 @@ def shipped_database(family: Optional[str] = None) -> Optional[Database]:
 
 
 #: micro-kernel families that run only where a CPU unit is (name prefix -> AMX unit)
-UNIT_KERNELS = {"matmul_bf16amx": "bf16", "matmul_int8amx": "int8"}
+UNIT_KERNELS = {fam.prefix: fam.unit for fam in AMX_FAMILIES.values()}
 
 
 def _missing_kernels() -> List[str]:
