@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Sequence, Set, Tuple
 
 from ..errors import ProbschedError
+from ..schedule.flat_window import flatten_window
 from ..ir.stmt import PrimFunc
 from ..ir.dtypes import BF16
 from ..ir.stmt import Store
@@ -59,7 +60,7 @@ def task_function(task: "Task", precision: str) -> Tuple[PrimFunc, str, Tuple[st
         for name in set(product_operands(blk)) & activations:
             func, _ = cache_read(func, blk.name, reads.index(name), "global")
     rounded = tuple(sorted(lowered_buffers(func) & activations))
-    return convert(func, target, keep=activations), target, rounded
+    return flatten_window(convert(func, target, keep=activations)), target, rounded
 
 
 def narrowed_function(func: PrimFunc, names: Sequence[str]) -> PrimFunc:

@@ -36,6 +36,8 @@ from ..errors import FrontEndError
 from ..ir.dtypes import BF16, numpy_dtype
 from ..ir.stmt import PrimFunc
 from ..ir.layout import LAYOUT_FREE
+from ..precision import precision_of
+from ..schedule.flat_window import flatten_window
 from ..te import create_func, placeholder
 from ..workloads import Workload
 from ..workloads.workload import INTEGER_SAMPLERS, RTOL, tolerance, widening
@@ -343,7 +345,9 @@ def extract_tasks(graph: Graph, groups: Optional[List[Group]] = None) -> List["T
             by_key[key].calls.append(call)
             continue
         name = f"{graph.name}/{len(tasks):02d}_{low.func.name}"
-        task = Task(name, low.func, _flops(graph, [n for n in grp.nodes]), [call], low, graph)
+        # an int8 convolution over 3 channels reads its window rows flat, in quads (:mod:`~probsched.schedule.flat_window`)
+        func = flatten_window(low.func) if precision_of(low.func) == "int8" else low.func
+        task = Task(name, func, _flops(graph, [n for n in grp.nodes]), [call], low, graph)
         by_key[key] = task
         tasks.append(task)
     return tasks

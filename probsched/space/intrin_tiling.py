@@ -29,8 +29,9 @@ A block that multiplies a ``uint8`` A by an ``int8`` B into an ``int32`` accumul
 int8 program, :mod:`probsched.precision`) takes the VNNI kernels
 (:mod:`probsched.intrinsics.matmul_int8`) the same way, the reduction read in *quads*
 (``k = 4 q + t``) and B stored 4-interleaved, ``B'[.., q, n, t]``; a reduction that is
-not a multiple of 4 (a first convolution's three channels), or an A strided along ``k``,
-is left to the other rules, which compute it in int32 from the byte loads. Where the CPU
+not a multiple of 4, or an A strided along ``k``, is left to the other rules, which
+compute it in int32 from the byte loads (a network's first convolution, over three
+channels, reads its window rows flat instead: :mod:`probsched.schedule.flat_window`). Where the CPU
 has AMX int8 (``amx_int8``), its tile kernels are offered beside the VNNI ones likewise.
 
 The rule samples (sites named after the block ``C``):
