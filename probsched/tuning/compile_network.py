@@ -204,8 +204,10 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     """Compile a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
     arguments); see the module docstring. ``database``: a path or
     :class:`~probsched.database.Database` whose records to use. ``space``: the design space
-    (default ``ps.space.default()``); ``candidates``: programs drawn per task without a
-    usable record. ``progress``: ``"auto"`` (a progress bar on stderr when it is a terminal),
+    (default ``ps.space.default()``) the programs of a task without a usable record are drawn
+    from (``candidates`` of them); a task's records are used whatever space made them (a
+    record replays its own instructions), so to compile without a module, give a database
+    tuned without it. ``progress``: ``"auto"`` (a progress bar on stderr when it is a terminal),
     None, or ``progress(message)`` called as each task is built. ``precision``:
     ``"bf16"`` compiles the tasks with their products in bfloat16 (tasks and records of their
     own: :mod:`probsched.graph.precision`), except those whose float32 record is faster or
