@@ -28,12 +28,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Sequence, Set, Tuple
 
 from ..errors import ProbschedError
-from ..schedule.flat_window import flatten_window
 from ..ir.stmt import PrimFunc
 from ..ir.dtypes import BF16
 from ..ir.stmt import Store
 from ..precision import _moves_data, _retype, canonical, convert, lowered_buffers, product_operands
 from ..schedule.cache import cache_read
+from ..schedule.flat_window import flatten_window
 from ..schedule.dataflow import read_buffers, written_buffers
 
 if TYPE_CHECKING:
