@@ -50,6 +50,7 @@ True
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from ..ir.expr import BinOp, Cast, Const, Expr, Load, Var, cast, free_vars, if_then_else, substitute
@@ -74,11 +75,30 @@ def flatten_window(func: PrimFunc, group: Optional[int] = None) -> PrimFunc:
     return out
 
 
+@dataclass(frozen=True)
 class _Form:
-    """What the rewrite reads off one convolution block."""
+    """What the rewrite reads off one convolution block: the block, its store, its data and
+    weight loads (and the casts around them), the data's producer, the group, the names of
+    the iterators (taps ``kh``, ``kw``, channel ``c``, output channel ``o``, output column
+    ``w_spatial``), the column stride and offset, and the channel and tap counts."""
 
-    def __init__(self, **kw) -> None:
-        self.__dict__.update(kw)
+    block: Block
+    store: Store
+    x: Load
+    w: Load
+    x_cast: Optional[str]
+    w_cast: Optional[str]
+    producer: Block
+    group: int
+    kh: str
+    kw: str
+    c: str
+    o: str
+    w_spatial: str
+    stride: int
+    offset: int
+    channels: int
+    taps: int
 
 
 def _unwrap(e: Expr) -> Tuple[Expr, Optional[str]]:
