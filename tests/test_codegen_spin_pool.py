@@ -190,18 +190,25 @@ def test_wake_keeps_spinning_workers_awake_and_idle_ones_still_sleep():
     _awake(pool)
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-4)
+    gaps = 0  # times this thread was descheduled long enough (0.5 ms) for a worker to nap legitimately
     try:
         spin_pool.launch_counts(reset=True)
         end = time.perf_counter() + 0.1
-        while time.perf_counter() < end:
+        last = time.perf_counter()
+        while last < end:
             pool.wake()
             step = time.perf_counter() + 2e-4
             while time.perf_counter() < step:
                 pass
+            now = time.perf_counter()
+            gaps += now - last > 5e-4
+            last = now
         naps = spin_pool.launch_counts()["naps"]
     finally:
         sys.setswitchinterval(old)
-    assert naps <= 3, f"{naps} naps while wake() was called every 0.2 ms"  # slack for a descheduled caller
+    # without the kick a worker naps about 100 times here; a loaded machine (another VM on the
+    # core) deschedules the caller now and then, and a worker may nap in each such gap
+    assert naps <= 3 + 2 * gaps, f"{naps} naps while wake() was called every 0.2 ms ({gaps} gaps over 0.5 ms)"
     deadline = time.monotonic() + 5.0
     while pool.states() != [spin_pool.SLEEPING] * pool.workers:  # without calls they do sleep
         assert time.monotonic() < deadline, f"workers kept spinning: {pool.states()}"
