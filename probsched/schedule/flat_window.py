@@ -195,7 +195,7 @@ def _rewrite(func: PrimFunc, f: _Form) -> PrimFunc:
 
     # the input's stage, writing the flat rows (zero past the end of the image's)
     i0, i1, i2, i3 = (it.var for it in prod.iters)
-    j = Var("v_j")
+    j = Var(fresh_name({i0.name, i1.name}, "v_j"))
     old = substitute(prod.body.value, {i2.name: j // ch, i3.name: j % ch})
     zero = Const(0, x.dtype) if x.dtype != "bfloat16" else cast(x.dtype, Const(0.0, "float32"))
     value = if_then_else(j < x.shape[2] * ch, old, zero) if length > x.shape[2] * ch else old
