@@ -346,7 +346,7 @@ def extract_tasks(graph: Graph, groups: Optional[List[Group]] = None) -> List["T
             continue
         name = f"{graph.name}/{len(tasks):02d}_{low.func.name}"
         # an int8 convolution over fewer channels than a quad (an image's 3) reads its window rows
-        # flat, in quads (:mod:`~probsched.schedule.flat_window`); a bf16 task does in in_precision
+        # flat, in quads (:mod:`~probsched.schedule.flat_window`); a bf16 task does so in in_precision
         func = flatten_window(low.func) if precision_of(low.func) == "int8" else low.func
         task = Task(name, func, _flops(graph, [n for n in grp.nodes]), [call], low, graph)
         by_key[key] = task

@@ -53,10 +53,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from ..ir.dtypes import is_float
 from ..ir.expr import BinOp, Cast, Const, Expr, Load, Var, cast, free_vars, if_then_else, substitute
 from ..ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store
 from .analysis import affine
-from .tree import TreeIndex, all_names, fresh_name
+from .tree import TreeIndex, all_names, fresh_name, unscheduled
 
 #: (A's, B's) dtypes of the products the grouped kernels read, and their group
 GROUPS = {("bfloat16", "bfloat16"): 2, ("uint8", "int8"): 4}
@@ -105,25 +106,11 @@ def _unwrap(e: Expr) -> Tuple[Expr, Optional[str]]:
     return (e.value, e.dtype) if isinstance(e, Cast) else (e, None)
 
 
-def _plain_nest(idx: TreeIndex, blk: Block) -> bool:
-    """Whether ``blk`` is alone in a root nest of one serial loop per iterator, in order."""
-    loops = idx.loops_above(blk.name)
-    return (
-        len(idx.block_path(blk.name)) == len(loops) + 1
-        and len(loops) == len(blk.iters)
-        and all(isinstance(b, Var) and b.name == l.name for b, l in zip(blk.bindings, loops))
-        and all(l.kind == "serial" and not l.annotations and l.extent == it.extent for l, it in zip(loops, blk.iters))
-        and all(len(l.body) == 1 for l in loops)
-        and isinstance(blk.predicate, Const)
-        and not blk.annotations
-    )
-
-
 def _match(func: PrimFunc, name: str, group: Optional[int]) -> Optional[_Form]:
     idx = TreeIndex.of(func)
     blk = idx.block(name)
     st = blk.body
-    if not (isinstance(st, Store) and blk.is_reduction and isinstance(blk.init, Store) and _plain_nest(idx, blk)):
+    if not (isinstance(st, Store) and blk.is_reduction and isinstance(blk.init, Store) and (unscheduled(idx, blk) and not blk.annotations)):
         return None
     v = st.value
     if not (isinstance(v, BinOp) and v.op == "add" and isinstance(v.b, BinOp) and v.b.op == "mul"):
@@ -133,10 +120,10 @@ def _match(func: PrimFunc, name: str, group: Optional[int]) -> Optional[_Form]:
     (x, x_cast), (w, w_cast) = _unwrap(v.b.a), _unwrap(v.b.b)
     if not (isinstance(x, Load) and isinstance(w, Load)) or len(x.indices) != 4 or len(w.indices) != 4:
         return None
-    g = GROUPS.get((x.buffer.dtype, w.buffer.dtype))
-    group = group if group is not None else g
-    if g is None or group is None:
+    products = GROUPS.get((x.buffer.dtype, w.buffer.dtype))
+    if products is None:
         return None
+    group = group or products
     kinds = {it.var.name: it for it in blk.iters}
     wv = [ix.name if isinstance(ix, Var) else None for ix in w.indices]
     if None in wv or len(set(wv)) != 4 or any(kinds[n].kind != "R" for n in wv[:3]) or kinds[wv[3]].kind != "S":
@@ -159,7 +146,7 @@ def _match(func: PrimFunc, name: str, group: Optional[int]) -> Optional[_Form]:
     prod = producers[0]
     readers = [b for b in func.blocks() if any(buf.name == x.buffer.name for buf, _ in b.reads())]
     pst = prod.body
-    if (readers != [blk] or prod.init is not None or not _plain_nest(idx, prod) or len(prod.iters) != 4
+    if (readers != [blk] or prod.init is not None or not unscheduled(idx, prod) or len(prod.iters) != 4
             or any(it.kind != "S" for it in prod.iters)
             or tuple(pst.indices) != tuple(it.var for it in prod.iters)):
         return None
@@ -168,6 +155,10 @@ def _match(func: PrimFunc, name: str, group: Optional[int]) -> Optional[_Form]:
         kh=kh, kw=kw, c=c, o=o, w_spatial=wspatial, stride=cols[0][wspatial], offset=cols[1],
         channels=channels, taps=kinds[kw].extent,
     )
+
+
+def _zero(dtype: str) -> Const:
+    return Const(0.0 if is_float(dtype) else 0, dtype)
 
 
 def _nest(block: Block, loops: List[Var]) -> Loop:
@@ -197,16 +188,14 @@ def _rewrite(func: PrimFunc, f: _Form) -> PrimFunc:
     i0, i1, i2, i3 = (it.var for it in prod.iters)
     j = Var(fresh_name({i0.name, i1.name}, "v_j"))
     old = substitute(prod.body.value, {i2.name: j // ch, i3.name: j % ch})
-    zero = Const(0, x.dtype) if x.dtype != "bfloat16" else cast(x.dtype, Const(0.0, "float32"))
-    value = if_then_else(j < x.shape[2] * ch, old, zero) if length > x.shape[2] * ch else old
+    value = if_then_else(j < x.shape[2] * ch, old, _zero(x.dtype)) if length > x.shape[2] * ch else old
     iters = [IterVar(i0, x.shape[0]), IterVar(i1, x.shape[1]), IterVar(j, length)]
     loops = [Var(take("flat_i0")), Var(take("flat_i1")), Var(take("flat_j"))]
     x_nest = _nest(Block(prod.name, iters, loops, Store(x2, (i0, i1, j), value)), loops)
 
     # the weight, its (kw, c) flattened and padded with zeros
     a, q, n = Var("v_kh"), Var("v_j"), Var("v_o")
-    wzero = Const(0, w.dtype) if w.dtype != "bfloat16" else cast(w.dtype, Const(0.0, "float32"))
-    wval = if_then_else(q < taps * ch, Load(w, (a, q // ch, q % ch, n)), wzero)
+    wval = if_then_else(q < taps * ch, Load(w, (a, q // ch, q % ch, n)), _zero(w.dtype))
     loops = [Var(take("window_kh")), Var(take("window_j")), Var(take("window_o"))]
     w_iters = [IterVar(a, w.shape[0]), IterVar(q, flat), IterVar(n, w.shape[3])]
     w_nest = _nest(Block(w2.name, w_iters, loops, Store(w2, (a, q, n), wval)), loops)
@@ -220,8 +209,7 @@ def _rewrite(func: PrimFunc, f: _Form) -> PrimFunc:
     wl = cast(f.w_cast, wl) if f.w_cast else wl
     st = f.store
     iters = [it for it in blk.iters if it.var.name not in (f.kw, f.c)] + [IterVar(jr, flat, "R")]
-    loops = [Var(take("rj" if it.var is jr else it.var.name[2:] if it.var.name.startswith("v_") else it.var.name))
-             for it in iters]
+    loops = [Var(take(it.var.name.removeprefix("v_"))) for it in iters]
     conv = Block(blk.name, iters, loops, Store(st.buffer, st.indices, st.value.a + xl * wl), init=blk.init,
                  predicate=blk.predicate)
     conv_nest = _nest(conv, loops)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Container, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import ScheduleError
-from ..ir.expr import Expr, free_vars, substitute
+from ..ir.expr import Const, Expr, Var, free_vars, substitute
 from ..ir.stmt import Block, Loop, PrimFunc, Stmt, map_blocks  # noqa: F401 - map_blocks: the IR's, used from here
 
 Path = Tuple[int, ...]
@@ -243,6 +243,21 @@ def substitute_loop_vars(s: Union[Stmt, tuple], mapping: Dict[str, Expr]) -> Uni
         )
 
     return map_blocks(s, fix)
+
+
+def unscheduled(idx: "TreeIndex", blk: Block) -> bool:
+    """Whether ``blk`` is alone in a root loop nest of one serial, unannotated loop per
+    iterator, in its iterators' order, without a predicate: a block no primitive has
+    touched yet, which a program rewrite (Winograd's, flat windows) may replace whole."""
+    loops = idx.loops_above(blk.name)
+    return (
+        len(idx.block_path(blk.name)) == len(loops) + 1
+        and len(loops) == len(blk.iters)
+        and all(isinstance(b, Var) and b.name == l.name for b, l in zip(blk.bindings, loops))
+        and all(l.kind == "serial" and not l.annotations and l.extent == it.extent for l, it in zip(loops, blk.iters))
+        and all(len(l.body) == 1 for l in loops)
+        and isinstance(blk.predicate, Const)
+    )
 
 
 def fresh_name(taken: Container[str], base: str) -> str:

@@ -56,7 +56,7 @@ from ..ir.layout import LAYOUT_FREE, LAYOUT_TRANSFORMS, layouts_of
 from ..ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store
 from ..ir.winograd import KERNEL, TILES, WINOGRAD, WinogradKernel, exact_matrices
 from .analysis import affine
-from .tree import TreeIndex, all_names, fresh_name, require
+from .tree import TreeIndex, all_names, fresh_name, require, unscheduled
 
 PRIMITIVE = "winograd"
 
@@ -93,9 +93,8 @@ def match_conv(func: PrimFunc, block: str) -> Tuple[Optional[ConvRoles], str]:
     st = blk.body
     if not isinstance(st, Store) or not blk.is_reduction or blk.annotations:
         return None, f"block {block} is not a plain reduction (scheduled already, or tensorized)"
-    why = _unscheduled(idx, blk)
-    if why:
-        return None, why
+    if not unscheduled(idx, blk):
+        return None, f"block {block} is scheduled already (rewrite it before other primitives)"
     init = blk.init
     if not (isinstance(init, Store) and init.indices == st.indices and isinstance(init.value, Const) and init.value.value == 0):
         return None, f"block {block} does not start its sum from zero"
@@ -147,21 +146,6 @@ def match_conv(func: PrimFunc, block: str) -> Tuple[Optional[ConvRoles], str]:
 
 def _is_var(e: Expr, name: str) -> bool:
     return isinstance(e, Var) and e.name == name
-
-
-def _unscheduled(idx: TreeIndex, blk: Block) -> str:
-    """Why ``blk`` is not alone in a root loop nest of one serial loop per iterator, or ""."""
-    loops = idx.loops_above(blk.name)
-    path = idx.block_path(blk.name)
-    plain = (
-        len(path) == len(loops) + 1
-        and len(loops) == len(blk.iters)
-        and all(isinstance(b, Var) and b.name == l.name for b, l in zip(blk.bindings, loops))
-        and all(l.kind == "serial" and not l.annotations and l.extent == it.extent for l, it in zip(loops, blk.iters))
-        and all(len(l.body) == 1 for l in loops)
-        and isinstance(blk.predicate, Const)
-    )
-    return "" if plain else f"block {blk.name} is scheduled already (rewrite it before other primitives)"
 
 
 def weight_is_bound(func: PrimFunc, roles: ConvRoles) -> bool:
