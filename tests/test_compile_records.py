@@ -94,6 +94,9 @@ def test_a_best_record_that_does_not_replay_falls_back_to_the_next(tmp_path, tas
     assert choice.source == "database" and choice.seconds == pytest.approx(2e-6)  # the next record
     text = caplog.text
     assert task.name in text and bad[:12] in text and str(db) in text and "does not replay" in text
+    caplog.clear()  # compiled again (a network that warned is not kept whole): it warns again
+    compile_and_check(db, caplog)
+    assert bad[:12] in caplog.text and "does not replay" in caplog.text
 
 
 def test_a_decision_outside_its_support_falls_back_to_a_predicted_schedule(tmp_path, task, caplog):

@@ -161,10 +161,12 @@ def _stored(task: Task, db: Optional[Database]) -> List[Tuple[TuningRecord, floa
     return ([(best.record, best.seconds)] + others)[:MAX_RECORDS_TRIED]
 
 
-def _database_candidates(task: Task, db: Database, stored: List[Tuple[TuningRecord, float]]) -> Iterator[Tuple[Schedule, float]]:
+def _database_candidates(task: Task, db: Database, stored: List[Tuple[TuningRecord, float]],
+                         skipped: List[str]) -> Iterator[Tuple[Schedule, float]]:
     """The schedules of ``stored`` (:func:`_stored`, records of ``db``) that replay; a record
-    that does not replay is skipped with a warning."""
+    that does not replay is skipped with a warning, and its hash added to ``skipped``."""
     for rec, seconds in stored:
+        skipped.append(rec.candidate_hash)  # until it yields
         try:
             # a task storing some values in bfloat16 replays its base's records (the same
             # blocks and loops): the base's program is the one the record names
@@ -186,6 +188,7 @@ def _database_candidates(task: Task, db: Database, stored: List[Tuple[TuningReco
                 log.info("compile: task %s: record %s does not replay with values stored in bfloat16 (%s); trying the next",
                          task.name, rec.candidate_hash[:12], exc)
                 continue
+        skipped.pop()
         yield sch, seconds
 
 
@@ -362,8 +365,9 @@ def _build_tasks(name: str, tasks: List[Task], stored, db, space, candidates: in
     try:
         for n, task in enumerate(tasks):
             start = time.perf_counter()
-            kernel, choice, failures, tried = None, None, [], 0
-            for sch, source, seconds in _ranked(task, db, space, candidates, seed, seed + n, shipped, stored[task.key]):
+            kernel, choice, failures, tried, skipped = None, None, [], 0, []
+            for sch, source, seconds in _ranked(task, db, space, candidates, seed, seed + n, shipped, stored[task.key],
+                                                skipped):
                 tried += 1
                 try:
                     built = build(sch)
@@ -385,8 +389,9 @@ def _build_tasks(name: str, tasks: List[Task], stored, db, space, candidates: in
             kernels[task.key] = kernel
             choices.append(choice)
             has_records = any(records for records in stored[task.key])
-            # the first record taken (a record that no longer replays is skipped before it is tried)
-            clean = clean and not failures and (not has_records or (tried == 1 and choice.source in ("database", "shipped")))
+            # the first record taken: none skipped for not replaying, none failing its check
+            clean = clean and not failures and not skipped and (
+                not has_records or (tried == 1 and choice.source in ("database", "shipped")))
             msg = f"[{n + 1}/{len(tasks)}] {task.name}: {choice.source} ({time.perf_counter() - start:.1f} s)"
             log.info(msg)
             report(msg)
@@ -429,16 +434,17 @@ def _progress(progress, name: str, total: int):
 
 def _ranked(
     task: Task, db: Optional[Database], space, candidates: int, model_seed: int, seed: int,
-    shipped: Optional[Database], stored: Tuple[list, list],
+    shipped: Optional[Database], stored: Tuple[list, list], skipped: Optional[List[str]] = None,
 ) -> Iterator[Tuple[Schedule, str, Optional[float]]]:
     """(schedule, source, measured seconds) to try for ``task``, in order of preference: the
     records of ``stored`` (:func:`_records`: the database's, or the ones shipped for this CPU
     family, :mod:`.shipped`, for a task without records of its own), then the predicted one
     chosen before (:mod:`.compile_cache`), then the predicted ones (drawn only when nothing
-    before served)."""
+    before served). ``skipped`` gains the hashes of the records that did not replay."""
     own, theirs = stored
+    skipped = [] if skipped is None else skipped
     for source, records, name in ((db, own, "database"), (shipped, theirs, "shipped")):
-        for sch, seconds in _database_candidates(task, source, records):
+        for sch, seconds in _database_candidates(task, source, records, skipped):
             yield sch, name, seconds
     earlier = compile_cache.load_predicted(compile_cache.predicted_key(task.key, space, candidates, seed))
     if earlier is not None:
