@@ -180,3 +180,25 @@ def test_a_weight_read_by_two_tasks_in_two_layouts_is_laid_out_for_each(tmp_path
     assert [layouts_of(model.kernels[t.key].func)["w0"] for t in tasks] == seen
     np.testing.assert_allclose(model(x), np.asarray(jax.jit(fn)(x)), rtol=1e-4, atol=1e-4)
     db.close()
+
+
+def test_multi_level_tiling_stores_a_weight_no_micro_kernel_takes_in_the_order_its_tiles_read_it():
+    # 10 columns are no whole vector on any CPU: no micro-kernel takes this classifier, and
+    # MultiLevelTiling tiles it; its weight must still stream from memory in the network
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((24, 10)).astype(np.float32), rng.standard_normal(10).astype(np.float32)
+    x = rng.standard_normal((1, 24)).astype(np.float32)
+    (task,) = ps.from_jax(lambda x: x @ w + b, x).tasks()
+    assert "w0" in task.func.attr(LAYOUT_FREE)
+    for s in range(3):
+        sch = ps.Schedule(task.func)
+        tr = trace(seed(ps.space.default(), s)).get_trace(sch)
+        assert "matmul/intrin" not in tr and not any(n.endswith("weight_layout") for n in tr)  # not sampled: always
+        lay = layouts_of(sch.mod)["w0"]
+        assert lay.shape == (24, 10) and not lay.is_identity
+        out = np.zeros((1, 10), np.float32)
+        ps.build(sch.mod)(x, w, b.reshape(task.func.params[2].shape), out)
+        np.testing.assert_allclose(out, x @ w + b, rtol=1e-5, atol=1e-5)
+    plain = ps.Schedule(task.func)
+    trace(seed(ps.space.default(rewrite_layout=False), 0)).get_trace(plain)
+    assert layouts_of(plain.mod) == {}

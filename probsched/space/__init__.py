@@ -38,7 +38,7 @@ def default_rules(
         RFactorLanes(max_jobs_per_core=16, target=target),
         Winograd(),
         MultiLevelTilingWithIntrin(max_panel=512, rewrite_layout=rewrite_layout, target=target),
-        MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64),
+        MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64, rewrite_layout=rewrite_layout),
         RandomComputeLocation(),
     ]
     if not winograd:

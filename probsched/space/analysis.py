@@ -17,6 +17,7 @@ from ..ir.expr import Call, Load, Select, free_vars, walk
 from ..ir.stmt import Block
 from ..schedule import LoopRV, Schedule
 from ..schedule.dataflow import consumers, producers, read_buffers, single_store, written_buffers
+from ..schedule.layout import LAYOUT_FREE, Layout
 
 
 def block(sch: Schedule, name: str) -> Block:
@@ -115,3 +116,20 @@ def reads_of(sch: Schedule, name: str) -> List[str]:
     blk = block(sch, name)
     own = set(written_buffers(blk))
     return [b for b in read_buffers(blk) if b not in own]
+
+
+def weight_layout(sch: Schedule, name: str, buffer: str) -> Optional[Layout]:
+    """The layout in which the tiles of block ``name`` read ``buffer`` in order, when
+    ``buffer`` is a constant of the network (layout-free: ``ps.compile`` binds it once, so
+    storing it in that order costs nothing per call) and that layout is not the one it
+    has; otherwise None. MetaSchedule's RewriteLayout stores every such weight so.
+
+    >>> import probsched as ps
+    >>> sch = ps.Schedule(ps.workloads.small("GMM").func)
+    >>> weight_layout(sch, "Z", "Y") is None   # a workload's operands are not constants
+    True
+    """
+    if buffer not in (sch.mod.attr(LAYOUT_FREE) or ()):
+        return None
+    lay = sch.tile_layout(sch.get_block(name), buffer)
+    return None if lay is None or lay.is_identity else lay

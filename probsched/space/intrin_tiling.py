@@ -80,7 +80,6 @@ if TYPE_CHECKING:
 from ..schedule.analysis import affine_in
 from ..schedule.dataflow import single_store
 from ..schedule.distributions import ALGORITHM
-from ..schedule.layout import LAYOUT_FREE
 from . import analysis as an
 
 
@@ -478,16 +477,12 @@ class MultiLevelTilingWithIntrin:
 
     @staticmethod
     def _lay_out_weight(sch: Schedule, block: BlockRV, b: str) -> bool:
-        """When B is a constant of the network (a layout-free buffer), sample whether to
-        store it in the order the tiles read it (MetaSchedule's RewriteLayout): each
-        micro-kernel panel contiguous, packed once when the network is compiled instead
-        of on every call. Returns whether it did."""
-        if b not in (sch.mod.attr(LAYOUT_FREE) or ()):
-            return False
-        lay = sch.tile_layout(block, b)
-        if lay is None or lay.is_identity:
-            return False
-        if not sch.sample_categorical([True, False], name=f"{block.name}/weight_layout"):
+        """When B is a constant of the network (:func:`.analysis.weight_layout`), sample
+        whether to store it in the order the tiles read it: each micro-kernel panel
+        contiguous, packed once when the network is compiled instead of on every call.
+        Returns whether it did."""
+        lay = an.weight_layout(sch, block.name, b)
+        if lay is None or not sch.sample_categorical([True, False], name=f"{block.name}/weight_layout"):
             return False
         sch.transform_layout(b, lay.splits, lay.order)
         return True
