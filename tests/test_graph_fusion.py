@@ -74,6 +74,32 @@ def test_residual_add_joins_the_last_convolution_of_the_block():
     assert residual and all(grp.nodes[-1].op == "max" for grp in residual)
 
 
+def test_a_lone_elementwise_value_is_computed_again_in_its_one_reader():
+    """A quantized network's dequantized skip connection: the byte value is read by the next
+    convolution too, so its dequantization cannot join the group that makes it; it moves into
+    the residual add's group instead of being stored in float32 by a task of its own."""
+    p = Params(3)
+    w1, w2 = p.conv(1, 1, 4, 4), p.conv(1, 1, 4, 4)
+
+    def fn(x, b):
+        skip = (x - 3.0) * 0.5
+        y = jax.nn.relu(conv2d(x, w1))
+        per_channel = (b - 1.0) * 2.0  # broadcast over the pixels where it is read: stays apart
+        return jax.nn.relu(conv2d(y, w2) + skip) * per_channel
+
+    rng = np.random.default_rng(0)
+    args = (rng.standard_normal((1, 5, 5, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32))
+    g = ps.from_jax(fn, *args)
+    groups = fuse(g)
+    x, b = g.inputs
+    assert [grp.kind for grp in groups] == ["anchor", "elemwise", "anchor"]
+    assert groups[1].inputs[0] == b and x not in groups[1].inputs
+    last = groups[2]
+    assert x in last.inputs and sum(n.op == "conv_general_dilated" for n in last.nodes) == 1
+    model = ps.compile(g, check=False, progress=None)
+    np.testing.assert_allclose(model(*args), np.asarray(jax.jit(fn)(*args)), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "name, groups, tasks",
     [pytest.param("resnet50", 56, 31, marks=pytest.mark.slow(rotation=1)),  # the largest import; the others every run

@@ -17,6 +17,12 @@ The rules follow TVM's operator fusion, with the node kinds of :mod:`.ops`:
   softmax is a group of its own;
 - among several groups an elementwise node could join, the latest wins; a join that would
   make two groups depend on each other is refused;
+- a group of elementwise nodes left on its own, computed from a single value (constants
+  aside) and read only by the elementwise nodes of one other group, element for element,
+  moves into that group, which computes it from that value: a quantized network's
+  dequantized skip connection, whose byte value the next block's convolution reads too, is
+  recomputed in the residual add's epilogue instead of stored between tasks in float32
+  (4x the bytes, and a task of its own);
 - a graph output that only a view computes gets a group of its own that copies it out.
 
 A group's outputs are the values it computes that another group or the graph's caller
@@ -168,9 +174,68 @@ class _Fuser:
         for n in self.graph.nodes:
             if self.kind[id(n)] != VIEW:
                 self.place(n)
+        self._sink_lone_elementwise()
         self._copy_groups()
         self._inputs_outputs()
         return self._ordered()
+
+    def _sink_target(self, e: int) -> Optional[int]:
+        """The group that elementwise group ``e`` moves into (the module doc), or None."""
+        grp = self.groups[e]
+        if grp.kind != ELEMWISE or any(self.kind[id(n)] != ELEMWISE for n in grp.nodes):
+            return None
+        own = {v for n in grp.nodes for v in n.outputs}
+        varying = {s for n in grp.nodes for s in self.node_sources(n) if s not in own and not self.graph.is_constant(s)}
+        if len(varying) != 1:
+            return None
+        escaping = {s for v in self.graph.outputs for s in self.sources(v)}
+        if own & escaping:
+            return None
+        targets = set()
+        for v in own:
+            for r in self.readers.get(v, []):
+                g = self.group_of[id(r)]
+                if g == e:
+                    continue
+                # elementwise, and element for element: a broadcast read would compute it again per copy
+                if self.kind[id(r)] != ELEMWISE or self._size(r.outputs[0]) != self._size(v):
+                    return None
+                targets.add(g)
+        return targets.pop() if len(targets) == 1 else None
+
+    def _size(self, value: int) -> int:
+        size = 1
+        for d in self.graph.types[value].shape:
+            size *= int(d)
+        return size
+
+    def _sink_lone_elementwise(self) -> None:
+        moved: Dict[int, int] = {}
+        for e in range(len(self.groups)):
+            g = self._sink_target(e)
+            if g is None:
+                continue
+            grp, into = self.groups[e], self.groups[g]
+            order = {id(n): i for i, n in enumerate(self.graph.nodes)}
+            into.nodes = sorted(into.nodes + grp.nodes, key=lambda n: order[id(n)])
+            into.deps |= grp.deps - {g}
+            for n in grp.nodes:
+                self.group_of[id(n)] = g
+            moved[e] = g
+        if not moved:
+            return
+        def final(g: int) -> int:
+            while g in moved:
+                g = moved[g]
+            return g
+
+        kept = [i for i in range(len(self.groups)) if i not in moved]
+        index = {old: new for new, old in enumerate(kept)}
+        for i in kept:
+            grp = self.groups[i]
+            grp.deps = {index[final(d)] for d in grp.deps if final(d) != i}
+        self.groups = [self.groups[i] for i in kept]
+        self.group_of = {k: index[final(g)] for k, g in self.group_of.items()}
 
     def _copy_groups(self) -> None:
         for v in dict.fromkeys(self.graph.outputs):
