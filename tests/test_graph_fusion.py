@@ -100,6 +100,28 @@ def test_a_lone_elementwise_value_is_computed_again_in_its_one_reader():
     np.testing.assert_allclose(model(*args), np.asarray(jax.jit(fn)(*args)), rtol=1e-5, atol=1e-5)
 
 
+def test_a_group_stores_the_bytes_a_later_group_dequantizes_not_their_floats():
+    """A quantized downsampling convolution's output is dequantized only for the residual
+    add: the convolution stores the bytes, and the add's group dequantizes what it reads."""
+    p = Params(4)
+    w1, w2, w3 = p.conv(1, 1, 4, 4), p.conv(1, 1, 4, 4), p.conv(1, 1, 4, 4)
+
+    def fn(x):
+        q = jnp.clip(jnp.round(conv2d(x, w1) / 0.1) + 128.0, 0.0, 255.0).astype(jnp.uint8)
+        skip = (q.astype(jnp.float32) - 128.0) * 0.1
+        return conv2d(jax.nn.relu(conv2d(x, w2)), w3) + skip
+
+    x = np.random.default_rng(1).standard_normal((1, 5, 5, 4)).astype(np.float32)
+    g = ps.from_jax(fn, x)
+    groups = fuse(g)
+    assert len(groups) == 3
+    (down,) = [grp for grp in groups if any(n.op == "convert_element_type" for n in grp.nodes)]
+    assert [g.types[v].dtype for v in down.outputs] == ["uint8"]
+    assert down.outputs[0] in groups[-1].inputs
+    model = ps.compile(g, check=False, progress=None)
+    np.testing.assert_allclose(model(x), np.asarray(jax.jit(fn)(x)), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "name, groups, tasks",
     [pytest.param("resnet50", 56, 31, marks=pytest.mark.slow(rotation=1)),  # the largest import; the others every run

@@ -17,12 +17,14 @@ The rules follow TVM's operator fusion, with the node kinds of :mod:`.ops`:
   softmax is a group of its own;
 - among several groups an elementwise node could join, the latest wins; a join that would
   make two groups depend on each other is refused;
-- a group of elementwise nodes left on its own, computed from a single value (constants
-  aside) and read only by the elementwise nodes of one other group, element for element,
-  moves into that group, which computes it from that value: a quantized network's
+- elementwise work computed from a single value (constants aside) and read only by the
+  elementwise nodes of one other group, element for element, moves into that group, which
+  computes it from that value: a group of such nodes left on its own, or the tail of a
+  group that makes wider values than the one it starts from. A quantized network's
   dequantized skip connection, whose byte value the next block's convolution reads too, is
-  recomputed in the residual add's epilogue instead of stored between tasks in float32
-  (4x the bytes, and a task of its own);
+  recomputed in the residual add's epilogue instead of stored between tasks in float32 by
+  a task of its own; a downsampling convolution stores its bytes, not their dequantized
+  floats (4x the bytes), for the residual add to read;
 - a graph output that only a view computes gets a group of its own that copies it out.
 
 A group's outputs are the values it computes that another group or the graph's caller
@@ -43,7 +45,7 @@ reads; every other value it computes stays inside its task.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from .ir import Graph, Node
 from .ops import ANCHOR, ELEMWISE, OPS, REDUCE, VIEW
@@ -174,56 +176,81 @@ class _Fuser:
         for n in self.graph.nodes:
             if self.kind[id(n)] != VIEW:
                 self.place(n)
-        self._sink_lone_elementwise()
+        self._sink_elementwise()
         self._copy_groups()
         self._inputs_outputs()
         return self._ordered()
 
-    def _sink_target(self, e: int) -> Optional[int]:
-        """The group that elementwise group ``e`` moves into (the module doc), or None."""
-        grp = self.groups[e]
-        if grp.kind != ELEMWISE or any(self.kind[id(n)] != ELEMWISE for n in grp.nodes):
-            return None
-        own = {v for n in grp.nodes for v in n.outputs}
-        varying = {s for n in grp.nodes for s in self.node_sources(n) if s not in own and not self.graph.is_constant(s)}
-        if len(varying) != 1:
-            return None
-        escaping = {s for v in self.graph.outputs for s in self.sources(v)}
-        if own & escaping:
+    def _reader_group(self, nodes: List[Node]) -> Optional[int]:
+        """The one group, other than theirs, that reads the values ``nodes`` make, when all
+        its readers of them are elementwise nodes reading element for element (a broadcast
+        read would compute a value again per copy) and none is an output of the graph."""
+        inside = {id(n) for n in nodes}
+        made = {v for n in nodes for v in n.outputs}
+        if made & {s for v in self.graph.outputs for s in self.sources(v)}:
             return None
         targets = set()
-        for v in own:
+        for v in made:
             for r in self.readers.get(v, []):
-                g = self.group_of[id(r)]
-                if g == e:
+                if id(r) in inside:
                     continue
-                # elementwise, and element for element: a broadcast read would compute it again per copy
-                if self.kind[id(r)] != ELEMWISE or self._size(r.outputs[0]) != self._size(v):
+                if self.kind[id(r)] != ELEMWISE or self.graph.types[r.outputs[0]].size != self.graph.types[v].size:
                     return None
-                targets.add(g)
+                targets.add(self.group_of[id(r)])
         return targets.pop() if len(targets) == 1 else None
 
-    def _size(self, value: int) -> int:
-        size = 1
-        for d in self.graph.types[value].shape:
-            size *= int(d)
-        return size
+    def _read_from(self, nodes: List[Node]) -> List[int]:
+        """The values ``nodes`` read that they do not make and that are not constants."""
+        made = {v for n in nodes for v in n.outputs}
+        reads = (s for n in nodes for s in self.node_sources(n))
+        return [s for s in dict.fromkeys(reads) if s not in made and not self.graph.is_constant(s)]
 
-    def _sink_lone_elementwise(self) -> None:
-        moved: Dict[int, int] = {}
-        for e in range(len(self.groups)):
-            g = self._sink_target(e)
-            if g is None:
+    def _movable_tail(self, g: int) -> Optional[Tuple[int, int]]:
+        """``(i, target)`` when the nodes of group ``g`` from its ``i``-th on may move to group
+        ``target`` (the module doc): elementwise, computed from one value of ``g`` alone, and
+        wider than it (a dequantization: moved, ``g`` stores the bytes instead of floats)."""
+        nodes = self.groups[g].nodes
+        for i in range(len(nodes) - 1, 0, -1):
+            tail = nodes[i:]
+            if self.kind[id(tail[0])] != ELEMWISE:
+                return None
+            read = self._read_from(tail)
+            if len(read) != 1 or self.source_group(read[0]) != g:
                 continue
-            grp, into = self.groups[e], self.groups[g]
-            order = {id(n): i for i, n in enumerate(self.graph.nodes)}
-            into.nodes = sorted(into.nodes + grp.nodes, key=lambda n: order[id(n)])
-            into.deps |= grp.deps - {g}
-            for n in grp.nodes:
-                self.group_of[id(n)] = g
-            moved[e] = g
+            narrow = self.graph.types[read[0]].nbytes
+            if all(self.graph.types[v].nbytes <= narrow for n in tail for v in n.outputs):
+                continue
+            target = self._reader_group(tail)
+            return None if target is None or target == g else (i, target)
+        return None
+
+    def _move(self, nodes: List[Node], target: int) -> None:
+        into = self.groups[target]
+        order = {id(n): i for i, n in enumerate(self.graph.nodes)}
+        into.nodes = sorted(into.nodes + nodes, key=lambda n: order[id(n)])
+        into.deps |= {g for g in (self.source_group(s) for s in self._read_from(nodes)) if g is not None} - {target}
+        for n in nodes:
+            self.group_of[id(n)] = target
+
+    def _sink_elementwise(self) -> None:
+        """Move elementwise work to the one group that reads it (the module doc)."""
+        moved: Dict[int, int] = {}  # lone groups emptied into another
+        for e, grp in enumerate(self.groups):
+            if grp.kind == ELEMWISE and all(self.kind[id(n)] == ELEMWISE for n in grp.nodes):
+                if len(self._read_from(grp.nodes)) == 1:
+                    target = self._reader_group(grp.nodes)
+                    if target is not None and target != e:
+                        self._move(grp.nodes, target)
+                        moved[e] = target
+                        continue
+            tail = self._movable_tail(e)
+            if tail is not None:
+                i, target = tail
+                self._move(grp.nodes[i:], target)
+                del grp.nodes[i:]
         if not moved:
             return
+
         def final(g: int) -> int:
             while g in moved:
                 g = moved[g]
