@@ -271,3 +271,25 @@ def test_a_reduction_loop_fused_with_a_spatial_one_is_not_peeled():
     assert "peeled" not in kernel2.source
     x, y = w.random_inputs(0)
     w.check(kernel2.run(x, y), w.reference(x, y))
+
+
+def test_code_that_rounds_floats_to_integers_rounds_what_its_reference_rounds():
+    """A quantized task's requantization: a fused multiply-add would move a value lying at a
+    rounding tie to the other integer (a*b + c == 0.5 exactly in float32, fma(a, b, c) a
+    little above it: rint gives 1 instead of 0), so such code is compiled without
+    contraction; code without rounding keeps it."""
+    rng = np.random.default_rng(0)
+    n = 2048
+    a, b = (rng.uniform(1.1, 1.9, n).astype(np.float32) for _ in range(2))
+    c = (np.float32(0.5) - a * b).astype(np.float32)
+    ties = (a * b + c == np.float32(0.5)) & (a.astype(np.float64) * b > a * b)
+    assert ties.sum() > n // 4  # the case is exercised
+    A, B, C = (ps.placeholder((n,), name=x) for x in "ABC")
+    D = ps.compute((n,), lambda i: ps.rint(A[i] * B[i] + C[i]), name="D")
+    kern = ps.build(ps.create_func([A, B, C, D]))
+    d = np.zeros(n, np.float32)
+    kern(a, b, c, d)
+    np.testing.assert_array_equal(d, np.rint(a * b + c))
+    assert kern.module.rounds
+    E = ps.compute((n,), lambda i: A[i] * B[i] + C[i], name="E")
+    assert not ps.build(ps.create_func([A, B, C, E])).module.rounds

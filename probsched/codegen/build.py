@@ -119,7 +119,8 @@ def _disk_key(key: tuple, module) -> Optional[str]:
     structural_hash, name, form, slp, spin_pool = key[:5]
     # not the emitter registry's generation (it counts registrations, which differ with what a
     # process imported): the entry's source is compared with the source generated now instead
-    options = repr(sorted((k, sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in generated_options().items()))
+    opts = generated_options(exact=module.rounds)
+    options = repr(sorted((k, sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in opts.items()))
     return program_cache.key(structural_hash, name, form, f"{options} slp={slp} spin_pool={spin_pool}")
 
 

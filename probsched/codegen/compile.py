@@ -5,7 +5,11 @@ Options (chosen by timing float32 kernels with the pinned numba):
 - ``fastmath`` = :data:`FASTMATH` = ``{nsz, arcp, contract, afn}``. Not ``reassoc`` (it lets
   the loop vectorizer pick the wrong loop, several times slower), not ``ninf``
   (max/min reductions start from -inf/+inf, softmax relies on them), not ``nnan`` (a NaN in
-  the data must come out as NaN, as in numpy);
+  the data must come out as NaN, as in numpy). Code that rounds floats to integers (a
+  quantized task's requantization) leaves out ``contract`` and ``arcp`` too
+  (:data:`EXACT_FASTMATH`): a fused multiply-add, or a division turned into a product by
+  the reciprocal, moves a value lying at a rounding tie to the other integer, and the
+  task's check compares with a reference that rounds what the graph says;
 - ``error_model='numpy'`` (no ZeroDivisionError branches), ``boundscheck=False``,
   ``nogil=True`` (kernels run on worker threads);
 - array arguments are ``noalias`` (numba's internal ``noalias`` flag, which parfors uses
@@ -60,6 +64,8 @@ from ..errors import BuildError  # noqa: E402
 from .emit import ModuleSource  # noqa: E402
 
 FASTMATH = frozenset({"nsz", "arcp", "contract", "afn"})
+#: fastmath of code that rounds floats to integers (see the module docstring)
+EXACT_FASTMATH = FASTMATH - {"contract", "arcp"}
 
 _counter = itertools.count()
 _warm_lock = threading.Lock()
@@ -160,15 +166,20 @@ def _generated_code_compiler():
     return _generated_compiler[0]
 
 
-def generated_options(by_address: bool = False) -> dict:
+def generated_options(by_address: bool = False, exact: bool = False) -> dict:
     """The ``numba.njit`` keyword arguments of a generated function: :func:`compile_options`
     with the shorter front end; ``by_address``: only called through its address (a parallel
-    body the launcher runs), so without a CPython wrapper.
+    body the launcher runs), so without a CPython wrapper; ``exact``: the code rounds floats
+    to integers (:data:`EXACT_FASTMATH`).
 
     >>> generated_options(by_address=True)["no_cpython_wrapper"]
     True
+    >>> sorted(generated_options(exact=True)["fastmath"])
+    ['afn', 'nsz']
     """
     opts = compile_options()
+    if exact:
+        opts["fastmath"] = set(EXACT_FASTMATH)
     opts.update(no_rewrites=True, no_cfunc_wrapper=True, pipeline_class=_generated_code_compiler())
     if by_address:
         opts["no_cpython_wrapper"] = True
@@ -302,7 +313,7 @@ def compile_module(module: ModuleSource) -> CompiledModule:
     for spec in module.functions:
         sig = tuple(numba_type(kind) for _, kind in spec.args)
         try:
-            disp = numba.njit(sig, **generated_options(spec.name in by_address))(ns[spec.name])
+            disp = numba.njit(sig, **generated_options(spec.name in by_address, module.rounds))(ns[spec.name])
         except Exception as exc:
             linecache.cache.pop(filename, None)
             msg = str(exc)

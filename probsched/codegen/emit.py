@@ -160,6 +160,13 @@ class ModuleSource:
     #: Global name the code calls a function by address through (``call_by_address``), if any.
     call_global: Optional[str] = None
 
+    @property
+    def rounds(self) -> bool:
+        """Whether the code rounds floats to integers (a quantized task's requantization):
+        it is compiled to round exactly the float values its reference rounds
+        (:func:`~.compile.generated_options` ``exact``)."""
+        return "np.rint(" in self.source
+
     def by_address(self) -> set:
         """Names of the functions only called through their address (by the launcher)."""
         return {key for kind, key in self.address_args if kind == "body"}

@@ -220,7 +220,7 @@ def _rebuild(module: "ModuleSource", entry: dict) -> "CompiledModule":
     dispatchers: Dict[str, object] = {}
     by_address = module.by_address()
     for spec in module.functions:
-        options = generated_options(spec.name in by_address)
+        options = generated_options(spec.name in by_address, module.rounds)
         dispatchers[spec.name] = stored.rebuild(entry["functions"][spec.name], options, ns[spec.name])
     if module.call_global is not None:
         call_by_address()  # built in this process as it would be for a compile
