@@ -25,6 +25,8 @@ import threading
 import weakref
 from typing import Callable, Optional, Sequence, Union
 
+import numpy as np
+
 from .errors import FrontEndError, IRError
 from .ir.expr import (
     BOOL,
@@ -199,6 +201,21 @@ def reduce_axis(dom: Union[int, Sequence[int]], name: str = "k") -> ReduceAxis:
 
 
 _IDENTITY = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
+
+
+def reduction_identity(combiner: str, dtype: str) -> Union[float, int]:
+    """What a reduction by ``combiner`` starts from in ``dtype``: an integer type has no
+    infinity, so its maximum starts from the type's least value and its minimum from its
+    greatest.
+
+    >>> reduction_identity("max", "float32"), reduction_identity("max", "uint8"), reduction_identity("min", "int8")
+    (-inf, 0, 127)
+    """
+    value = _IDENTITY[combiner]
+    if combiner != "sum" and np.issubdtype(np.dtype(dtype), np.integer):
+        info = np.iinfo(np.dtype(dtype))
+        return int(info.min) if combiner == "max" else int(info.max)
+    return value
 
 
 def _reduction(combiner: str, expr, axis, where) -> Reduce:
@@ -401,7 +418,7 @@ def _lower_stage(t: Tensor, names: _Names) -> Loop:
             upd = binary(body.combiner, acc, src)
         if not (isinstance(cond, Const) and cond.value is True):
             upd = if_then_else(cond, upd, acc)
-        init = Store(t.buffer, out_idx, Const(_IDENTITY[body.combiner], t.dtype))
+        init = Store(t.buffer, out_idx, Const(reduction_identity(body.combiner, t.dtype), t.dtype))
         store = Store(t.buffer, out_idx, upd)
     else:
         init = None

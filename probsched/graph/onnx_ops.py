@@ -825,11 +825,14 @@ def _max_pool(ins, a, opset):
         raise FrontEndError("storage_order=1 (column-major indices) is not supported")
     kernel, strides, dil, padding = _pool_window(a, x)
     perm = channels_last(len(x.shape))
-    xd = x.in_layout(perm)
     lax = _lax()
-    out = lax.reduce_window(xd, -np.inf, lax.max, (1, *kernel, 1), (1, *strides, 1), [(0, 0), *padding, (0, 0)],
-                            window_dilation=(1, *dil, 1))
-    return Value(out, perm)
+
+    def pool(v: Any, lowest: Any) -> Any:
+        return lax.reduce_window(v, lowest, lax.max, (1, *kernel, 1), (1, *strides, 1), [(0, 0), *padding, (0, 0)],
+                                 window_dilation=(1, *dil, 1))
+
+    quantized = onnx_qdq.max_pool(x, perm, pool)  # the maximum of a QDQ model's bytes
+    return quantized if quantized is not None else Value(pool(x.in_layout(perm), -np.inf), perm)
 
 
 def _window_counts(spatial, kernel, strides, dil, padding, within) -> np.ndarray:

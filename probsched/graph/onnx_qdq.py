@@ -37,7 +37,7 @@ True
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -101,6 +101,12 @@ def quantize_linear(ins: List[Optional[Value]], a, opset: int) -> Value:
         return Value(np.clip(q, lo, hi).astype(dtype), None, QDQ("q", x, scale, zero, axis))
     if scale.size != 1:
         raise FrontEndError("QuantizeLinear of a computed value per axis is not supported (activations are quantized per tensor)")
+    info = x.qdq
+    if (info is not None and info.kind == "dq" and not info.source.static and info.source.dtype == dtype
+            and np.array_equal(info.scale, scale) and np.array_equal(info.zero_point, zero)):
+        # the bytes x was dequantized from: (q - z) * s / s rounds back to q - z exactly
+        # (two roundings of a float32 under 2**-23 relative, |q - z| < 256)
+        return Value(info.source.data, info.source.perm, QDQ("q", x, scale, zero, axis))
     q = quant_ops.quantize_activation(x.data, float(scale.reshape(())), int(zero.reshape(())), dtype)
     return Value(q, x.perm, QDQ("q", x, scale, zero, axis))
 
@@ -133,6 +139,22 @@ def _activation(x: Value) -> Optional[Tuple[Value, float, int]]:
         src = q.qdq.source  # quantized from float32 here: quantize it to uint8 instead, 128 higher
         return Value(quant_ops.quantize_activation(src.data, scale, zero + 128), src.perm), scale, zero + 128
     return None
+
+
+def max_pool(x: Value, perm: Sequence[int], pool: Callable[[Any, Any], Any]) -> Optional[Value]:
+    """A ``MaxPool`` of dequantized 8-bit values (per tensor, a positive scale) computed on
+    the bytes and dequantized after: the same values, since dequantization keeps the order
+    (a padded position, the byte's minimum, never beats a real one), and what the
+    convolution before it stores and the one after it reads is bytes, not 4x their floats
+    (ONNX Runtime runs such a pool on the bytes too). ``pool(values, lowest)`` pools
+    channels-last values in ``perm``; None for any other input."""
+    got = _activation(x)
+    if got is None or got[0].dtype != "uint8" or got[1] <= 0:
+        return None
+    q, scale, zero = got
+    pooled = Value(pool(q.in_layout(perm), np.uint8(0)), perm)
+    info = x.qdq
+    return Value(quant_ops.dequantize_activation(pooled.data, scale, zero), perm, QDQ("dq", pooled, info.scale, info.zero_point, info.axis))
 
 
 def _weight(w: Value, channels: int) -> Optional[quant_ops.QuantizedWeight]:

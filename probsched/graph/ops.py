@@ -56,7 +56,7 @@ from ..ir.expr import abs as ir_abs
 from ..schedule.analysis import affine_in
 from ..te import max as te_max
 from ..te import min as te_min
-from ..te import reduce_axis
+from ..te import reduce_axis, reduction_identity
 from ..te import sum as te_sum
 from .operands import Index, LazyOperand, Operand, Stages
 from . import ops_indexing as ix
@@ -758,9 +758,9 @@ def _conv_flops(node, in_types, out_types) -> int:
 
 
 _POOLS = {
-    "reduce_window_max": ("max_pool", te_max, float("-inf")),
-    "reduce_window_min": ("min_pool", te_min, float("inf")),
-    "reduce_window_sum": ("sum_pool", te_sum, 0.0),
+    "reduce_window_max": ("max_pool", te_max, "max"),
+    "reduce_window_min": ("min_pool", te_min, "min"),
+    "reduce_window_sum": ("sum_pool", te_sum, "sum"),
 }
 
 
@@ -776,7 +776,8 @@ def _lower_pool(node, ins, stages, out_types):
     (x,) = ins
     t = out_types[0]
     p = node.params
-    base, combine, identity = _POOLS[node.op]
+    base, combine, combiner = _POOLS[node.op]
+    identity = reduction_identity(combiner, x.dtype)  # a quantized network pools bytes
     window = [int(w) for w in p["window_dimensions"]]
     strides = [int(s) for s in p["window_strides"]]
     wdil = [int(d) for d in (p.get("window_dilation") or (1,) * x.ndim)]
