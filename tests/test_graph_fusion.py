@@ -122,6 +122,23 @@ def test_a_group_stores_the_bytes_a_later_group_dequantizes_not_their_floats():
     np.testing.assert_allclose(model(x), np.asarray(jax.jit(fn)(x)), rtol=1e-5, atol=1e-5)
 
 
+def test_a_reduction_reads_the_bytes_it_dequantizes_once_each():
+    """The last quantized block before a global average pool: the pool reads each element
+    once, so it dequantizes the bytes as it sums them and the block stores bytes."""
+    w = Params(5).conv(1, 1, 4, 4)
+
+    def fn(x):
+        q = jnp.clip(jnp.round(conv2d(x, w) / 0.1) + 128.0, 0.0, 255.0).astype(jnp.uint8)
+        return jnp.mean((q.astype(jnp.float32) - 128.0) * 0.1, axis=(1, 2))
+
+    x = np.random.default_rng(2).standard_normal((1, 5, 5, 4)).astype(np.float32)
+    g = ps.from_jax(fn, x)
+    conv, pool = fuse(g)
+    assert [g.types[v].dtype for v in conv.outputs] == ["uint8"] and pool.inputs[0] == conv.outputs[0]
+    model = ps.compile(g, check=False, progress=None)
+    np.testing.assert_allclose(model(x), np.asarray(jax.jit(fn)(x)), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "name, groups, tasks",
     [pytest.param("resnet50", 56, 31, marks=pytest.mark.slow(rotation=1)),  # the largest import; the others every run

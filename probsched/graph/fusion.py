@@ -18,7 +18,8 @@ The rules follow TVM's operator fusion, with the node kinds of :mod:`.ops`:
 - among several groups an elementwise node could join, the latest wins; a join that would
   make two groups depend on each other is refused;
 - elementwise work computed from a single value (constants aside) and read only by the
-  elementwise nodes of one other group, element for element, moves into that group, which
+  nodes of one other group that read each element once (elementwise nodes, a reduction),
+  moves into that group, which
   computes it from that value: a group of such nodes left on its own, or the tail of a
   group that makes wider values than the one it starts from. A quantized network's
   dequantized skip connection, whose byte value the next block's convolution reads too, is
@@ -182,19 +183,26 @@ class _Fuser:
         return self._ordered()
 
     def _reader_group(self, nodes: List[Node]) -> Optional[int]:
-        """The one group, other than theirs, that reads the values ``nodes`` make, when all
-        its readers of them are elementwise nodes reading element for element (a broadcast
-        read would compute a value again per copy) and none is an output of the graph."""
+        """The one group, other than theirs, that reads the values ``nodes`` make, when each
+        of its readers of them reads every element once (an elementwise node of their size,
+        or a reduction: a broadcast read would compute a value again per copy, a window
+        several times) and none is an output of the graph."""
         inside = {id(n) for n in nodes}
         made = {v for n in nodes for v in n.outputs}
         if made & {s for v in self.graph.outputs for s in self.sources(v)}:
             return None
+        types = self.graph.types
         targets = set()
         for v in made:
             for r in self.readers.get(v, []):
                 if id(r) in inside:
                     continue
-                if self.kind[id(r)] != ELEMWISE or self.graph.types[r.outputs[0]].size != self.graph.types[v].size:
+                if self.kind[id(r)] not in (ELEMWISE, REDUCE):
+                    return None
+                read = [u for u in r.inputs if v in self.sources(u)]
+                if any(types[u].size != types[v].size for u in read):
+                    return None
+                if self.kind[id(r)] == ELEMWISE and types[r.outputs[0]].size != types[v].size:
                     return None
                 targets.add(self.group_of[id(r)])
         return targets.pop() if len(targets) == 1 else None
