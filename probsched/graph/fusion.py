@@ -17,15 +17,15 @@ The rules follow TVM's operator fusion, with the node kinds of :mod:`.ops`:
   softmax is a group of its own;
 - among several groups an elementwise node could join, the latest wins; a join that would
   make two groups depend on each other is refused;
-- elementwise work computed from a single value (constants aside) and read only by the
-  nodes of one other group that read each element once (elementwise nodes, a reduction),
-  moves into that group, which
-  computes it from that value: a group of such nodes left on its own, or the tail of a
-  group that makes wider values than the one it starts from. A quantized network's
-  dequantized skip connection, whose byte value the next block's convolution reads too, is
-  recomputed in the residual add's epilogue instead of stored between tasks in float32 by
-  a task of its own; a downsampling convolution stores its bytes, not their dequantized
-  floats (4x the bytes), for the residual add to read;
+- elementwise work computed from a single value (constants aside), which only the nodes
+  of one other group read, each element once (elementwise nodes, a reduction), moves into
+  that group, which computes it from that value: a group of such nodes left on its own,
+  or the tail of a group that makes wider values than the one it starts from. A quantized
+  network's dequantized skip connection, whose bytes the next block's convolution reads
+  too, is computed again in the residual add's epilogue instead of stored between tasks
+  in float32 by a task of its own; a downsampling convolution stores its bytes, not their
+  dequantized floats (4x the bytes), for the residual add to read, and the last block
+  stores its bytes for the global average pool;
 - a graph output that only a view computes gets a group of its own that copies it out.
 
 A group's outputs are the values it computes that another group or the graph's caller
