@@ -187,13 +187,16 @@ def test_a_hand_written_qdq_convolution_imports_as_an_int8_task():
             [numpy_helper.from_array(np.float32(1.0), "xs"), numpy_helper.from_array(np.int32(0), "bz")])))
 
 
-def test_a_qdq_max_pool_runs_on_the_bytes_and_its_requantization_is_dropped():
+@pytest.mark.parametrize("zero", [np.uint8(7), np.int8(-5)], ids=["uint8", "int8"])
+def test_a_qdq_max_pool_runs_on_the_bytes_and_its_requantization_is_dropped(zero):
+    """uint8 activations: the pool runs on the bytes. int8 ones are read as uint8 requantized
+    from their float source, which the pool does not have: it pools the floats."""
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
     rng = np.random.default_rng(5)
-    consts = {"xs": np.float32(0.03), "xz": np.uint8(7), "w": rng.integers(-127, 128, (4, 4, 1, 1)).astype(np.int8),
+    consts = {"xs": np.float32(0.03), "xz": zero, "w": rng.integers(-127, 128, (4, 4, 1, 1)).astype(np.int8),
               "ws": rng.uniform(0.01, 0.02, 4).astype(np.float32)}
     nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["q"]),
              helper.make_node("DequantizeLinear", ["q", "xs", "xz"], ["dq"]),
@@ -208,11 +211,14 @@ def test_a_qdq_max_pool_runs_on_the_bytes_and_its_requantization_is_dropped():
         [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
     g = ps.from_onnx(model)
     (pool,) = [n for n in g.nodes if n.op == "reduce_window_max"]
-    assert g.types[pool.inputs[0]].dtype == "uint8"
-    assert sum(n.op == "round" for n in g.nodes) == 1  # the input's quantization; the pool's is dropped
     x = rng.uniform(-1, 1, (1, 4, 7, 7)).astype(np.float32)
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(g.evaluate(x)[0], want, rtol=1e-5, atol=1e-5)
+    if zero.dtype == np.int8:
+        assert g.types[pool.inputs[0]].dtype == "float32"
+        return
+    assert g.types[pool.inputs[0]].dtype == "uint8"
+    assert sum(n.op == "round" for n in g.nodes) == 1  # the input's quantization; the pool's is dropped
     np.testing.assert_allclose(ps.compile(g, candidates=2, progress=None)(x), want, rtol=1e-5, atol=1e-5)
 
 

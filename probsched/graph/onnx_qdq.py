@@ -149,12 +149,14 @@ def max_pool(x: Value, perm: Sequence[int], pool: Callable[[Any, Any], Any]) -> 
     (ONNX Runtime runs such a pool on the bytes too). ``pool(values, lowest)`` pools
     channels-last values in ``perm``; None for any other input."""
     got = _activation(x)
-    if got is None or got[0].dtype != "uint8" or got[1] <= 0:
+    # int8 bytes are read as uint8 requantized from their float source: not these bytes
+    if got is None or got[0] is not x.qdq.source or got[0].dtype != "uint8" or got[1] <= 0:
         return None
     q, scale, zero = got
     pooled = Value(pool(q.in_layout(perm), np.uint8(0)), perm)
     info = x.qdq
-    return Value(quant_ops.dequantize_activation(pooled.data, scale, zero), perm, QDQ("dq", pooled, info.scale, info.zero_point, info.axis))
+    dq = quant_ops.dequantize_activation(pooled.data, scale, zero)
+    return Value(dq, perm, QDQ("dq", pooled, info.scale, info.zero_point, info.axis))
 
 
 def _weight(w: Value, channels: int) -> Optional[quant_ops.QuantizedWeight]:
