@@ -1,7 +1,7 @@
 """Where the time of one inference goes, layer category by layer category, in each engine.
 
 ``python benchmarks/bench_layers.py --onnx-dir DIR --db-dir D [--models resnet50,mobilenet_v2,bert_base]
-[--precision float32|bf16] [--repeat 20] [--out FILE]``
+[--precision float32|bf16|int8] [--repeat 20] [--out FILE]``
 
 For each canonical ONNX export (``DIR/<model>.onnx``, ``benchmarks/export_onnx_models.py
 --full``), in one process: probsched compiled from ``D/<model>.db`` (without ``--db-dir``:
@@ -9,6 +9,9 @@ untuned), ONNX Runtime (all graph optimizations, intra-op threads = cores) and O
 (LATENCY hint; the f32 precision hint in float32, its default precision with ``--precision
 bf16``, where ONNX Runtime, which has no bf16 kernels, is left out), run as
 ``benchmarks/engines.py`` runs them and each checked against the reference output first.
+With ``--precision int8`` every engine runs the QDQ file ``bench_int8.py`` made
+(``D/<model>.qdq.onnx``; probsched from ``D/<model>_int8.db``, OpenVINO in its default
+precision, int8 where the model is quantized), each within 5% of the float32 reference.
 Per engine, per layer, the median over ``--repeat`` inferences of:
 
 - probsched: each kernel call of the network timed alone in run order
@@ -329,12 +332,17 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     from bench_models import canonical_export
 
     path, feeds, expected = canonical_export(args.onnx_dir, name, "bench_layers")
+    int8 = args.precision == "int8"
+    if int8:  # every engine runs the one QDQ file bench_int8.py made
+        path = os.path.join(args.db_dir or "", f"{name}.qdq.onnx")
+        if not os.path.exists(path):
+            raise SystemExit(f"bench_layers: no {path}; make it with bench_int8.py --models {name} --db-dir DIR")
     index = lc.OnnxIndex(onnx.load(path, load_external_data=False))
-    graph = ps.from_onnx(path, name=name)
-    db = os.path.join(args.db_dir, f"{name}.db") if args.db_dir else None
+    graph = ps.from_onnx(path, name=f"{name}_int8" if int8 else name)
+    db = os.path.join(args.db_dir, f"{name}_int8.db" if int8 else f"{name}.db") if args.db_dir else None
     if db is not None and not os.path.exists(db):
         raise SystemExit(f"bench_layers: no database {db} for {name}")
-    model = ps.compile(graph, database=db, precision=args.precision)
+    model = ps.compile(graph, database=db, precision="float32" if int8 else args.precision)
     args_in = [feeds[n] for n in graph.input_names]
     suffix = "" if args.precision == "float32" else f" {args.precision}"
     label = ("probsched tuned" if db else "probsched untuned") + suffix
@@ -342,7 +350,7 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     profiles: list = [ProbschedProfile(model, args_in, label)]
     plain = [(label, lambda: model(*args_in), model(*args_in))]
     builders: List[Callable] = []
-    if f32:
+    if f32 or int8:
         builders.append(lambda: (OrtProfile(path, feeds, index), engines.ort_runner(path, feeds)))
     builders.append(lambda: (OpenvinoProfile(path, feeds, f32, index), engines.openvino_runner(path, feeds, f32=f32)))
     for build in builders:
@@ -354,7 +362,10 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
         profiles.append(prof)
         plain.append(runner)
     reduced = 5e-2  # bf16 products, as OpenVINO's default precision is checked in bench_models
-    errors = engines.checked(plain, expected, {"openvino default": reduced, "probsched": 1e-3 if f32 else reduced})
+    tolerance = {"openvino default": reduced, "probsched": 1e-3 if f32 else reduced}
+    if int8:  # each engine's int8 against the float32 reference (bench_int8: 0.019 for all three)
+        tolerance = {"onnxruntime": reduced, "openvino": reduced, "probsched": reduced}
+    errors = engines.checked(plain, expected, tolerance)
     measured: Dict[str, List[float]] = {lbl: [] for lbl, _, _ in plain}
     for _ in range(args.warmup + args.repeat):
         for prof in profiles:
@@ -397,8 +408,9 @@ def main(argv=None) -> int:
     p.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
     p.add_argument("--onnx-dir", required=True, help="where <model>.onnx are (export_onnx_models.py --full)")
     p.add_argument("--db-dir", default=None, help="probsched compiled from <dir>/<model>.db (default: untuned)")
-    p.add_argument("--precision", default="float32", choices=("float32", "bf16"),
-                   help="bf16: probsched in bf16 beside OpenVINO's default precision (no ONNX Runtime column)")
+    p.add_argument("--precision", default="float32", choices=("float32", "bf16", "int8"),
+                   help="bf16: probsched in bf16 beside OpenVINO's default precision (no ONNX Runtime column); "
+                        "int8: every engine on --db-dir's <model>.qdq.onnx, probsched from <model>_int8.db")
     p.add_argument("--repeat", type=int, default=20, help="inferences per engine; medians over them")
     p.add_argument("--warmup", type=int, default=2, help="inferences left out first")
     p.add_argument("--out", default=None, help="write every layer's figures to this JSON file")

@@ -60,8 +60,9 @@ _ANCHOR_OPS = {"conv": ("Conv", "ConvInteger", "QLinearConv"), "matmul": ("MatMu
                "pool": ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean")}
 _MOVEMENT_ONNX = {op for op, kind in ENGINE_KINDS.items() if kind == "movement"}
 _GATHER = ("Gather", "GatherElements", "GatherND")
-#: Suffixes the engines add to the name of the node or value a layer is named after.
-_NAME_SUFFIX = re.compile(r"(_nchwc|/WithoutBiases|_kernel_time)+$")
+#: Suffixes the engines add to the name of the node or value a layer is named after (ONNX
+#: Runtime names a node its QDQ fusion made after the Conv it replaced, plus `_token_<n>`).
+_NAME_SUFFIX = re.compile(r"(_nchwc|/WithoutBiases|_kernel_time|_token_\d+)+$")
 
 
 def conv_category(kernel: Sequence[int], groups: int, in_per_group: int, stem: bool) -> str:
@@ -126,6 +127,9 @@ class OnnxIndex:
         self.producer = {v: n for n in self.nodes for v in n.output if v}
         self.constants = {t.name: tuple(t.dims) for t in g.initializer}
         self.constants.update({o: () for n in g.node if n.op_type == "Constant" for o in n.output})
+        for n in g.node:  # a QDQ model's weights: the dequantization of an integer constant
+            if n.op_type == "DequantizeLinear" and n.input[0] in self.constants:
+                self.constants[n.output[0]] = self.constants[n.input[0]]
         convs = [n for n in self.nodes if n.op_type in _ANCHOR_OPS["conv"]]
         attends = any(self._activation_matmul(n) for n in self.nodes)
         self.kind = "cnn" if convs and not attends else "transformer"  # a ViT is a transformer

@@ -128,9 +128,28 @@ def test_onnx_nodes_of_a_cnn_fall_into_the_cnn_rows(lc):
     ("Reorder", "x_abcd_acdb_/conv1/Conv/WithoutBiases", ("other", None)),
     # an engine's convolution nothing maps back to: counted, in "other", unaligned
     ("Convolution", "Convolution_1234", ("other", None)),
+    # ONNX Runtime's QDQ fusion: the Conv it replaced, numbered
+    ("QLinearConv", "/l1/conv2/Conv_token_7", ("3x3 conv", "/l1/conv2/Conv")),
 ])
 def test_engine_layers_map_back_to_the_onnx_node_they_grew_from(lc, op, name, expected):
     assert lc.OnnxIndex(_cnn()).layer(op, name) == expected
+
+
+def test_a_qdq_convolution_is_categorised_by_the_weight_it_dequantizes(lc):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((8, 4, 3, 3), np.int8), "w")
+    s = numpy_helper.from_array(np.ones(8, np.float32), "s")
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s"], ["wf"], axis=0),
+             helper.make_node("Conv", ["x", "wf"], ["y"], name="/c1/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["y", "wf2"], ["z"], name="/c2/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("DequantizeLinear", ["w2", "s"], ["wf2"], axis=0)]
+    w2 = numpy_helper.from_array(np.ones((8, 8, 3, 3), np.int8), "w2")
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 8, 6, 6])], [w, s, w2])
+    idx = lc.OnnxIndex(helper.make_model(graph))
+    assert [idx.category(idx.by_name[n]) for n in ("/c1/Conv", "/c2/Conv")] == ["stem conv", "3x3 conv"]
 
 
 def test_onnx_nodes_of_a_transformer_fall_into_the_transformer_rows(lc):
