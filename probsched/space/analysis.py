@@ -131,5 +131,5 @@ def weight_layout(sch: Schedule, name: str, buffer: str) -> Optional[Layout]:
     """
     if buffer not in (sch.mod.attr(LAYOUT_FREE) or ()):
         return None
-    lay = sch.tile_layout(sch.get_block(name), buffer)
+    lay = sch.tile_layout(name, buffer)  # by name: asking records no instruction
     return None if lay is None or lay.is_identity else lay
