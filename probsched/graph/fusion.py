@@ -95,6 +95,8 @@ class _Fuser:
             if self.kind[id(n)] != VIEW:
                 for s in self.node_sources(n):
                     self.readers.setdefault(s, []).append(n)
+        self.escaping = {s for v in graph.outputs for s in self.sources(v)}  # what the graph's outputs are made of
+        self.position = {id(n): i for i, n in enumerate(graph.nodes)}  # graph order
 
     def sources(self, value: int) -> tuple:
         """The non-view values ``value`` is computed from (itself unless a view makes it),
@@ -189,7 +191,7 @@ class _Fuser:
         several times) and none is an output of the graph."""
         inside = {id(n) for n in nodes}
         made = {v for n in nodes for v in n.outputs}
-        if made & {s for v in self.graph.outputs for s in self.sources(v)}:
+        if made & self.escaping:
             return None
         types = self.graph.types
         targets = set()
@@ -234,8 +236,7 @@ class _Fuser:
 
     def _move(self, nodes: List[Node], target: int) -> None:
         into = self.groups[target]
-        order = {id(n): i for i, n in enumerate(self.graph.nodes)}
-        into.nodes = sorted(into.nodes + nodes, key=lambda n: order[id(n)])
+        into.nodes = sorted(into.nodes + nodes, key=lambda n: self.position[id(n)])
         into.deps |= {g for g in (self.source_group(s) for s in self._read_from(nodes)) if g is not None} - {target}
         for n in nodes:
             self.group_of[id(n)] = target

@@ -150,7 +150,7 @@ def max_pool(x: Value, perm: Sequence[int], pool: Callable[[Any, Any], Any]) -> 
     channels-last values in ``perm``; None for any other input."""
     got = _activation(x)
     # int8 bytes are read as uint8 requantized from their float source: not these bytes
-    if got is None or got[0] is not x.qdq.source or got[0].dtype != "uint8" or got[1] <= 0:
+    if got is None or got[0] is not x.qdq.source or got[1] <= 0:
         return None
     q, scale, zero = got
     pooled = Value(pool(q.in_layout(perm), np.uint8(0)), perm)

@@ -110,7 +110,7 @@ def _match(func: PrimFunc, name: str, group: Optional[int]) -> Optional[_Form]:
     idx = TreeIndex.of(func)
     blk = idx.block(name)
     st = blk.body
-    if not (isinstance(st, Store) and blk.is_reduction and isinstance(blk.init, Store) and (unscheduled(idx, blk) and not blk.annotations)):
+    if not (isinstance(st, Store) and blk.is_reduction and isinstance(blk.init, Store) and unscheduled(idx, blk) and not blk.annotations):
         return None
     v = st.value
     if not (isinstance(v, BinOp) and v.op == "add" and isinstance(v.b, BinOp) and v.b.op == "mul"):

@@ -166,30 +166,38 @@ def _database_candidates(task: Task, db: Database, stored: List[Tuple[TuningReco
     """The schedules of ``stored`` (:func:`_stored`, records of ``db``) that replay; a record
     that does not replay is skipped with a warning, and its hash added to ``skipped``."""
     for rec, seconds in stored:
-        skipped.append(rec.candidate_hash)  # until it yields
-        try:
-            # a task storing some values in bfloat16 replays its base's records (the same
-            # blocks and loops): the base's program is the one the record names
-            sch = rec.schedule(task.func if task.base is None else task.base.func)
-        except Exception as exc:  # an unknown instruction, a decision outside its support, bad JSON...
-            log.warning(
-                "compile: task %s: record %s in %s does not replay (%s: %s); trying the next", task.name,
-                rec.candidate_hash[:12], db.path, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
-            )
+        sch = _replayed(task, db, rec)
+        if sch is None:
+            skipped.append(rec.candidate_hash)
             continue
-        if sch.mod.structural_hash() != rec.candidate_hash:
-            log.warning("compile: task %s: record %s in %s replays to another program; trying the next", task.name,
-                        rec.candidate_hash[:12], db.path)
-            continue
-        if task.base is not None:
-            try:
-                sch = rec.schedule(task.func)
-            except Exception as exc:  # noqa: BLE001 - e.g. a micro-kernel that wants float32 where it now reads bfloat16
-                log.info("compile: task %s: record %s does not replay with values stored in bfloat16 (%s); trying the next",
-                         task.name, rec.candidate_hash[:12], exc)
-                continue
-        skipped.pop()
         yield sch, seconds
+
+
+def _replayed(task: Task, db: Database, rec: TuningRecord) -> Optional[Schedule]:
+    """``rec``'s schedule of ``task``, or None (logged) when it does not replay to the program
+    the record names."""
+    try:
+        # a task storing some values in bfloat16 replays its base's records (the same
+        # blocks and loops): the base's program is the one the record names
+        sch = rec.schedule(task.func if task.base is None else task.base.func)
+    except Exception as exc:  # an unknown instruction, a decision outside its support, bad JSON...
+        log.warning(
+            "compile: task %s: record %s in %s does not replay (%s: %s); trying the next", task.name,
+            rec.candidate_hash[:12], db.path, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+        )
+        return None
+    if sch.mod.structural_hash() != rec.candidate_hash:
+        log.warning("compile: task %s: record %s in %s replays to another program; trying the next", task.name,
+                    rec.candidate_hash[:12], db.path)
+        return None
+    if task.base is None:
+        return sch
+    try:
+        return rec.schedule(task.func)
+    except Exception as exc:  # noqa: BLE001 - e.g. a micro-kernel that wants float32 where it now reads bfloat16
+        log.info("compile: task %s: record %s does not replay with values stored in bfloat16 (%s); trying the next",
+                 task.name, rec.candidate_hash[:12], exc)
+        return None
 
 
 def compile(  # noqa: A001 - the library's verb, as ps.build
