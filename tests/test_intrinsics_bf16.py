@@ -36,8 +36,9 @@ def bf16(rng, size):
 
 @pytest.mark.parametrize("native", PATHS)
 @pytest.mark.parametrize("zero_start", [False, True])
-def test_kernel_with_strided_operands(native, zero_start):
-    m, n = 4, 32
+@pytest.mark.parametrize("n", [32, 24])  # 24: a 16-lane and an 8-lane vector per row
+def test_kernel_with_strided_operands(native, zero_start, n):
+    m = 4
     mk = kernel(m, n, native, zero_start)
     rng = np.random.default_rng(0)
     for P, a_si, a_sp, b_sp, c_si, pad in [(1, 2, 2 * m, 2 * n, n, 0), (7, 19, 2, 2 * n + 6, n + 5, 2), (3, 6, 2 * m + 2, 4 * n, 2 * n, 1)]:
@@ -63,12 +64,13 @@ def test_native_and_emulated_dot_products_agree_bit_for_bit():
     P = 64
     A, B = bf16(rng, 6 * 2 * P), (bf16(rng, 2 * P * 32) * BF16(3.0)).astype(BF16)
     C0 = rng.uniform(-8, 8, 6 * 32).astype(np.float32)
-    results = []
-    for native in (True, False):
-        C = C0.copy()
-        kernel(6, 32, native)(C, 0, 32, 1, A.view(np.uint16), 0, 2 * P, 2, 1, B.view(np.uint16), 0, 2, 64, 1, P)
-        results.append(C)
-    assert np.array_equal(*results)
+    for n in (32, 24):
+        results = []
+        for native in (True, False):
+            C = C0[: 6 * n].copy()
+            kernel(6, n, native)(C, 0, n, 1, A.view(np.uint16), 0, 2 * P, 2, 1, B.view(np.uint16), 0, 2, 2 * n, 1, P)
+            results.append(C)
+        assert np.array_equal(*results), n
 
 
 @pytest.mark.parametrize("precision, step", [("bf16", 2), ("int8", 4)])
@@ -84,12 +86,14 @@ def test_tensorize_refuses_a_b_not_stored_in_pairs(precision, step):
         sch.tensorize(i, f"matmul_{precision}_8x16")
 
 
-# reduced shapes: N a multiple of 16, reductions of whole pairs and quads (the int8 kernels'
-# tests share them), M not a multiple of the kernel heights
+# reduced shapes: N a multiple of 8 (24: MobileNet's channels, a 16- and an 8-lane vector),
+# reductions of whole pairs and quads (the int8 kernels' tests share them), M not a
+# multiple of the kernel heights
 FRIENDLY = {
     "GMM": lambda: wl.matmul(11, 32, 12, batch=2),
     "C2D": lambda: wl.conv2d_nhwc(1, 6, 7, 4, 16, 3, 2, 1),
     "GRP": lambda: wl.conv2d_nhwc(1, 6, 7, 8, 64, 3, 2, 1, dilation=1, groups=2),
+    "P24": lambda: wl.conv2d_nhwc(1, 5, 7, 8, 24, 1, 1, 0),
 }
 _DATA: dict = {}
 
@@ -142,11 +146,13 @@ def test_tensorized_traces_match_the_reference_interpreted(name, layout_free, s,
 
 
 @pytest.mark.parametrize("precision", sorted(FAMILY))
-@pytest.mark.parametrize("name, layout_free", [("GMM", False), ("C2D", True), ("GRP", False)])
+@pytest.mark.parametrize("name, layout_free", [("GMM", False), ("C2D", True), ("GRP", False), ("P24", True)])
 def test_compiled_traces_match_the_reference(name, layout_free, precision):
     w, x, expected = data(name, layout_free, precision)
     sch, tr = draw(w, 0)
     assert tensorized(sch)
+    if name == "P24":  # 24 output channels: a kernel of 8 or 24 columns (an 8-lane vector)
+        assert all(k.endswith(("x8", "x24")) for k in tensorized(sch)), tensorized(sch)
     assert ("conv2d/weight_layout" in tr) == layout_free
     w.check(ps.build(sch).run(*x), expected)
 

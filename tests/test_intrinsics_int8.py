@@ -34,8 +34,9 @@ def kernel(m, n, dot, zero_start=False):
 
 @pytest.mark.parametrize("dot", PATHS)
 @pytest.mark.parametrize("zero_start", [False, True])
-def test_kernel_with_strided_operands(dot, zero_start):
-    m, n = 4, 32
+@pytest.mark.parametrize("n", [32, 24])  # 24: a 16-lane and an 8-lane vector per row
+def test_kernel_with_strided_operands(dot, zero_start, n):
+    m = 4
     mk = kernel(m, n, dot, zero_start)
     rng = np.random.default_rng(0)
     for Q, a_si, a_sq, b_sq, c_si, pad in [(1, 4, 4 * m, 4 * n, n, 0), (7, 37, 4, 4 * n + 12, n + 5, 3), (3, 12, 4 * m + 4, 8 * n, 2 * n, 1)]:
@@ -62,12 +63,13 @@ def test_native_and_emulated_dot_products_agree_bit_for_bit():
     A = np.concatenate([np.full(6 * 4 * Q // 2, 255, np.uint8), rng.integers(0, 256, 6 * 4 * Q // 2).astype(np.uint8)])
     B = np.concatenate([np.full(4 * Q * 32 // 2, -128, np.int8), rng.integers(-128, 128, 4 * Q * 32 // 2).astype(np.int8)])
     C0 = rng.integers(-2**20, 2**20, 6 * 32).astype(np.int32)
-    results = []
-    for dot in ("dot_quads", "dot_quads_256", "dot_quads_emulated"):
-        C = C0.copy()
-        kernel(6, 32, dot)(C, 0, 32, 1, A, 0, 4 * Q, 4, 1, B, 0, 4, 128, 1, Q)
-        results.append(C)
-    assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
+    for n in (32, 24):
+        results = []
+        for dot in ("dot_quads", "dot_quads_256", "dot_quads_emulated"):
+            C = C0[: 6 * n].copy()
+            kernel(6, n, dot)(C, 0, n, 1, A, 0, 4 * Q, 4, 1, B, 0, 4, 4 * n, 1, Q)
+            results.append(C)
+        assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2]), n
 
 
 AVX2 = "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2"
@@ -108,6 +110,9 @@ def test_roles_of_an_int8_block():
         "v_w", "v_co", "v_rc", "padded", "weight", "int8", 2, True,
     )
     assert kernel_candidates(64, 16, 28, "int8")[:2] == ["matmul_int8_12x32", "matmul_int8_4x16"]
+    # 24 channels (MobileNet-V2's): the 8- and 24-column kernels, a row of one 16- and one 8-lane vector
+    assert kernel_candidates(24, 16, 28, "int8") == [
+        "matmul_int8_12x24", "matmul_int8_4x24", "matmul_int8_4x8", "matmul_int8_8x24", "matmul_int8_8x8"]
 
 
 def test_a_signed_activation_is_not_a_vnni_product():

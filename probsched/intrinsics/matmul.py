@@ -145,22 +145,40 @@ def register_block(
     return lines
 
 
-def dot_product_block(m: int, nv: int, lanes: int, group: int, zero_start: bool, load_b: str, broadcast_a: str) -> List[str]:
+def dot_product_widths(n: int) -> List[int]:
+    """Lanes of each vector of a dot-product kernel's row of ``n`` columns (bf16 pairs, int8
+    quads): 16-lane vectors, and one of 8 for the rest (MobileNet-V2's 24 channels are one
+    of each); on AVX2 a 16-lane vector is two registers.
+
+    >>> dot_product_widths(64), dot_product_widths(24), dot_product_widths(8)
+    ([16, 16, 16, 16], [16, 8], [8])
+    """
+    if n % 8 or n <= 0:
+        raise ValueError(f"dot-product kernel: N = {n} is not a positive multiple of 8")
+    return [16] * (n // 16) + [8] * (n % 16 // 8)
+
+
+def dot_product_block(m: int, n: int, group: int, zero_start: bool, load_b: str, broadcast_a: str) -> List[str]:
     """Body lines of a kernel on vector dot products (bf16 pairs, int8 quads: ``group``
-    elements of the reduction per lane): ``m x nv`` accumulators of ``lanes`` lanes; per group
-    of the panel (``P`` of them) ``nv`` vectors of B (``load_b``) and, per row, A's group in
-    every lane (``broadcast_a``), each accumulator ``dot(acc, a, b)``. Its module imports
-    ``zeros``, ``load``, ``store``, ``dot`` and those two."""
+    elements of the reduction per lane): ``m`` rows of accumulators of the widths of
+    :func:`dot_product_widths` (``n`` columns); per group of the panel (``P`` of them) a row
+    of B's vectors (``load_b``) and, per row, A's group in every lane (``broadcast_a``), each
+    accumulator ``dot(acc, a, b)``. Its module imports ``zeros``, ``load``, ``store``,
+    ``dot``, those two, and for an 8-lane vector each of them but ``dot`` suffixed ``8``."""
+    widths = dot_product_widths(n)
+    first = [sum(widths[:v]) for v in range(len(widths))]  # each vector's first column
+    sfx = ["" if w == 16 else "8" for w in widths]
+    row_loads = [f"a{s} = {broadcast_a}{s}(A, arow + {{r}} * a_si)" for s in sorted(set(sfx))]
     return register_block(
         m,
-        nv,
-        start=lambda r, v: "zeros()" if zero_start else f"load(C, crow{r} + {lanes * v})",
+        len(widths),
+        start=lambda r, v: f"zeros{sfx[v]}()" if zero_start else f"load{sfx[v]}(C, crow{r} + {first[v]})",
         loop=["for p in range(P):", "    brow = b_off + p * b_sp"]
-        + [f"    b{v} = {load_b}(B, brow + {group * lanes * v})" for v in range(nv)]
+        + [f"    b{v} = {load_b}{sfx[v]}(B, brow + {group * first[v]})" for v in range(len(widths))]
         + ["    arow = a_off + p * a_sp"],
-        row=lambda r: f"a = {broadcast_a}(A, arow + {r} * a_si)",
-        update=lambda r, v: f"c{r}_{v} = dot(c{r}_{v}, a, b{v})",
-        store=lambda r, v: f"store(C, crow{r} + {lanes * v}, c{r}_{v})",
+        row=lambda r: "; ".join(line.format(r=r) for line in row_loads),
+        update=lambda r, v: f"c{r}_{v} = dot(c{r}_{v}, a{sfx[v]}, b{v})",
+        store=lambda r, v: f"store{sfx[v]}(C, crow{r} + {first[v]}, c{r}_{v})",
     )
 
 

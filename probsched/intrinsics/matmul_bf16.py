@@ -47,14 +47,17 @@ from typing import Callable, Optional
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from .disk_cache import load_module, source_version
-from .matmul import dot_product_block, register_shapes
+from .matmul import dot_product_block, dot_product_widths, register_shapes
 
-#: (M, N): M x N/16 accumulators of 16 float32 lanes. AVX-512 has 32 vector registers, of
-#: which N/16 hold B's pairs and one A's broadcast; AVX2 holds each accumulator in two.
-SHAPES = ((4, 16), (8, 16), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64), (6, 64))
+#: (M, N): M rows of N/16 accumulators of 16 float32 lanes (and one of 8 where N is 8 more
+#: than a multiple of 16: MobileNet's 24 channels). AVX-512 has 32 vector registers, of
+#: which a row's hold B's pairs and one or two A's broadcast; AVX2 holds a 16-lane
+#: accumulator in two.
+SHAPES = (
+    (4, 8), (8, 8), (4, 16), (8, 16), (4, 24), (8, 24), (12, 24), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64), (6, 64),
+)
 #: the FMA family also keeps both halves of B's pairs and of A's pair widened: 2 N/16 + 2 more
-FMA_SHAPES = ((4, 16), (8, 16), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64))
-LANES = 16  # float32 lanes of one vector value (simd.f32x16)
+FMA_SHAPES = ((4, 8), (8, 8), (4, 16), (8, 16), (4, 24), (8, 24), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64))
 
 NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
 
@@ -83,22 +86,23 @@ def native_available() -> bool:
 def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optional[bool] = None) -> str:
     """Python source of the M x N kernel; ``native``: ``vdpbf16ps`` (default: when the CPU
     has it) or the emulated dot product."""
-    if n % LANES:
-        raise ValueError(f"matmul_bf16_{m}x{n}: N must be a multiple of {LANES}")
+    if n % 8:
+        raise ValueError(f"matmul_bf16_{m}x{n}: N must be a multiple of 8")
     native = native_available() if native is None else native
-    nv = n // LANES
     dot = "dot_pairs" if native else "dot_pairs_emulated"
     lines = [
         # numba's cache checks this file's date only: name the vector helpers' version so
         # that an edited simd module is a new source, compiled anew (disk_cache names by it)
         f"# probsched.intrinsics.simd {source_version('probsched.intrinsics.simd')}",
         "import numba",
-        f"from probsched.intrinsics.simd import broadcast_pair, {dot} as dot, load, load_pairs, store, zeros",
+        f"from probsched.intrinsics.simd import {dot} as dot, broadcast_pair, broadcast_pair8, load, load8, load_pairs, "
+        "load_pairs8, store, store as store8, zeros, zeros8",
         "",
         *KERNEL_HEADER,
-        f"    # {m}x{n} register block of {m}x{nv} vectors; c_sj, a_st, b_st are 1 and b_sj 2 (tensorize checks it)",
+        f"    # {m}x{n} register block of {m} rows of {dot_product_widths(n)}-lane vectors; c_sj, a_st, b_st are 1 and "
+        "b_sj 2 (tensorize checks it)",
     ]
-    lines += dot_product_block(m, nv, LANES, 2, zero_start, "load_pairs", "broadcast_pair")
+    lines += dot_product_block(m, n, 2, zero_start, "load_pairs", "broadcast_pair")
     return "\n".join(lines) + "\n"
 
 

@@ -45,13 +45,15 @@ from typing import Callable, Optional
 
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from .disk_cache import load_module, source_version
-from .matmul import dot_product_block, register_shapes
+from .matmul import dot_product_block, dot_product_widths, register_shapes
 
-#: (M, N): M x N/16 accumulators of 16 int32 lanes; AVX-512 has 32 vector registers, of
-#: which N/16 hold B's quads and one A's broadcast (the rule's register budget keeps AVX2
-#: to the shapes that fit it)
-SHAPES = ((4, 16), (8, 16), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64), (6, 64))
-LANES = 16  # int32 lanes of one vector value (simd_int8.i32x16)
+#: (M, N): M rows of N/16 accumulators of 16 int32 lanes (and one of 8 where N is 8 more
+#: than a multiple of 16: the N = 8 and 24 shapes serve channel counts such as MobileNet's
+#: 24); AVX-512 has 32 vector registers, of which a row's hold B's quads and one or two A's
+#: broadcast (the rule's register budget keeps AVX2 to the shapes that fit it)
+SHAPES = (
+    (4, 8), (8, 8), (4, 16), (8, 16), (4, 24), (8, 24), (12, 24), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64), (6, 64),
+)
 QUAD = 4  # bytes of the reduction per lane and instruction
 
 NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
@@ -75,21 +77,21 @@ def matmul_int8_source(m: int, n: int, zero_start: bool = False, dot: Optional[s
     built on (default: what the CPU runs natively, :func:`~.simd_int8.dot_quads_name`)."""
     from .simd_int8 import dot_quads_name
 
-    if n % LANES:
-        raise ValueError(f"matmul_int8_{m}x{n}: N must be a multiple of {LANES}")
+    if n % 8:
+        raise ValueError(f"matmul_int8_{m}x{n}: N must be a multiple of 8")
     dot = dot or dot_quads_name()
-    nv = n // LANES
     lines = [
         # numba's cache checks this file's date only: name the vector helpers' versions
         *(f"# {m} {source_version(m)}" for m in ("probsched.intrinsics.simd", "probsched.intrinsics.simd_int8")),
         "import numba",
-        f"from probsched.intrinsics.simd_int8 import broadcast_quad, {dot} as dot, load, load_quads, store, zeros",
+        f"from probsched.intrinsics.simd_int8 import {dot} as dot, broadcast_quad, broadcast_quad8, load, load8, "
+        "load_quads, load_quads8, store, store8, zeros, zeros8",
         "",
         *KERNEL_HEADER,
-        f"    # {m}x{n} register block of {m}x{nv} vectors over P quads; c_sj, a_st, b_st are 1 and b_sj {QUAD} "
-        "(tensorize checks it)",
+        f"    # {m}x{n} register block of {m} rows of {dot_product_widths(n)}-lane vectors over P quads; c_sj, a_st, "
+        f"b_st are 1 and b_sj {QUAD} (tensorize checks it)",
     ]
-    lines += dot_product_block(m, nv, LANES, QUAD, zero_start, "load_quads", "broadcast_quad")
+    lines += dot_product_block(m, n, QUAD, zero_start, "load_quads", "broadcast_quad")
     return "\n".join(lines) + "\n"
 
 

@@ -6,18 +6,22 @@ peak of a core with two 512-bit pipes; so the micro-kernels (:mod:`.matmul`,
 :mod:`.matmul_bf16`) hold their accumulators in numba types whose LLVM form is a vector:
 :data:`f32x16` (``<16 x float>``, one AVX-512 register, two AVX2 ones), :data:`f32x8`
 (``<8 x float>``, one AVX2 register) and :data:`bf16x32` (``<32 x i16>``: 16 pairs of
-bfloat16). The functions below are numba intrinsics, each a few LLVM instructions inlined
+bfloat16; :data:`bf16x16`, 8 pairs, for the 8 float32 lanes of an f32x8). The functions below are numba intrinsics, each a few LLVM instructions inlined
 where they are called, indexing flat 1-D arrays by an element offset (unchecked, unaligned):
 
 - :func:`zeros`, :func:`load`, :func:`store`: float32 vectors (``store`` of either width);
 - :func:`broadcast`: one float32 in all 16 lanes; :func:`zeros8`, :func:`load8`,
   :func:`broadcast8`: the same for 8 lanes;
-- :func:`load_pairs`: 32 bfloat16 (the bits of a uint16 array): 16 lanes of 2;
-- :func:`broadcast_pair`: 2 adjacent bfloat16 copied to all 16 lanes;
+- :func:`load_pairs`: 32 bfloat16 (the bits of a uint16 array): 16 lanes of 2
+  (:func:`load_pairs8`: 16 of them, 8 lanes);
+- :func:`broadcast_pair`: 2 adjacent bfloat16 copied to all 16 lanes (:func:`broadcast_pair8`:
+  to 8);
 - :func:`fma`: ``acc + a * b`` on float32 vectors of either width, one rounding (``vfmadd``);
-- :func:`dot_pairs` / :func:`dot_pairs_emulated`: ``acc[l] += a[l].odd * b[l].odd``, then
+- :func:`dot_pairs` / :func:`dot_pairs_emulated`, on vectors of either width:
+  ``acc[l] += a[l].odd * b[l].odd``, then
   ``+= a[l].even * b[l].even`` in float32, rounding to nearest after each: the first is
-  the instruction ``vdpbf16ps`` (``avx512_bf16``; it also flushes denormals to zero), the
+  the instruction ``vdpbf16ps`` (``avx512_bf16``, and ``avx512vl`` for 8 lanes; it also
+  flushes denormals to zero), the
   second the same sum on any CPU, each bfloat16 widened (its bits shifted into a float32's
   upper half) and two FMAs. They agree bit for bit on normal numbers.
 
@@ -59,20 +63,20 @@ class _BFloat(ir.Type):
 _I32 = ir.IntType(32)
 _F32X16 = ir.VectorType(ir.FloatType(), 16)
 _I16X32 = ir.VectorType(ir.IntType(16), 32)
-_I32X16 = ir.VectorType(_I32, 16)
 _F32X8 = ir.VectorType(ir.FloatType(), 8)
+_I16X16 = ir.VectorType(ir.IntType(16), 16)
+#: ``vdpbf16ps`` on 16 and on 8 float32 lanes
 DOT_PAIRS = "llvm.x86.avx512bf16.dpbf16ps.512"
+DOT_PAIRS_256 = "llvm.x86.avx512bf16.dpbf16ps.256"
 
 
-def _dot_operand_type() -> ir.Type:
-    """What ``vdpbf16ps``'s LLVM intrinsic takes its pairs as: ``<32 x bfloat>`` since LLVM
-    17, ``<16 x i32>`` before (numba's llvmlite decides which LLVM this is)."""
+def _dot_operand_type(lanes: int) -> ir.Type:
+    """What ``vdpbf16ps``'s LLVM intrinsic takes the pairs of ``lanes`` float32 lanes as:
+    ``<2 lanes x bfloat>`` since LLVM 17, ``<lanes x i32>`` before (numba's llvmlite decides
+    which LLVM this is)."""
     import llvmlite.binding as llvm
 
-    return ir.VectorType(_BFloat(), 32) if llvm.llvm_version_info[0] >= 17 else _I32X16
-
-
-_PAIRS = _dot_operand_type()
+    return ir.VectorType(_BFloat(), 2 * lanes) if llvm.llvm_version_info[0] >= 17 else ir.VectorType(_I32, lanes)
 
 
 def compiles_for(feature: str) -> bool:
@@ -114,6 +118,8 @@ f32x16 = vector_type("f32x16", _F32X16)
 f32x8 = vector_type("f32x8", _F32X8)
 #: 16 lanes of 2 bfloat16 (32 x 16 bits)
 bf16x32 = vector_type("bf16x32", _I16X32)
+#: 8 lanes of 2 bfloat16 (16 x 16 bits)
+bf16x16 = vector_type("bf16x16", _I16X16)
 #: the float32 vector types and their LLVM form
 _FLOAT_VECTORS = {f32x16: _F32X16, f32x8: _F32X8}
 
@@ -213,6 +219,14 @@ broadcast_pair = broadcast_32_bits(
     types.uint16, bf16x32, _I16X32, "broadcast_pair",
     "The two bfloat16 ``array[index]`` (even) and ``array[index + 1]`` (odd) in every lane.",
 )
+load_pairs8 = vector_load(
+    types.uint16, bf16x16, _I16X16, "load_pairs8",
+    "The 16 bfloat16 ``array[index : index + 16]`` (uint16 bits): lane ``l`` of 8 holds elements ``2l`` and ``2l + 1``.",
+)
+broadcast_pair8 = broadcast_32_bits(
+    types.uint16, bf16x16, _I16X16, "broadcast_pair8",
+    "The two bfloat16 ``array[index]`` (even) and ``array[index + 1]`` (odd) in each of 8 lanes.",
+)
 
 
 @intrinsic
@@ -253,33 +267,48 @@ def fma(typingctx, acc, a, b):
     return acc(acc, a, b), codegen
 
 
+def _pairs_of(acc, a, b, what: str) -> ir.VectorType:
+    """The LLVM type of ``acc`` (a float32 vector of 16 or 8 lanes), checking that ``a`` and
+    ``b`` hold its pairs."""
+    pairs = {f32x16: bf16x32, f32x8: bf16x16}
+    if acc not in pairs or a != pairs[acc] or b != pairs[acc]:
+        raise TypeError(f"{what}: expected a float32 vector and two of its pairs (f32x16, bf16x32 or f32x8, bf16x16), "
+                        f"got {acc}, {a}, {b}")
+    return _FLOAT_VECTORS[acc]
+
+
 @intrinsic
 def dot_pairs(typingctx, acc, a, b):
     """``vdpbf16ps``: each float32 lane of ``acc`` plus its two bfloat16 products (needs
-    ``avx512_bf16``: LLVM cannot select it elsewhere)."""
+    ``avx512_bf16``, and ``avx512vl`` for 8 lanes: LLVM cannot select it elsewhere)."""
+    vector = _pairs_of(acc, a, b, "dot_pairs")
+    pairs = _dot_operand_type(vector.count)
+    name = DOT_PAIRS if vector.count == 16 else DOT_PAIRS_256
 
     def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16, _PAIRS, _PAIRS]), DOT_PAIRS)
-        return builder.call(fn, [args[0], builder.bitcast(args[1], _PAIRS), builder.bitcast(args[2], _PAIRS)])
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector, pairs, pairs]), name)
+        return builder.call(fn, [args[0], builder.bitcast(args[1], pairs), builder.bitcast(args[2], pairs)])
 
-    return f32x16(acc, a, b), codegen
+    return acc(acc, a, b), codegen
 
 
 @intrinsic
 def dot_pairs_emulated(typingctx, acc, a, b):
     """What :func:`dot_pairs` computes, with float32 FMAs (any CPU)."""
+    vector = _pairs_of(acc, a, b, "dot_pairs_emulated")
+    words = ir.VectorType(_I32, vector.count)
 
     def codegen(context, builder, sig, args):
-        upper = ir.Constant(_I32X16, [-65536] * 16)  # 0xFFFF0000: the odd bfloat16 is a float32 already
-        shift = ir.Constant(_I32X16, [16] * 16)
+        upper = ir.Constant(words, [-65536] * vector.count)  # 0xFFFF0000: the odd bfloat16 is a float32 already
+        shift = ir.Constant(words, [16] * vector.count)
 
         def halves(v):
-            v = builder.bitcast(v, _I32X16)
-            odd = builder.bitcast(builder.and_(v, upper), _F32X16)
-            even = builder.bitcast(builder.shl(v, shift), _F32X16)
+            v = builder.bitcast(v, words)
+            odd = builder.bitcast(builder.and_(v, upper), vector)
+            even = builder.bitcast(builder.shl(v, shift), vector)
             return odd, even
 
         (a_odd, a_even), (b_odd, b_even) = halves(args[1]), halves(args[2])
         return _fma(builder, _fma(builder, args[0], a_odd, b_odd), a_even, b_even)
 
-    return f32x16(acc, a, b), codegen
+    return acc(acc, a, b), codegen

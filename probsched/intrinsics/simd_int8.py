@@ -2,19 +2,24 @@
 
 The int8 kernels (:mod:`.matmul_int8`) hold their accumulators in :data:`i32x16`
 (``<16 x i32>``: one AVX-512 register, two AVX2 ones) and read their operands as
-:data:`u8x64` / :data:`s8x64` (64 bytes: 16 lanes of 4, the *quads* ``vpdpbusd`` reads).
-Like :mod:`.simd`, each function is a numba intrinsic of a few LLVM instructions, indexing
+:data:`u8x64` / :data:`s8x64` (64 bytes: 16 lanes of 4, the *quads* ``vpdpbusd`` reads);
+a kernel whose N is not a multiple of 16 (MobileNet-V2's 24 channels) keeps its last 8
+columns in the half-width :data:`i32x8` (one ymm register), read as 32 bytes. Like
+:mod:`.simd`, each function is a numba intrinsic of a few LLVM instructions, indexing
 flat 1-D arrays by an element offset (unchecked, unaligned):
 
-- :func:`zeros`, :func:`load`, :func:`store`: int32 vectors;
+- :func:`zeros`, :func:`load`, :func:`store`: int32 vectors (:func:`zeros8`,
+  :func:`load8`, :func:`store8`: of 8 lanes);
 - :func:`load_quads`: 64 int8 (``B[q, j, 0:4]`` for 16 columns ``j``): lane ``l`` holds
-  elements ``4l .. 4l + 3``;
-- :func:`broadcast_quad`: 4 adjacent uint8 copied to all 16 lanes;
-- :func:`dot_quads` / :func:`dot_quads_256` / :func:`dot_quads_emulated`: ``acc[l] +=
+  elements ``4l .. 4l + 3`` (:func:`load_quads8`: 32 of them, 8 columns);
+- :func:`broadcast_quad`: 4 adjacent uint8 copied to all 16 lanes (:func:`broadcast_quad8`:
+  to 8);
+- :func:`dot_quads` / :func:`dot_quads_256` / :func:`dot_quads_emulated`, on vectors of
+  either width: ``acc[l] +=
   sum_t a[l][t] * b[l][t]`` over the 4 bytes of each lane, ``a`` unsigned and ``b`` signed,
-  in int32 (wrapping, as the instruction does): the first is ``vpdpbusd`` on 512 bits
-  (``avx512_vnni``), the second two of it on 256 bits (AVX-VNNI, Intel's client cores
-  without AVX-512), the third the same sum on any CPU, the bytes widened to 16 bits (a
+  in int32 (wrapping, as the instruction does): the first is ``vpdpbusd`` on the vector's
+  width (``avx512_vnni``; 8 lanes with its VL form), the second ``vpdpbusd`` on 256 bits
+  (AVX-VNNI, Intel's client cores without AVX-512; two per 16 lanes), the third the same sum on any CPU, the bytes widened to 16 bits (a
   u8 x s8 product fits: no saturation, unlike ``vpmaddubsw``) and the four products of a
   lane added in 32 bits. They agree bit for bit.
 
@@ -43,6 +48,8 @@ from .simd import broadcast_32_bits, compiles_for, vector_load, vector_store, ve
 _I8, _I16, _I32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
 _I32X16 = ir.VectorType(_I32, 16)
 _I8X64 = ir.VectorType(_I8, 64)
+_I32X8 = ir.VectorType(_I32, 8)
+_I8X32 = ir.VectorType(_I8, 32)
 #: ``vpdpbusd`` on 512 bits; LLVM reads its byte operands as ``<16 x i32>`` (newer LLVMs
 #: upgrade that form to their ``<64 x i8>`` one)
 DOT_QUADS = "llvm.x86.avx512.vpdpbusd.512"
@@ -70,6 +77,14 @@ i32x16 = vector_type("i32x16", _I32X16)
 u8x64 = vector_type("u8x64", _I8X64)
 #: 16 lanes of 4 int8
 s8x64 = vector_type("s8x64", _I8X64)
+#: 8 int32 lanes
+i32x8 = vector_type("i32x8", _I32X8)
+#: 8 lanes of 4 uint8
+u8x32 = vector_type("u8x32", _I8X32)
+#: 8 lanes of 4 int8
+s8x32 = vector_type("s8x32", _I8X32)
+#: the accumulator types and their LLVM form
+_ACCUMULATORS = {i32x16: _I32X16, i32x8: _I32X8}
 
 zeros = vector_zeros(i32x16, _I32X16, "An int32 vector of zeros.")
 load = vector_load(types.int32, i32x16, _I32X16, "load", "``array[index : index + 16]`` (int32) as a vector.")
@@ -81,49 +96,78 @@ load_quads = vector_load(
 broadcast_quad = broadcast_32_bits(
     types.uint8, u8x64, _I8X64, "broadcast_quad", "The four uint8 ``array[index : index + 4]`` in every lane."
 )
+zeros8 = vector_zeros(i32x8, _I32X8, "An int32 vector of 8 zeros.")
+load8 = vector_load(types.int32, i32x8, _I32X8, "load8", "``array[index : index + 8]`` (int32) as a vector.")
+store8 = vector_store(types.int32, _I32X8, "``array[index : index + 8] = value`` (int32, 8 lanes).")
+load_quads8 = vector_load(
+    types.int8, s8x32, _I8X32, "load_quads8",
+    "The 32 int8 ``array[index : index + 32]``: lane ``l`` of 8 holds elements ``4l .. 4l + 3``.",
+)
+broadcast_quad8 = broadcast_32_bits(
+    types.uint8, u8x32, _I8X32, "broadcast_quad8", "The four uint8 ``array[index : index + 4]`` in each of 8 lanes."
+)
+
+
+def _accumulator(acc, a, b, what: str) -> ir.VectorType:
+    """The LLVM type of ``acc`` (an int32 vector of 16 or 8 lanes), checking that ``a`` and
+    ``b`` hold its quads."""
+    if acc not in _ACCUMULATORS:
+        raise TypeError(f"{what}: expected an int32 vector (i32x16 or i32x8), got {acc}")
+    quads = {i32x16: (u8x64, s8x64), i32x8: (u8x32, s8x32)}[acc]
+    if a not in quads or b not in quads:
+        raise TypeError(f"{what}: expected the quads of {acc} ({quads[0]} or {quads[1]}), got {a}, {b}")
+    return _ACCUMULATORS[acc]
+
+
+def _vpdpbusd(builder, name: str, vector: ir.VectorType, acc, a, b):
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3), name)
+    return builder.call(fn, [acc, builder.bitcast(a, vector), builder.bitcast(b, vector)])
 
 
 @intrinsic
 def dot_quads(typingctx, acc, a, b):
     """``vpdpbusd``: each int32 lane of ``acc`` plus its four u8 x s8 products (needs
-    ``avx512_vnni``: LLVM cannot select it elsewhere)."""
+    ``avx512_vnni``, and ``avx512vl`` for 8 lanes: LLVM cannot select it elsewhere)."""
+    vector = _accumulator(acc, a, b, "dot_quads")
 
     def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32X16, [_I32X16] * 3), DOT_QUADS)
-        return builder.call(fn, [args[0], builder.bitcast(args[1], _I32X16), builder.bitcast(args[2], _I32X16)])
+        return _vpdpbusd(builder, DOT_QUADS if vector.count == 16 else DOT_QUADS_256, vector, *args)
 
-    return i32x16(acc, a, b), codegen
+    return acc(acc, a, b), codegen
 
 
 @intrinsic
 def dot_quads_256(typingctx, acc, a, b):
-    """:func:`dot_quads` as two 256-bit ``vpdpbusd`` (needs ``avx_vnni`` or ``avx512_vnni``
-    with ``avx512vl``)."""
+    """:func:`dot_quads` as 256-bit ``vpdpbusd`` (two for 16 lanes; needs ``avx_vnni`` or
+    ``avx512_vnni`` with ``avx512vl``)."""
+    vector = _accumulator(acc, a, b, "dot_quads_256")
 
     def codegen(context, builder, sig, args):
-        half = ir.VectorType(_I32, 8)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(half, [half] * 3), DOT_QUADS_256)
+        if vector.count == 8:
+            return _vpdpbusd(builder, DOT_QUADS_256, vector, *args)
         parts = [builder.bitcast(x, _I32X16) for x in args]
         out = []
         for lanes in (list(range(8)), list(range(8, 16))):
-            mask = ir.Constant(half, lanes)
-            out.append(builder.call(fn, [builder.shuffle_vector(p, p, mask) for p in parts]))
+            mask = ir.Constant(_I32X8, lanes)
+            out.append(_vpdpbusd(builder, DOT_QUADS_256, _I32X8, *[builder.shuffle_vector(p, p, mask) for p in parts]))
         return builder.shuffle_vector(out[0], out[1], ir.Constant(_I32X16, list(range(16))))
 
-    return i32x16(acc, a, b), codegen
+    return acc(acc, a, b), codegen
 
 
 @intrinsic
 def dot_quads_emulated(typingctx, acc, a, b):
     """What :func:`dot_quads` computes, with plain integer vector operations (any CPU)."""
+    vector = _accumulator(acc, a, b, "dot_quads_emulated")
+    lanes = vector.count
 
     def codegen(context, builder, sig, args):
-        wide = ir.VectorType(_I16, 64)
+        wide = ir.VectorType(_I16, 4 * lanes)
         products = builder.mul(builder.zext(args[1], wide), builder.sext(args[2], wide))  # |u8 * s8| < 2^15
         out = args[0]
         for t in range(4):  # the t-th product of every lane, widened and added
-            part = builder.shuffle_vector(products, products, ir.Constant(_I32X16, [4 * l + t for l in range(16)]))
-            out = builder.add(out, builder.sext(part, _I32X16))
+            part = builder.shuffle_vector(products, products, ir.Constant(vector, [4 * l + t for l in range(lanes)]))
+            out = builder.add(out, builder.sext(part, vector))
         return out
 
-    return i32x16(acc, a, b), codegen
+    return acc(acc, a, b), codegen
