@@ -33,6 +33,19 @@ def test_gradient_gives_every_task_a_round_first_in_order():
     assert g.next_task(tasks, rng) == 2
 
 
+def test_a_resumed_run_gives_its_first_rounds_to_tasks_the_database_does_not_time():
+    """A run on a database timing tasks 0-2 (their best times known, no round yet in this
+    run) reaches task 3, which has no record, first; then the largest share of the latency."""
+    g, rng = GradientBased(), np.random.default_rng(0)
+    tasks = [state(0, best=1e-3), state(1, weight=3, best=1e-3), state(2, best=2e-3), state(3)]
+    picks = []
+    for _ in range(4):
+        i = g.next_task(tasks, rng)
+        picks.append(i)
+        tasks[i].round_bests.append(tasks[i].best_seconds if math.isfinite(tasks[i].best_seconds) else 5e-4)
+    assert picks == [3, 1, 2, 0]
+
+
 def test_gradient_follows_the_gains_on_a_scripted_run():
     """Three tasks whose best times drop as scripted: the picks follow weight x gain."""
     g, rng = GradientBased(alpha=0.2, window=1), np.random.default_rng(0)

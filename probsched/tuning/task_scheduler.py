@@ -15,7 +15,10 @@ the best time after each of its rounds. The tuner keeps the states and retires a
 writes one in a few lines.
 
 - :class:`RoundRobin`: each live task in turn.
-- :class:`GradientBased`: MetaSchedule's. Every task gets one round first; then the round goes
+- :class:`GradientBased`: MetaSchedule's. Every task gets one round first (a task with no
+  success yet before the others, then the largest share of the latency first: a run
+  resumed on a database that already times most tasks reaches those it has no record of
+  before its budget ends, where a compile would run an untimed schedule); then the round goes
   to the task with the largest estimated gain in end-to-end latency, ``weight * (alpha *
   backward + (1 - alpha) * forward)``: ``backward`` the drop of its best time per round over
   the last ``window`` rounds, ``forward`` its best time over its trials so far (what one more
@@ -108,7 +111,7 @@ class GradientBased:
             return None
         fresh = [t for t in live if not t.round_bests]
         if fresh:
-            return fresh[0].index
+            return min(fresh, key=lambda t: (math.isfinite(t.best_seconds), -t.weighted_seconds, t.index)).index
         gains = np.array([self.gain(t) for t in live])
         top = np.flatnonzero(gains == gains.max())
         return live[int(rng.choice(top))].index
