@@ -31,7 +31,11 @@ what running in network order (weights arriving from memory) costs, the rest is 
 and a column of the same calls run again with only their weights flushed from the caches
 first (``profile_calls(hot=True, cold_weights=True)``): the part of that cost the weights
 explain.
-Engines are interleaved round by round. Printed per network: the Markdown table, and the
+Engines are interleaved round by round, each profiled or timed after a pause of
+:data:`SETTLE_S` (as ``bench_models.py`` and ``bench_int8.py`` time them): an engine's
+threads spin for a while after its inference, and without the pause the next engine's
+layers ran beside them (every engine's inference 1.5-2x slower than when timed alone, on
+2 cores). Printed per network: the Markdown table, and the
 layers where probsched loses most to the best peer, aligned by the ONNX node each layer grew
 from (``3x3 conv #7`` is the 7th 3x3 convolution of the ONNX graph in every engine).
 ``--out FILE`` writes every layer's figures as JSON.
@@ -75,6 +79,10 @@ class Layer:
     record_ms: Optional[float] = None
     hot_ms: Optional[float] = None
     cold_weights_ms: Optional[float] = None
+
+
+#: seconds of quiet before each engine's profiled or timed inference (the module docstring)
+SETTLE_S = 0.2
 
 
 def category_totals(layers: Sequence[Layer]) -> Dict[str, float]:
@@ -369,8 +377,10 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     measured: Dict[str, List[float]] = {lbl: [] for lbl, _, _ in plain}
     for _ in range(args.warmup + args.repeat):
         for prof in profiles:
+            time.sleep(SETTLE_S)
             prof.round()
         for lbl, call, _ in plain:
+            time.sleep(SETTLE_S)
             t0 = time.perf_counter()
             call()
             measured[lbl].append((time.perf_counter() - t0) * 1e3)
