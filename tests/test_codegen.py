@@ -293,3 +293,20 @@ def test_code_that_rounds_floats_to_integers_rounds_what_its_reference_rounds():
     assert kern.module.rounds
     E = ps.compute((n,), lambda i: A[i] * B[i] + C[i], name="E")
     assert not ps.build(ps.create_func([A, B, C, E])).module.rounds
+
+
+def test_int32_arithmetic_converted_to_float_wraps_at_32_bits_as_the_ir_does():
+    """An int8 task's zero-point correction ``acc - colsum`` converted to float32: numba
+    computes int32 arithmetic in int64, so the code converts the int32 result (wrapping as
+    the IR and its interpreter do), which also lets LLVM keep it in 32-bit lanes."""
+    from probsched.ir.expr import cast
+    from probsched.ir.interpreter import evaluate
+
+    A, B = (ps.placeholder((4,), "int32", name=x) for x in "AB")
+    f = ps.create_func([A, B, ps.compute((4,), lambda i: cast("float32", A[i] - B[i]), name="C")])
+    a = np.array([2**31 - 1, 5, -(2**31), 0], np.int32)
+    b = np.array([-1, 3, 1, 0], np.int32)
+    (got,) = ps.build(f).run(a, b)
+    (expected,) = evaluate(f, a, b)
+    np.testing.assert_array_equal(got, expected)
+    assert got[0] == -(2.0**31) and got[2] == 2.0**31  # wrapped both ways

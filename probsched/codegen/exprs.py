@@ -280,6 +280,11 @@ class ExprWriter:
             if e.dtype == "float32" and e.value.dtype == BF16:
                 return self._p(e.value)  # a bfloat16 value is a float32 already
             inner = self.src(e.value)
+            if e.value.dtype == "int32" and isinstance(e.value, BinOp):
+                # numba computes int32 arithmetic in int64; converted as it is, LLVM keeps
+                # the 64 bits (an int8 task's zero-point correction ``acc - colsum`` widened,
+                # subtracted and converted in quadwords: 3x the instructions of its int32 form)
+                inner = f"np.int32({inner})"
             if e.dtype == BOOL:
                 return f"({inner} != 0)", ATOM
             if e.dtype == BF16:
