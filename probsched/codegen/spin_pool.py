@@ -37,13 +37,14 @@ worker loop are compiled once per machine kind and loaded elsewhere (:mod:`.shar
 
 A worker woken from its sleep is placed on a core the waking thread is not on (its
 affinity set to one such core, :meth:`SpinPool.core_for`; Linux only, and only where the
-waking thread may run on more than one core). Linux wakes a thread on the waker's core when that core
-is cache-hot, and moves it only at the next load balance, 10-15 ms later: until then the
-worker and the launcher share one core, the launcher takes back most of the worker's jobs
-and runs them itself, and the first inferences after an idle pause ran at half speed
-(MobileNet-V2 int8: 34 of 58 launches taken back per inference, 3.9 ms against 2.1 once
-settled; pinned, none). TVM's thread pool and OpenMP's ``OMP_PROC_BIND`` pin their
-workers for the same reason; here the caller's thread, which is the user's, is never pinned.
+waking thread may run on more than one core). Linux wakes a thread on the waker's core
+when that core is cache-hot, and moves it only at the next load balance, 10-15 ms later:
+until then the worker and the launcher share one core, the launcher takes back most of the
+worker's jobs and runs them itself, and the first inferences after an idle pause ran at
+half speed (MobileNet-V2 int8: 34 of 58 launches taken back per inference, 3.9 ms against
+2.1 once settled; placed, none). TVM's thread pool and OpenMP's ``OMP_PROC_BIND`` pin
+their workers for the same reason; the caller's thread, which is the user's, is never
+pinned.
 
 Spinning costs a core while it lasts; that is the price of the fast launch, and it is paid
 only for about a millisecond after a parallel loop (libgomp's threads spin too). Every wait
