@@ -214,10 +214,9 @@ def quantized(path: str, work_dir: str, name: str, calibration: List[Feeds]) -> 
     (made once per model, calibration count and seed: kept in ``work_dir``)."""
     from bench_int8 import quantize_with_ort
 
-    (key,) = calibration[0]
     out = os.path.join(work_dir, name)
     if not os.path.exists(out):
-        quantize_with_ort(path, out, key, [f[key] for f in calibration])
+        quantize_with_ort(path, out, calibration)
     return out
 
 

@@ -17,13 +17,14 @@ workloads with ``--weights-as-inputs`` to time them packing B on every call inst
 (the canonical torchvision exports: ``python benchmarks/export_onnx_models.py --full --out
 DIR``) is quantized by ONNX Runtime (``quant_pre_process``, then ``quantize_static``: QDQ,
 per-channel int8 weights, uint8 activations, min/max ranges of ``--calibration`` random
-inputs). On that one QDQ file: probsched (``ps.from_onnx``, tuned with ``--net-trials``
+inputs: images, or for a language model such as BERT-base token ids and a mask of ones,
+:func:`sample_feeds`). On that one QDQ file: probsched (``ps.from_onnx``, tuned with ``--net-trials``
 into ``--db-dir``, or compiled from it with ``--from-db``), ONNX Runtime (all graph
 optimizations) and OpenVINO (CPU, its default precision: int8 where the model is
 quantized); ONNX Runtime float32 on the float model beside them. Every engine is timed
 interleaved after a 0.2 s pause, and its accuracy is measured against ONNX Runtime float32
 on ``--test`` inputs disjoint from the calibration set (relative error, cosine similarity,
-arg-max agreement).
+and for a classifier arg-max agreement).
 
 Usage::
 
@@ -44,7 +45,7 @@ import json
 import os
 import sys
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List
 
 import numba
 import numpy as np
@@ -60,7 +61,9 @@ from bench_peak import amx_peak, vnni_peak  # noqa: E402
 from probsched.intrinsics import amx  # noqa: E402
 
 TARGET = 0.80
-Predict = Callable[[np.ndarray], np.ndarray]
+#: a model's inputs by their graph names, and what an engine makes of them
+Feeds = Dict[str, np.ndarray]
+Predict = Callable[[Feeds], np.ndarray]
 
 
 def bench_kernels(args: argparse.Namespace) -> dict:
@@ -107,27 +110,47 @@ def unit_space(unit: str):
 # ----------------------------------------------------------------------------- networks
 
 
-def images(shape: Tuple[int, ...], n: int, seed: int) -> List[np.ndarray]:
+#: token ids drawn for a language model's integer inputs (below every vocabulary's size)
+TOKENS = 1000
+
+
+def sample_feeds(inputs, n: int, seed: int) -> List[Feeds]:
+    """``n`` inputs of a model whose graph inputs are ``inputs`` (ONNX ``ValueInfo``): an
+    image is standard normal; an integer input is token ids in ``[0, TOKENS)``, an attention
+    mask all ones."""
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
+    out = []
+    for _ in range(n):
+        feeds = {}
+        for info in inputs:
+            shape = tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
+            if info.type.tensor_type.elem_type == 1:  # float
+                feeds[info.name] = rng.standard_normal(shape).astype(np.float32)
+            elif "mask" in info.name:
+                feeds[info.name] = np.ones(shape, np.int64)
+            else:
+                feeds[info.name] = rng.integers(0, TOKENS, shape).astype(np.int64)
+        out.append(feeds)
+    return out
 
 
-def quantize_with_ort(path: str, out: str, name: str, calibration: List[np.ndarray]) -> None:
+def quantize_with_ort(path: str, out: str, calibration: List[Feeds]) -> None:
     """ONNX Runtime's static quantization of ``path`` into ``out`` (QDQ, per channel), its
-    activation ranges those of input ``name`` taking each of ``calibration``."""
+    activation ranges those the model takes on ``calibration``."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     prepared = out + ".prepared.onnx"
     quant_pre_process(path, prepared, skip_symbolic_shape=True)  # static shapes: ONNX's own inference does
-    samples = iter({name: x} for x in calibration)
+    samples = iter(calibration)
 
     class Reader(CalibrationDataReader):
         def get_next(self):
             return next(samples, None)
 
+    large = os.path.getsize(path) > 2**31 - 2**26  # protobuf's 2 GB: weights beside the model
     quantize_static(prepared, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, use_external_data_format=large)
 
 
 def ort_predict(path: str) -> Predict:
@@ -137,8 +160,7 @@ def ort_predict(path: str) -> Predict:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = engines.cores()
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    return lambda x: sess.run(None, {name: x})[0]
+    return lambda feeds: sess.run(None, feeds)[0]
 
 
 def openvino_predict(path: str) -> Predict:
@@ -152,17 +174,21 @@ def openvino_predict(path: str) -> Predict:
     compiled = core.compile_model(core.read_model(path), "CPU",
                                   {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": engines.cores()})
     request = compiled.create_infer_request()
+    names = [p.get_any_name() for p in compiled.inputs]
     out = compiled.outputs[0]
-    return lambda x: np.asarray(request.infer([x])[out])
+    return lambda feeds: np.asarray(request.infer([feeds[n] for n in names])[out])
 
 
 def accuracy(got: List[np.ndarray], want: List[np.ndarray]) -> Dict[str, float]:
-    """Relative error, mean cosine similarity and arg-max agreement of logits."""
+    """Relative error, mean cosine similarity and, for a classifier's logits (one row per
+    input), arg-max agreement."""
     g = np.stack([np.asarray(a, np.float64).reshape(-1) for a in got])
     w = np.stack([np.asarray(a, np.float64).reshape(-1) for a in want])
     cos = np.sum(g * w, 1) / (np.linalg.norm(g, axis=1) * np.linalg.norm(w, axis=1))
-    return {"rel_err": float(np.linalg.norm(g - w) / np.linalg.norm(w)), "cosine": float(cos.mean()),
-            "argmax": float(np.mean(g.argmax(1) == w.argmax(1)))}
+    out = {"rel_err": float(np.linalg.norm(g - w) / np.linalg.norm(w)), "cosine": float(cos.mean())}
+    if all(np.asarray(a).ndim == 2 and np.asarray(a).shape[0] == 1 for a in want):
+        out["argmax"] = float(np.mean(g.argmax(1) == w.argmax(1)))
+    return out
 
 
 def bench_network(name: str, args: argparse.Namespace) -> dict:
@@ -173,12 +199,11 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     path = os.path.join(args.onnx_dir, f"{name}.onnx")
     if not os.path.exists(path):
         raise SystemExit(f"bench_int8: no {path}; make it with python benchmarks/export_onnx_models.py --full --out {args.onnx_dir}")
-    info = onnx.load(path, load_external_data=False).graph.input[0]
-    shape = tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
+    inputs = onnx.load(path, load_external_data=False).graph.input
     os.makedirs(args.db_dir, exist_ok=True)
     qdq = os.path.join(args.db_dir, f"{name}.qdq.onnx")
     if not os.path.exists(qdq):
-        quantize_with_ort(path, qdq, info.name, images(shape, args.calibration, seed=0))
+        quantize_with_ort(path, qdq, sample_feeds(inputs, args.calibration, seed=0))
     row: dict = {"model": name, "qdq": qdq}
     t = time.perf_counter()
     graph = ps.from_onnx(qdq, name=f"{name}_int8")
@@ -193,13 +218,14 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
         if args.from_db and not os.path.exists(db):
             raise SystemExit(f"bench_int8: --from-db: no database {db}")
         model = ps.compile(graph, database=db if args.from_db else None, candidates=args.candidates, progress=None)
-    predicts: Dict[str, Predict] = {"probsched int8": lambda x: model(x), "onnxruntime int8": ort_predict(qdq)}
+    predicts: Dict[str, Predict] = {"probsched int8": lambda feeds: model(*[feeds[n] for n in graph.input_names]),
+                                    "onnxruntime int8": ort_predict(qdq)}
     try:
         predicts["openvino int8"] = openvino_predict(qdq)
     except engines.Unavailable as exc:
         print(f"bench_int8: {exc} is not installed: its column is left out", file=sys.stderr)
     reference = ort_predict(path)
-    test = images(shape, args.test, seed=1)  # disjoint from the calibration inputs (seed 0)
+    test = sample_feeds(inputs, args.test, seed=1)  # disjoint from the calibration inputs (seed 0)
     want = [reference(x) for x in test]
     row["accuracy"] = {k: accuracy([p(x) for x in test], want) for k, p in predicts.items()}
     x = test[0]
@@ -218,7 +244,8 @@ def network_tables(rows: List[dict]) -> str:
     lines += ["", "| model | engine | rel. error | cosine | arg-max agreement |", "|---|---|---:|---:|---:|"]
     for r in rows:
         for k, a in r["accuracy"].items():
-            lines.append(f"| {r['model']} | {k} | {a['rel_err']:.4f} | {a['cosine']:.5f} | {a['argmax']:.0%} |")
+            agree = f"{a['argmax']:.0%}" if "argmax" in a else "-"
+            lines.append(f"| {r['model']} | {k} | {a['rel_err']:.4f} | {a['cosine']:.5f} | {agree} |")
     return "\n".join(lines)
 
 
