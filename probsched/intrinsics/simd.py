@@ -6,8 +6,9 @@ peak of a core with two 512-bit pipes; so the micro-kernels (:mod:`.matmul`,
 :mod:`.matmul_bf16`) hold their accumulators in numba types whose LLVM form is a vector:
 :data:`f32x16` (``<16 x float>``, one AVX-512 register, two AVX2 ones), :data:`f32x8`
 (``<8 x float>``, one AVX2 register) and :data:`bf16x32` (``<32 x i16>``: 16 pairs of
-bfloat16; :data:`bf16x16`, 8 pairs, for the 8 float32 lanes of an f32x8). The functions below are numba intrinsics, each a few LLVM instructions inlined
-where they are called, indexing flat 1-D arrays by an element offset (unchecked, unaligned):
+bfloat16; :data:`bf16x16`, 8 pairs, for the 8 lanes of an f32x8). The functions below are
+numba intrinsics, each a few LLVM instructions inlined where they are called, indexing flat
+1-D arrays by an element offset (unchecked, unaligned):
 
 - :func:`zeros`, :func:`load`, :func:`store`: float32 vectors (``store`` of either width);
 - :func:`broadcast`: one float32 in all 16 lanes; :func:`zeros8`, :func:`load8`,
@@ -18,10 +19,9 @@ where they are called, indexing flat 1-D arrays by an element offset (unchecked,
   to 8);
 - :func:`fma`: ``acc + a * b`` on float32 vectors of either width, one rounding (``vfmadd``);
 - :func:`dot_pairs` / :func:`dot_pairs_emulated`, on vectors of either width:
-  ``acc[l] += a[l].odd * b[l].odd``, then
-  ``+= a[l].even * b[l].even`` in float32, rounding to nearest after each: the first is
-  the instruction ``vdpbf16ps`` (``avx512_bf16``, and ``avx512vl`` for 8 lanes; it also
-  flushes denormals to zero), the
+  ``acc[l] += a[l].odd * b[l].odd``, then ``+= a[l].even * b[l].even`` in float32,
+  rounding to nearest after each: the first is the instruction ``vdpbf16ps``
+  (``avx512_bf16``, and ``avx512vl`` for 8 lanes; it also flushes denormals to zero), the
   second the same sum on any CPU, each bfloat16 widened (its bits shifted into a float32's
   upper half) and two FMAs. They agree bit for bit on normal numbers.
 
