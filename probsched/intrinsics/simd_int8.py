@@ -15,13 +15,13 @@ flat 1-D arrays by an element offset (unchecked, unaligned):
 - :func:`broadcast_quad`: 4 adjacent uint8 copied to all 16 lanes (:func:`broadcast_quad8`:
   to 8);
 - :func:`dot_quads` / :func:`dot_quads_256` / :func:`dot_quads_emulated`, on vectors of
-  either width: ``acc[l] +=
-  sum_t a[l][t] * b[l][t]`` over the 4 bytes of each lane, ``a`` unsigned and ``b`` signed,
-  in int32 (wrapping, as the instruction does): the first is ``vpdpbusd`` on the vector's
-  width (``avx512_vnni``; 8 lanes with its VL form), the second ``vpdpbusd`` on 256 bits
-  (AVX-VNNI, Intel's client cores without AVX-512; two per 16 lanes), the third the same sum on any CPU, the bytes widened to 16 bits (a
-  u8 x s8 product fits: no saturation, unlike ``vpmaddubsw``) and the four products of a
-  lane added in 32 bits. They agree bit for bit.
+  either width: ``acc[l] += sum_t a[l][t] * b[l][t]`` over the 4 bytes of each lane, ``a``
+  unsigned and ``b`` signed, in int32 (wrapping, as the instruction does): the first is
+  ``vpdpbusd`` on the vector's width (``avx512_vnni``; 8 lanes with its VL form), the
+  second ``vpdpbusd`` on 256 bits (AVX-VNNI, Intel's client cores without AVX-512; two per
+  16 lanes), the third the same sum on any CPU, the bytes widened to 16 bits (a u8 x s8
+  product fits: no saturation, unlike ``vpmaddubsw``) and the four products of a lane
+  added in 32 bits. They agree bit for bit.
 
 >>> import numba, numpy as np
 >>> @numba.njit
