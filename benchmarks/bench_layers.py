@@ -32,10 +32,11 @@ and a column of the same calls run again with only their weights flushed from th
 first (``profile_calls(hot=True, cold_weights=True)``): the part of that cost the weights
 explain.
 Engines are interleaved round by round, each profiled or timed after a pause of
-:data:`SETTLE_S` (as ``bench_models.py`` and ``bench_int8.py`` time them): an engine's
-threads spin for a while after its inference, and without the pause the next engine's
-layers ran beside them (every engine's inference 1.5-2x slower than when timed alone, on
-2 cores). Printed per network: the Markdown table, and the
+:data:`SETTLE_S` and one untimed inference of its own, as ``bench_models.py`` and
+``bench_int8.py`` time them (``time_interleaved``): the pause lets the previous engine's
+spinning threads stop, the untimed inference wakes this engine's threads and warms its
+caches. Run back to back, or timed on the first inference after a pause, every engine's
+inference took 1.5-2x its steady time on 2 cores. Printed per network: the Markdown table, and the
 layers where probsched loses most to the best peer, aligned by the ONNX node each layer grew
 from (``3x3 conv #7`` is the 7th 3x3 convolution of the ONNX graph in every engine).
 ``--out FILE`` writes every layer's figures as JSON.
@@ -81,7 +82,7 @@ class Layer:
     cold_weights_ms: Optional[float] = None
 
 
-#: seconds of quiet before each engine's profiled or timed inference (the module docstring)
+#: seconds of quiet before each engine's untimed and then profiled or timed inference (the module docstring)
 SETTLE_S = 0.2
 
 
@@ -103,13 +104,16 @@ def medians(samples: Dict[str, List[float]], skip: int) -> Dict[str, float]:
     return {k: float(np.median(v[skip:] if len(v) > skip else v)) for k, v in samples.items()}
 
 
-def ort_layers(events: Sequence[dict], index: "lc.OnnxIndex", skip: int) -> List[Layer]:
+def ort_layers(events: Sequence[dict], index: "lc.OnnxIndex", skip: int, stride: int = 1) -> List[Layer]:
     """ONNX Runtime's profile (the ``end_profiling()`` JSON's events) as layers, in run
-    order: each node's ``*_kernel_time`` events, one per inference, the first ``skip`` left out.
+    order: each node's ``*_kernel_time`` events, one per inference, of which the last of
+    every ``stride`` (the others: untimed warm-up inferences), the first ``skip`` left out.
 
     >>> ev = [{"cat": "Node", "name": "n_kernel_time", "dur": d, "args": {"op_name": "Relu"}} for d in (9, 2, 4)]
     >>> [(l.name, l.op, l.ms) for l in ort_layers(ev, None, skip=1)]
     [('n', 'Relu', 0.003)]
+    >>> [l.ms for l in ort_layers(ev + ev[:1], None, skip=0, stride=2)]   # runs 9 (warm), 2, 4 (warm), 9
+    [0.0055]
     """
     samples: Dict[str, List[float]] = {}
     ops: Dict[str, str] = {}
@@ -118,6 +122,7 @@ def ort_layers(events: Sequence[dict], index: "lc.OnnxIndex", skip: int) -> List
             name = e["name"][: -len("_kernel_time")]
             samples.setdefault(name, []).append(e["dur"] / 1e3)
             ops[name] = e.get("args", {}).get("op_name", "")
+    samples = {k: v[stride - 1 :: stride] for k, v in samples.items()}
     return _layers(medians(samples, skip), ops, index)
 
 
@@ -176,6 +181,10 @@ class ProbschedProfile:
         self.hot: List[List[float]] = [[] for _ in model.steps]
         self.cold: List[List[float]] = [[] for _ in model.steps]
 
+    def warm(self) -> None:
+        """One untimed inference."""
+        self.model(*self.args)
+
     def round(self) -> None:
         """One inference, each call timed alone in network order; then one with each call
         run twice in a row, the second timed: its weights and inputs hot, as when its task was tuned."""
@@ -210,6 +219,11 @@ class OrtProfile:
         self.sess = engines.ort_session(path, profile_prefix=os.path.join(self.dir, "profile"))
         self.feeds, self.index, self.label = feeds, index, "onnxruntime"
 
+    def warm(self) -> None:
+        """One untimed inference (its profiler records it too: :meth:`layers` leaves it out)."""
+        self.sess.run(None, self.feeds)
+        self.warm_runs = 2
+
     def round(self) -> None:
         self.sess.run(None, self.feeds)
 
@@ -220,7 +234,7 @@ class OrtProfile:
         for f in glob.glob(os.path.join(self.dir, "*")):
             os.remove(f)
         os.rmdir(self.dir)
-        return ort_layers(events, self.index, skip)
+        return ort_layers(events, self.index, skip, getattr(self, "warm_runs", 1))
 
 
 class OpenvinoProfile:
@@ -235,6 +249,10 @@ class OpenvinoProfile:
         self.index = index
         self.samples: Dict[str, List[float]] = {}
         self.ops: Dict[str, str] = {}
+
+    def warm(self) -> None:
+        """One untimed inference (the counters read after :meth:`round` are its own inference's)."""
+        self.request.infer(self.args)
 
     def round(self) -> None:
         self.request.infer(self.args)
@@ -378,9 +396,11 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     for _ in range(args.warmup + args.repeat):
         for prof in profiles:
             time.sleep(SETTLE_S)
+            prof.warm()
             prof.round()
         for lbl, call, _ in plain:
             time.sleep(SETTLE_S)
+            call()
             t0 = time.perf_counter()
             call()
             measured[lbl].append((time.perf_counter() - t0) * 1e3)
