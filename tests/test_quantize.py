@@ -222,6 +222,37 @@ def test_a_qdq_max_pool_runs_on_the_bytes_and_its_requantization_is_dropped(zero
     np.testing.assert_allclose(ps.compile(g, candidates=2, progress=None)(x), want, rtol=1e-5, atol=1e-5)
 
 
+def test_qdq_pairs_around_a_transpose_and_a_reshape_are_one_quantization():
+    """A transformer's QDQ file puts a Q/DQ pair around each Transpose and Reshape of its
+    attention: the layout op moves the bytes, so the next pair with the same parameters is
+    no requantization (each was one per element before)."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    consts = {"s": np.float32(0.02), "z": np.uint8(100), "shape": np.array([1, 6, 4], np.int64), "b": np.float32(0.5)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q0"]),
+             helper.make_node("DequantizeLinear", ["q0", "s", "z"], ["d0"]),
+             helper.make_node("Transpose", ["d0"], ["t"], perm=[0, 2, 1, 3]),
+             helper.make_node("QuantizeLinear", ["t", "s", "z"], ["q1"]),
+             helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["d1"]),
+             helper.make_node("Reshape", ["d1", "shape"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q2"]),
+             helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["d2"]),
+             helper.make_node("Add", ["d2", "b"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "qdq_moves", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4])],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
+    g = ps.from_onnx(model)
+    assert sum(n.op == "round" for n in g.nodes) == 1  # the input's quantization only
+    x = np.random.default_rng(3).uniform(-2, 2, (1, 2, 3, 4)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    # a byte off would be 0.02 off; the dequantization's float arithmetic differs in the last bit
+    np.testing.assert_allclose(g.evaluate(x)[0], want, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ps.compile(g, candidates=2, progress=None)(x), want, rtol=0, atol=1e-5)
+
+
 def test_onnx_runtime_quantized_model_runs_here_as_onnx_runtime_runs_it(tmp_path):
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")

@@ -16,6 +16,7 @@ operator reads the ONNX layout.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -352,8 +353,12 @@ def _reshape(ins, a, opset):
     if -1 in out:
         known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
         out[out.index(-1)] = int(np.prod(src, dtype=np.int64)) // max(known, 1)
-    data = x.logical()
-    return Value(xp_of(data).reshape(data, tuple(out)))
+
+    def reshape(v: Value) -> Value:
+        data = v.logical()
+        return Value(xp_of(data).reshape(data, tuple(out)))
+
+    return replace(reshape(x), qdq=onnx_qdq.moved(x, reshape))
 
 
 @converter("Flatten")
@@ -370,11 +375,15 @@ def _transpose(ins, a, opset):
     x = ins[0]
     rank = len(x.shape)
     perm = tuple(a.get("perm") or range(rank - 1, -1, -1))
-    # no data moves: the result is the same array in a layout composed of both
-    held = x.perm if x.perm is not None else tuple(range(rank))
     inv = inverse(perm)
-    new = tuple(inv[p] for p in held)
-    return Value(x.data, None if new == tuple(range(rank)) else new)
+
+    def transpose(v: Value) -> Value:
+        # no data moves: the result is the same array in a layout composed of both
+        held = v.perm if v.perm is not None else tuple(range(rank))
+        new = tuple(inv[p] for p in held)
+        return Value(v.data, None if new == tuple(range(rank)) else new)
+
+    return replace(transpose(x), qdq=onnx_qdq.moved(x, transpose))
 
 
 @converter("Squeeze")

@@ -127,6 +127,20 @@ def dequantize_linear(ins: List[Optional[Value]], a, opset: int) -> Value:
     return Value(data, x.perm, QDQ("dq", x, scale, zero, axis))
 
 
+def moved(x: Value, move: Callable[[Value], Value]) -> Optional[QDQ]:
+    """The dequantization a layout-only op's result is (``move``: the op, a Transpose or a
+    Reshape, applied to a value): where ``x`` is a per-tensor dequantization of computed
+    bytes ``q``, ``move(DQ(q))`` is ``DQ(move(q))`` (the op moves elements, the
+    dequantization is the same per element), so a QuantizeLinear after it with the same
+    parameters is ``move(q)`` itself (:func:`quantize_linear`). A transformer's QDQ file
+    puts a Q/DQ pair around each such op of its attention; kept, each is a requantization of
+    every element. None where ``x`` is no such dequantization."""
+    info = x.qdq
+    if info is None or info.kind != "dq" or info.source.static or info.scale.size != 1:
+        return None
+    return QDQ("dq", move(info.source), info.scale, info.zero_point, 0)
+
+
 def _activation(x: Value) -> Optional[Tuple[Value, float, int]]:
     """``(uint8 values, scale, zero point)`` of an activation dequantized per tensor, else None."""
     info = x.qdq
@@ -203,4 +217,4 @@ def matmul(x: Value, w: Value, trans_b: bool = False) -> Optional[Any]:
     return quant_ops.dot(data, zero, scale, weight, (((data.ndim - 1,), (0,)), ((), ())))
 
 
-__all__ = ["QDQ", "quantize_linear", "dequantize_linear", "conv", "matmul"]
+__all__ = ["QDQ", "quantize_linear", "dequantize_linear", "conv", "matmul", "moved"]
