@@ -36,7 +36,8 @@ Engines are interleaved round by round, each profiled or timed after a pause of
 ``bench_int8.py`` time them (``time_interleaved``): the pause lets the previous engine's
 spinning threads stop, the untimed inference wakes this engine's threads and warms its
 caches. Run back to back, or timed on the first inference after a pause, every engine's
-inference took 1.5-2x its steady time on 2 cores. Printed per network: the Markdown table, and the
+inference took 1.5-2x its steady time on 2 cores. Printed per network: the Markdown table,
+and the
 layers where probsched loses most to the best peer, aligned by the ONNX node each layer grew
 from (``3x3 conv #7`` is the 7th 3x3 convolution of the ONNX graph in every engine).
 ``--out FILE`` writes every layer's figures as JSON.
@@ -218,11 +219,12 @@ class OrtProfile:
         self.dir = tempfile.mkdtemp(prefix="bench_layers_ort_")
         self.sess = engines.ort_session(path, profile_prefix=os.path.join(self.dir, "profile"))
         self.feeds, self.index, self.label = feeds, index, "onnxruntime"
+        self.runs_per_round = 1  # inferences per round its profiler records (2 once warm() runs before round())
 
     def warm(self) -> None:
         """One untimed inference (its profiler records it too: :meth:`layers` leaves it out)."""
         self.sess.run(None, self.feeds)
-        self.warm_runs = 2
+        self.runs_per_round = 2
 
     def round(self) -> None:
         self.sess.run(None, self.feeds)
@@ -234,7 +236,7 @@ class OrtProfile:
         for f in glob.glob(os.path.join(self.dir, "*")):
             os.remove(f)
         os.rmdir(self.dir)
-        return ort_layers(events, self.index, skip, getattr(self, "warm_runs", 1))
+        return ort_layers(events, self.index, skip, self.runs_per_round)
 
 
 class OpenvinoProfile:

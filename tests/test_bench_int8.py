@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 from scripts import load_script
 
-onnx = pytest.importorskip("onnx")
-
 
 @pytest.fixture(scope="module")
 def bench():

@@ -226,7 +226,6 @@ def test_qdq_pairs_around_a_transpose_and_a_reshape_are_one_quantization():
     """A transformer's QDQ file puts a Q/DQ pair around each Transpose and Reshape of its
     attention: the layout op moves the bytes, so the next pair with the same parameters is
     no requantization (each was one per element before)."""
-    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 

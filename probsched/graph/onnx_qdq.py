@@ -135,16 +135,22 @@ def moved(x: Value, move: Callable[[Value], Value]) -> Optional[QDQ]:
     parameters is ``move(q)`` itself (:func:`quantize_linear`). A transformer's QDQ file
     puts a Q/DQ pair around each such op of its attention; kept, each is a requantization of
     every element. None where ``x`` is no such dequantization."""
+    info = _dequantized_per_tensor(x)
+    return None if info is None else QDQ("dq", move(info.source), info.scale, info.zero_point, 0)
+
+
+def _dequantized_per_tensor(x: Value) -> Optional[QDQ]:
+    """How ``x`` was dequantized, when it is a per-tensor dequantization of computed bytes."""
     info = x.qdq
     if info is None or info.kind != "dq" or info.source.static or info.scale.size != 1:
         return None
-    return QDQ("dq", move(info.source), info.scale, info.zero_point, 0)
+    return info
 
 
 def _activation(x: Value) -> Optional[Tuple[Value, float, int]]:
     """``(uint8 values, scale, zero point)`` of an activation dequantized per tensor, else None."""
-    info = x.qdq
-    if info is None or info.kind != "dq" or info.source.static or info.scale.size != 1:
+    info = _dequantized_per_tensor(x)
+    if info is None:
         return None
     q, scale, zero = info.source, float(info.scale.reshape(())), int(info.zero_point.reshape(()))
     if q.dtype == "uint8":

@@ -47,9 +47,7 @@ from .simd import broadcast_32_bits, compiles_for, vector_load, vector_store, ve
 
 _I8, _I16, _I32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
 _I32X16 = ir.VectorType(_I32, 16)
-_I8X64 = ir.VectorType(_I8, 64)
 _I32X8 = ir.VectorType(_I32, 8)
-_I8X32 = ir.VectorType(_I8, 32)
 #: ``vpdpbusd`` on 512 bits; LLVM reads its byte operands as ``<16 x i32>`` (newer LLVMs
 #: upgrade that form to their ``<64 x i8>`` one)
 DOT_QUADS = "llvm.x86.avx512.vpdpbusd.512"
@@ -71,41 +69,33 @@ def dot_quads_name() -> str:
     return "dot_quads_256" if compiles_for("avxvnni") else "dot_quads_emulated"
 
 
-#: 16 int32 lanes
-i32x16 = vector_type("i32x16", _I32X16)
-#: 16 lanes of 4 uint8
-u8x64 = vector_type("u8x64", _I8X64)
-#: 16 lanes of 4 int8
-s8x64 = vector_type("s8x64", _I8X64)
-#: 8 int32 lanes
-i32x8 = vector_type("i32x8", _I32X8)
-#: 8 lanes of 4 uint8
-u8x32 = vector_type("u8x32", _I8X32)
-#: 8 lanes of 4 int8
-s8x32 = vector_type("s8x32", _I8X32)
-#: the accumulator types and their LLVM form
-_ACCUMULATORS = {i32x16: _I32X16, i32x8: _I32X8}
+def _family(lanes: int) -> tuple:
+    """The int32 accumulator type of ``lanes`` lanes, the types of its quads (uint8, int8),
+    and the functions on them: ``zeros``, ``load``, ``store``, ``load_quads`` and
+    ``broadcast_quad`` (named with the suffix ``8`` for 8 lanes)."""
+    acc_t, quad_t = ir.VectorType(_I32, lanes), ir.VectorType(_I8, 4 * lanes)
+    acc = vector_type(f"i32x{lanes}", acc_t)
+    u8, s8 = vector_type(f"u8x{4 * lanes}", quad_t), vector_type(f"s8x{4 * lanes}", quad_t)
+    sfx = "" if lanes == 16 else str(lanes)
+    functions = (
+        vector_zeros(acc, acc_t, f"An int32 vector of {lanes} zeros."),
+        vector_load(types.int32, acc, acc_t, f"load{sfx}", f"``array[index : index + {lanes}]`` (int32) as a vector."),
+        vector_store(types.int32, acc_t, f"``array[index : index + {lanes}] = value`` (int32)."),
+        vector_load(types.int8, s8, quad_t, f"load_quads{sfx}",
+                    f"The {4 * lanes} int8 ``array[index : index + {4 * lanes}]``: lane ``l`` holds elements "
+                    "``4l .. 4l + 3``."),
+        broadcast_32_bits(types.uint8, u8, quad_t, f"broadcast_quad{sfx}",
+                          f"The four uint8 ``array[index : index + 4]`` in each of the {lanes} lanes."),
+    )
+    return (acc, u8, s8), functions
 
-zeros = vector_zeros(i32x16, _I32X16, "An int32 vector of zeros.")
-load = vector_load(types.int32, i32x16, _I32X16, "load", "``array[index : index + 16]`` (int32) as a vector.")
-store = vector_store(types.int32, _I32X16, "``array[index : index + 16] = value`` (int32).")
-load_quads = vector_load(
-    types.int8, s8x64, _I8X64, "load_quads",
-    "The 64 int8 ``array[index : index + 64]``: lane ``l`` holds elements ``4l .. 4l + 3``.",
-)
-broadcast_quad = broadcast_32_bits(
-    types.uint8, u8x64, _I8X64, "broadcast_quad", "The four uint8 ``array[index : index + 4]`` in every lane."
-)
-zeros8 = vector_zeros(i32x8, _I32X8, "An int32 vector of 8 zeros.")
-load8 = vector_load(types.int32, i32x8, _I32X8, "load8", "``array[index : index + 8]`` (int32) as a vector.")
-store8 = vector_store(types.int32, _I32X8, "``array[index : index + 8] = value`` (int32, 8 lanes).")
-load_quads8 = vector_load(
-    types.int8, s8x32, _I8X32, "load_quads8",
-    "The 32 int8 ``array[index : index + 32]``: lane ``l`` of 8 holds elements ``4l .. 4l + 3``.",
-)
-broadcast_quad8 = broadcast_32_bits(
-    types.uint8, u8x32, _I8X32, "broadcast_quad8", "The four uint8 ``array[index : index + 4]`` in each of 8 lanes."
-)
+
+#: 16 int32 lanes, and 16 lanes of 4 uint8 / int8
+(i32x16, u8x64, s8x64), (zeros, load, store, load_quads, broadcast_quad) = _family(16)
+#: 8 int32 lanes, and 8 lanes of 4 uint8 / int8
+(i32x8, u8x32, s8x32), (zeros8, load8, store8, load_quads8, broadcast_quad8) = _family(8)
+#: each accumulator type: its LLVM form and its quads' types
+_ACCUMULATORS = {i32x16: (_I32X16, (u8x64, s8x64)), i32x8: (_I32X8, (u8x32, s8x32))}
 
 
 def _accumulator(acc, a, b, what: str) -> ir.VectorType:
@@ -113,10 +103,10 @@ def _accumulator(acc, a, b, what: str) -> ir.VectorType:
     ``b`` hold its quads."""
     if acc not in _ACCUMULATORS:
         raise TypeError(f"{what}: expected an int32 vector (i32x16 or i32x8), got {acc}")
-    quads = {i32x16: (u8x64, s8x64), i32x8: (u8x32, s8x32)}[acc]
+    vector, quads = _ACCUMULATORS[acc]
     if a not in quads or b not in quads:
         raise TypeError(f"{what}: expected the quads of {acc} ({quads[0]} or {quads[1]}), got {a}, {b}")
-    return _ACCUMULATORS[acc]
+    return vector
 
 
 def _vpdpbusd(builder, name: str, vector: ir.VectorType, acc, a, b):
