@@ -86,8 +86,6 @@ def native_available() -> bool:
 def matmul_bf16_source(m: int, n: int, zero_start: bool = False, native: Optional[bool] = None) -> str:
     """Python source of the M x N kernel; ``native``: ``vdpbf16ps`` (default: when the CPU
     has it) or the emulated dot product."""
-    if n % 8:
-        raise ValueError(f"matmul_bf16_{m}x{n}: N must be a multiple of 8")
     native = native_available() if native is None else native
     dot = "dot_pairs" if native else "dot_pairs_emulated"
     lines = [

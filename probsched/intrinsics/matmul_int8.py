@@ -77,8 +77,6 @@ def matmul_int8_source(m: int, n: int, zero_start: bool = False, dot: Optional[s
     built on (default: what the CPU runs natively, :func:`~.simd_int8.dot_quads_name`)."""
     from .simd_int8 import dot_quads_name
 
-    if n % 8:
-        raise ValueError(f"matmul_int8_{m}x{n}: N must be a multiple of 8")
     dot = dot or dot_quads_name()
     lines = [
         # numba's cache checks this file's date only: name the vector helpers' versions
