@@ -64,16 +64,21 @@ def test_awake_workers_run_chunks_and_every_index_once(counting):
     launch, address, _ = counting
     pool = spin_pool.spin_pool()
     for extent in (2, 3, 7, 64):
-        _awake(pool)
-        spin_pool.launch_counts(reset=True)
-        count, first = np.zeros(extent, np.float32), np.full(extent, -1, np.float32)
-        launch(address, extent, count, first)
-        assert count.tolist() == [1.0] * extent
-        starts = sorted(set(first.tolist()))
-        assert len(starts) == min(numba.get_num_threads(), extent) and starts[0] == 0
-        assert set(pool.states()) <= _HANDED_BACK
-        counts = spin_pool.launch_counts()
-        assert counts["launches"] == 1 and counts["fallbacks"] == counts["short"] == counts["wake_waits"] == 0, counts
+        tries = []
+        for _ in range(3):  # a worker descheduled past its idle millisecond sleeps: try again
+            count, first = np.zeros(extent, np.float32), np.full(extent, -1, np.float32)
+            _awake(pool)
+            spin_pool.launch_counts(reset=True)
+            launch(address, extent, count, first)
+            tries.append(spin_pool.launch_counts())
+            assert count.tolist() == [1.0] * extent
+            starts = sorted(set(first.tolist()))
+            assert len(starts) == min(numba.get_num_threads(), extent) and starts[0] == 0
+            assert set(pool.states()) <= _HANDED_BACK
+            if tries[-1]["launches"] == 1 and tries[-1]["fallbacks"] == tries[-1]["short"] == tries[-1]["wake_waits"] == 0:
+                break
+        else:
+            raise AssertionError(f"no clean launch in {tries}")
 
 
 def test_a_failing_chunk_on_a_worker_raises_in_the_caller():
@@ -171,12 +176,17 @@ def test_a_worker_that_fell_asleep_while_the_caller_held_the_gil_is_woken(counti
         asleep = pool.states()
         spin_pool.launch_counts(reset=True)
         pool.wake()  # as a kernel call does
+        woken = pool.states()  # the worker cannot leave WAKING without the GIL
         launch(address, 8, count, first)
     finally:
         sys.setswitchinterval(old)
     assert asleep == [spin_pool.SLEEPING] * pool.workers  # the case under test happened
+    assert woken == [spin_pool.WAKING] * pool.workers  # the old bug left them SLEEPING
     counts = spin_pool.launch_counts()
-    assert counts["fallbacks"] == 0 and counts["launches"] == 1, counts
+    # the launch waited for the worker (the old bug: no wait, at once to prange); it runs
+    # the loop with it, or without it when a machine loaded by other processes gave the
+    # worker no core within the wait (WAKE_WAIT_TICKS)
+    assert counts["wake_waits"] == 1 and counts["launches"] + counts["fallbacks"] == 1, counts
     assert count.tolist() == [1.0] * 8
 
 
@@ -203,6 +213,9 @@ def test_wake_keeps_spinning_workers_awake_and_idle_ones_still_sleep():
             now = time.perf_counter()
             gaps += now - last > 5e-4
             last = now
+        # a last wake() before the count: a worker that napped in a final gap (unwoken) is
+        # counted now and must nap again to sleep below; one that spins naps once more
+        pool.wake()
         naps = spin_pool.launch_counts()["naps"]
     finally:
         sys.setswitchinterval(old)
@@ -401,7 +414,12 @@ def test_a_woken_worker_is_placed_off_the_wakers_core(counting):
             time.sleep(0.01)
         here = where()
         _awake(pool)
+        # a worker says it spins before it moves (a launcher never waits for the move)
+        moved = time.monotonic() + 1.0
         cores = [os.sched_getaffinity(t.native_id) for t in pool._threads]
+        while not all(len(c) == 1 and here not in c for c in cores) and time.monotonic() < moved:
+            time.sleep(1e-3)
+            cores = [os.sched_getaffinity(t.native_id) for t in pool._threads]
         if where() == here:
             break
     assert all(len(c) == 1 and here not in c for c in cores), (here, cores)

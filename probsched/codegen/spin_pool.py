@@ -35,16 +35,18 @@ run time from the symbol :data:`BASE_SYMBOL` and yield through :data:`YIELD_SYMB
 registered with LLVM in every process (:func:`register_symbols`), so the launchers and the
 worker loop are compiled once per machine kind and loaded elsewhere (:mod:`.shared`).
 
-A worker woken from its sleep is placed on a core the waking thread is not on (its
+A worker woken from its sleep places itself on a core the waking thread is not on (its
 affinity set to one such core, :meth:`SpinPool.core_for`; Linux only, and only where the
 waking thread may run on more than one core). Linux wakes a thread on the waker's core
 when that core is cache-hot, and moves it only at the next load balance, 10-15 ms later:
 until then the worker and the launcher share one core, the launcher takes back most of the
 worker's jobs and runs them itself, and the first inferences after an idle pause ran at
-half speed (MobileNet-V2 int8: 34 of 58 launches taken back per inference, 3.9 ms against
-2.1 once settled; placed, none). TVM's thread pool and OpenMP's ``OMP_PROC_BIND`` pin
-their workers for the same reason; the caller's thread, which is the user's, is never
-pinned.
+half speed (``benchmarks/bench_int8.py`` pauses before each timed inference). TVM's thread
+pool and OpenMP's ``OMP_PROC_BIND`` pin their workers for the same reason; the caller's
+thread, which is the user's, is never pinned. The worker moves only after it says it spins
+and without the GIL (in ``serve``, through :data:`PLACE_SYMBOL`): the other core may be busy
+with another process, and a launcher then takes back the jobs the worker has not started
+instead of waiting for it, and the caller's Python never waits for the move.
 
 Spinning costs a core while it lasts; that is the price of the fast launch, and it is paid
 only for about a millisecond after a parallel loop (libgomp's threads spin too). Every wait
@@ -114,6 +116,10 @@ BASE_SYMBOL = "probsched_spin_pool_base"
 """The symbol of an int64 holding the slots' address (0 before the pool starts)."""
 YIELD_SYMBOL = "probsched_os_yield"
 """The symbol of the OS call that yields the core (:func:`_os_yield`)."""
+PLACE_SYMBOL = "probsched_set_affinity"
+"""The symbol of the OS call that sets the calling thread's cores (:func:`_set_affinity`)."""
+CPU_SET_BYTES = 128
+"""The size of Linux's ``cpu_set_t`` (1024 cores): a woken worker's placement mask."""
 
 
 def timing() -> str:
@@ -155,14 +161,28 @@ def _os_yield():
     return fn
 
 
+def _set_affinity():
+    """A ctypes function numba can call as ``f(0, CPU_SET_BYTES, mask_address)`` that sets
+    the calling thread's cores: Linux's ``sched_setaffinity``. Elsewhere the yield function
+    stands in for the symbol: the pool never places a worker there (no mask is made)."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None).sched_setaffinity
+    except (AttributeError, OSError):
+        return _os_yield()
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+    return fn
+
+
 _registered: list = []  # what the symbols point at
 
 
 @functools.lru_cache(maxsize=None)
 def register_symbols():
-    """Register :data:`BASE_SYMBOL` and :data:`YIELD_SYMBOL` with LLVM (llvmlite's
+    """Register :data:`BASE_SYMBOL`, :data:`YIELD_SYMBOL` and :data:`PLACE_SYMBOL` with LLVM (llvmlite's
     ``add_symbol``, as numba registers its runtime's functions) once per process; returns the
-    ctypes int64 behind :data:`BASE_SYMBOL`. Compiled pool code refers to both by name and the
+    ctypes int64 behind :data:`BASE_SYMBOL`. Compiled pool code refers to them by name and the
     JIT linker resolves them, so the code holds no address of the process that compiled it:
     called before such code is compiled or loaded.
 
@@ -174,10 +194,11 @@ def register_symbols():
     from llvmlite import binding as ll
 
     base = ctypes.c_int64(0)
-    yield_fn = _os_yield()
-    _registered.extend([base, yield_fn])  # alive as long as the process
+    yield_fn, place_fn = _os_yield(), _set_affinity()
+    _registered.extend([base, yield_fn, place_fn])  # alive as long as the process
     ll.add_symbol(BASE_SYMBOL, ctypes.addressof(base))
     ll.add_symbol(YIELD_SYMBOL, ctypes.cast(yield_fn, ctypes.c_void_p).value)
+    ll.add_symbol(PLACE_SYMBOL, ctypes.cast(place_fn, ctypes.c_void_p).value)
     return base
 
 
@@ -187,7 +208,9 @@ def atomics():
     ``store_release(addr, v)``, ``store_relaxed(addr, v)``, ``load_relaxed(addr)``,
     ``compare_exchange(addr, expected, new) -> 1 or 0``, ``cpu_relax()`` (``pause``),
     ``ticks()`` (``rdtsc``), ``os_yield()`` (give the core to another runnable thread, see
-    :func:`_os_yield`), ``pool_base()`` (the slots' address, :data:`BASE_SYMBOL`) and
+    :func:`_os_yield`), ``set_affinity(mask_address)`` (the calling thread's cores, a
+    ``cpu_set_t`` at that address, see :func:`_set_affinity`), ``pool_base()`` (the slots'
+    address, :data:`BASE_SYMBOL`) and
     ``stash(tuple) -> address`` (the tuple copied into the caller's stack frame, valid
     until the caller returns)."""
     configure_numba()
@@ -257,6 +280,21 @@ def atomics():
         return call
 
     @intrinsic
+    def set_affinity(typingctx, mask):
+        if not isinstance(mask, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(i32, [i32, i64, i64])  # (thread 0: the caller, size, mask)
+            fn = cgutils.get_or_insert_function(builder.module, fnty, PLACE_SYMBOL)
+            mask = context.cast(builder, args[0], sig.args[0], types.int64)
+            builder.call(fn, [i32(0), i64(CPU_SET_BYTES), mask])
+            return context.get_dummy_value()
+
+        return types.none(mask), codegen
+
+    @intrinsic
     def ticks(typingctx):
         def codegen(context, builder, sig, args):
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, []), "llvm.readcyclecounter")
@@ -288,6 +326,7 @@ def atomics():
 
     return SimpleNamespace(
         os_yield=_calling(YIELD_SYMBOL, ir.IntType(32)),
+        set_affinity=set_affinity,
         pool_base=pool_base,
         load_acquire=_load("acquire"),
         load_relaxed=_load("monotonic"),
@@ -303,8 +342,9 @@ def atomics():
 
 @functools.lru_cache(maxsize=None)
 def pool_functions():
-    """The compiled pool operations: ``serve(base, workers, slot)`` (a worker's loop: returns the
-    state it left with, SLEEPING or STOPPING), ``claim(base, workers, wanted) -> mask`` (a
+    """The compiled pool operations: ``serve(base, workers, slot, place)`` (a worker's loop,
+    first moved to the cores of the ``cpu_set_t`` at address ``place`` unless it is 0: returns
+    the state it left with, SLEEPING or STOPPING), ``claim(base, workers, wanted) -> mask`` (a
     bit per worker claimed; -1 when no worker is awake, the launcher's cue to use ``prange``),
     ``post(base, slot, trampoline, body, args, lo, hi)`` and ``collect(base, workers, mask)
     -> failed chunks``. Launchers call the last three; they are small and LLVM inlines them.
@@ -317,6 +357,7 @@ def pool_functions():
     load_acquire, load_relaxed = a.load_acquire, a.load_relaxed
     store_release, store_relaxed = a.store_release, a.store_relaxed
     cas, relax, ticks, os_yield = a.compare_exchange, a.cpu_relax, a.ticks, a.os_yield
+    set_affinity = a.set_affinity
     opts = compile_options()
     i64 = numba_type("int64")
 
@@ -339,11 +380,13 @@ def pool_functions():
         c = base + (workers * SLOT_WORDS + counter) * 8
         store_relaxed(c, load_relaxed(c) + 1)
 
-    @numba.njit(i64(i64, i64, i64), **opts)
-    def serve(base, workers, slot):
+    @numba.njit(i64(i64, i64, i64, i64), **opts)
+    def serve(base, workers, slot, place):
         s = base + slot * SLOT_WORDS * 8
         kick = base + (workers + 1) * SLOT_WORDS * 8
         cas(s, WAKING, SPINNING)
+        if place != 0:  # after SPINNING: a launcher takes back what a migrating worker has not started
+            set_affinity(place)
         idle_since = ticks()
         kicks_seen = load_relaxed(kick)
         while True:
@@ -467,9 +510,10 @@ class SpinPool:
         self._kick_word = memoryview(self._words[kick : kick + 1])
         self._kicks = itertools.count(1)
         self._events = [threading.Event() for _ in range(workers)]
-        # where a woken worker may go (wake()): the waker's core, and those the waker may use
+        # where a woken worker goes (wake() writes each slot's cpu_set_t; serve() applies it)
         self._which_core = _current_cpu() if hasattr(os, "sched_setaffinity") else None
-        self._waker: tuple = (-1, [])
+        self._masks = np.zeros((workers, CPU_SET_BYTES), np.uint8)
+        self._place_at = [0] * workers  # a slot's mask address, 0: stay where it wakes
         self._stopping = False
         self._lock = threading.Lock()
         self._serve = serve_function()
@@ -487,8 +531,7 @@ class SpinPool:
             event.clear()
             if self._stopping:
                 return
-            self._place(slot)
-            left = self._serve(self.base, self.workers, slot)
+            left = self._serve(self.base, self.workers, slot, self._place_at[slot])
             if left != SLEEPING or self._stopping:
                 return
 
@@ -506,17 +549,21 @@ class SpinPool:
             return None
         return others[slot % len(others)]
 
-    def _place(self, slot: int) -> None:
-        """Move this worker (just woken) off the waker's core (the module docstring); where
-        there is no other core, let it run where the waker may (a process pinned to one core
-        since the last wake keeps its workers there too)."""
-        core = self.core_for(slot, *self._waker)
-        cores = {core} if core is not None else set(self._waker[1])
-        if cores:
-            try:
-                os.sched_setaffinity(0, cores)
-            except OSError:  # the cores changed since wake() looked: stay where it is
-                pass
+    def _aim(self, slot: int, waker: int, cores: List[int]) -> None:
+        """Write where worker ``slot``, woken by a thread on core ``waker`` that may run on
+        ``cores``, places itself (the module docstring): off the waker's core, or where the
+        waker may run when there is no other (a process pinned to one core since the last
+        wake keeps its workers there too)."""
+        core = self.core_for(slot, waker, cores)
+        chosen = [core] if core is not None else cores
+        mask = self._masks[slot]
+        mask[:] = 0
+        if not chosen or max(chosen) >= 8 * CPU_SET_BYTES:
+            self._place_at[slot] = 0
+            return
+        for c in chosen:
+            mask[c // 8] |= 1 << (c % 8)
+        self._place_at[slot] = int(mask.ctypes.data)
 
     def wake(self) -> None:
         """Keep the spinning workers awake and wake the sleeping ones (a few loads and a
@@ -534,10 +581,11 @@ class SpinPool:
         if SLEEPING not in states:  # the common case: no lock, no event
             return
         with self._lock:
-            if self._which_core is not None:
-                self._waker = (self._which_core(), sorted(os.sched_getaffinity(0)))
+            waker = (self._which_core(), sorted(os.sched_getaffinity(0))) if self._which_core else None
             for k in range(self.workers):
                 if states[k] == SLEEPING:  # left only here (or at stop and fork): no other writer to race
+                    if waker is not None:
+                        self._aim(k, *waker)
                     self._states[k] = WAKING
                     self._events[k].set()
 
