@@ -310,3 +310,32 @@ def test_int32_arithmetic_converted_to_float_wraps_at_32_bits_as_the_ir_does():
     (expected,) = evaluate(f, a, b)
     np.testing.assert_array_equal(got, expected)
     assert got[0] == -(2.0**31) and got[2] == 2.0**31  # wrapped both ways
+
+
+def test_a_byte_read_back_as_float_skips_the_integers_and_keeps_the_values():
+    """A quantization dequantized in the same task (a residual block's convolution
+    requantized, then dequantized for the add) is a float clamped to the byte's range,
+    converted to int32, to uint8 and back to float32: the code writes it as ``trunc`` of the
+    float (no integer trip), and a store of a clamped value skips the second saturation.
+    Same values as the interpreter at the edges (halves, the range's ends, beyond them)."""
+    from probsched.ir.expr import cast, maximum, minimum, rint
+    from probsched.ir.interpreter import evaluate
+
+    n = 12
+    X = ps.placeholder((n,), name="X")
+
+    def clamped(i):
+        return minimum(maximum(rint(X[i] * 2.0), 0.0), 255.0)
+
+    D = ps.compute((n,), lambda i: cast("float32", cast("uint8", cast("int32", clamped(i)))) * 0.5, name="D")
+    Q = ps.compute((n,), lambda i: cast("uint8", cast("int32", clamped(i))), name="Q")
+    f = ps.create_func([X, D, Q])
+    x = np.array([-3.0, -0.25, 0.0, 0.25, 0.75, 1.25, 63.5, 64.25, 127.25, 127.5, 127.75, 400.0], np.float32)
+    kern = ps.build(f)
+    got = kern.run(x)
+    for g, want in zip(got, evaluate(f, x)):
+        np.testing.assert_array_equal(g, want)
+    assert got[1][-1] == 255 and got[0][0] == 0.0
+    src = kern.source
+    assert "np.trunc(" in src and "np.float32(np.uint8(" not in src
+    assert src.count("min(max(") == 2  # the two clamps of the IR; no saturation on top of them
