@@ -18,7 +18,8 @@ function: ``graph.tasks()``, ``ps.compile`` and ``ps.tune_model`` take the resul
   transposed once, where it enters, and no transpose is left between layers.
 - A quantized model in QDQ form (``QuantizeLinear`` / ``DequantizeLinear`` around its
   convolutions and matmuls, as ONNX Runtime's ``quantize_static`` writes it) is imported
-  with those layers in int8 (:mod:`.onnx_qdq`), as :func:`probsched.quantize` makes them.
+  with those layers in int8 (:mod:`.onnx_qdq`), as :func:`probsched.quantize` makes them;
+  a quantized elementwise chain of one byte tensor (a GELU) is a table (:mod:`.onnx_tables`).
 - An operator, attribute, data type or dynamic dimension the import does not handle raises
   one :class:`~probsched.errors.FrontEndError` naming the node (operator, name, input
   shapes) and what is supported.
@@ -52,8 +53,10 @@ from ..errors import FrontEndError
 from .from_jax import SOURCE_SCOPE as SCOPE
 from .from_jax import from_jax
 from .ir import Graph
+from . import onnx_tables
 from .onnx_layout import Value
 from .onnx_ops import CONVERTERS, DTYPES, SUPPORTED, Attrs
+from .onnx_tables import ByteFunction
 
 #: Element types a model's inputs may have.
 INPUT_DTYPES = ("float32", "int64", "int32", "bool")
@@ -151,8 +154,9 @@ def _input_specs(inputs_info, examples: Any) -> List[Tuple[str, Tuple[int, ...],
 class _Interpreter:
     """Runs a model's nodes on :class:`Value` s (see the module docstring)."""
 
-    def __init__(self, opset: int) -> None:
+    def __init__(self, opset: int, tables: Optional[Dict[str, ByteFunction]] = None) -> None:
         self.opset = opset
+        self.tables = tables or {}  # QuantizeLinear outputs read from a byte table (.onnx_tables)
 
     def run_graph(self, graph, env: Dict[str, Value]) -> None:
         import jax
@@ -164,10 +168,19 @@ class _Interpreter:
                     raise FrontEndError(f"{self.label(node, ins)}: reads {n!r}, which no node computes")
             label = self.label(node, ins)
             with jax.named_scope(label):
-                outs = self.node(node, ins, env, label)
+                fn = self.tables.get(node.output[0]) if node.op_type == "QuantizeLinear" else None
+                looked_up = onnx_tables.lookup(fn, env, self.run_static) if fn is not None else None
+                outs = [looked_up] if looked_up is not None else self.node(node, ins, env, label)
             for name, v in zip(node.output, outs):
                 if name and v is not None:
                     env[name] = v
+
+    def run_static(self, node, values: Dict[str, Value]) -> None:
+        """Run ``node`` on the static ``values`` (by name) and store its outputs there."""
+        ins = [values.get(n) if n else None for n in node.input]
+        for name, v in zip(node.output, self.node(node, ins, values, self.label(node, ins))):
+            if name and v is not None:
+                values[name] = v
 
     @staticmethod
     def label(node, ins: Sequence[Optional[Value]]) -> str:
@@ -236,7 +249,7 @@ def from_onnx(model_or_path: Any, inputs: Union[Mapping[str, Any], Sequence[Any]
         raise FrontEndError(f"from_onnx: sparse initializers ({g.sparse_initializer[0].values.name!r}) are not supported")
     inputs_info = [i for i in g.input if i.name not in initializers]
     specs = _input_specs(inputs_info, inputs)
-    interp = _Interpreter(opset)
+    interp = _Interpreter(opset, onnx_tables.byte_functions(g, initializers))
     out_names = [o.name for o in g.output]
 
     def fn(*args):
