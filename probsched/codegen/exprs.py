@@ -96,6 +96,8 @@ def value_range(e: Expr) -> Tuple[Optional[float], Optional[float]]:
     (0.0, 255.0)
     >>> value_range(Cast("int32", maximum(x, -0.5)))
     (0, None)
+    >>> value_range(Cast("uint8", Cast("int32", maximum(x, 300.0))))  # saturated
+    (255, 255)
     """
     if isinstance(e, Const) and not isinstance(e.value, bool):
         return e.value, e.value
@@ -113,7 +115,8 @@ def value_range(e: Expr) -> Tuple[Optional[float], Optional[float]]:
         lo, hi = value_range(e.value)
         if e.dtype in NARROW_INT_DTYPES:  # an integer saturated to the byte's range
             blo, bhi = INT_RANGE[e.dtype]
-            return max(_pick(max, lo, blo), blo), min(_pick(min, hi, bhi), bhi)
+            lo, hi = blo if lo is None else lo, bhi if hi is None else hi
+            return min(max(lo, blo), bhi), max(min(hi, bhi), blo)
         if e.dtype in INT_DTYPES and is_float(e.value.dtype):  # converted toward zero
             return _apply(math.trunc, lo), _apply(math.trunc, hi)
         return lo, hi

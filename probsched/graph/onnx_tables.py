@@ -119,10 +119,11 @@ def _between(root: str, last: Any, producer: Dict[str, Any], graph: Any) -> Tupl
     return tuple(n for n in graph.node if id(n) in keep)
 
 
-def table(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, Dict[str, Any]], None], dtype: str) -> np.ndarray:
+def table(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, Dict[str, Any]], None], dtype: str) -> Optional[np.ndarray]:
     """The 256 bytes ``fn`` maps each value of its source (of ``dtype``, ``uint8`` or
     ``int8``) to, in order from the type's lowest: ``run(node, values)`` evaluates one
-    node on the static values ``values`` (by name) and stores its outputs there."""
+    node on the static values ``values`` (by name) and stores its outputs there. None when
+    the chain does not keep one value per byte (an operator broadcast it further)."""
     from .onnx_layout import Value
 
     lo = -128 if dtype == "int8" else 0
@@ -131,9 +132,7 @@ def table(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, Dict[str, A
     for node in fn.nodes:
         run(node, values)
     out = np.asarray(values[fn.nodes[-1].output[0]].data).reshape(-1)
-    if out.size != 256:
-        raise ValueError(f"a byte table of {out.size} entries")
-    return out
+    return out if out.size == 256 else None
 
 
 def lookup(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, Dict[str, Any]], None]) -> Optional[Any]:
@@ -147,6 +146,8 @@ def lookup(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, Dict[str, 
     import jax.numpy as jnp
 
     entries = table(fn, env, run, src.dtype)
+    if entries is None:
+        return None
     index = src.data.astype(jnp.int32) + (128 if src.dtype == "int8" else 0)
     return Value(jnp.take(jnp.asarray(entries), index, mode="clip"), src.perm)
 
