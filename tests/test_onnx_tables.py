@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 
-def _gelu_qdq(per_channel_bias: bool = False):
+def _gelu_qdq(per_channel_bias: bool = False, quantized_constants: bool = False):
     """BERT's GELU as ``quantize_static`` writes it: a Q/DQ pair after each of its five
     operators (per-tensor scales), then a float add (a per-channel bias when asked: no table)."""
     c = {"s0": np.float32(0.03), "z0": np.uint8(120), "s1": np.float32(0.02), "z1": np.uint8(128),
@@ -25,7 +25,12 @@ def _gelu_qdq(per_channel_bias: bool = False):
     nodes = qdq("x", 0, "d")
     nodes += [helper.make_node("Div", ["d", "sqrt2"], ["a"])] + qdq("a", 1, "ad")
     nodes += [helper.make_node("Erf", ["ad"], ["e"])] + qdq("e", 1, "ed")
-    nodes += [helper.make_node("Add", ["ed", "one"], ["p"])] + qdq("p", 2, "pd")
+    one = "one"
+    if quantized_constants:  # as quantize_static writes GELU's 1: the bytes of a constant, dequantized
+        c["one_q"], c["s4"], c["z4"] = np.uint8(255), np.float32(1 / 255), np.uint8(0)
+        nodes += [helper.make_node("DequantizeLinear", ["one_q", "s4", "z4"], ["one_d"])]
+        one = "one_d"
+    nodes += [helper.make_node("Add", ["ed", one], ["p"])] + qdq("p", 2, "pd")
     nodes += [helper.make_node("Mul", ["d", "pd"], ["m"])] + qdq("m", 3, "md")
     nodes += [helper.make_node("Mul", ["md", "half"], ["g"])] + qdq("g", 3, "gd")
     nodes += [helper.make_node("Add", ["gd", "bias"], ["y"])]
@@ -36,9 +41,10 @@ def _gelu_qdq(per_channel_bias: bool = False):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
 
 
-def test_a_quantized_gelu_is_one_table_read_with_the_values_of_its_operators():
+@pytest.mark.parametrize("quantized_constants", [False, True])
+def test_a_quantized_gelu_is_one_table_read_with_the_values_of_its_operators(quantized_constants):
     # five requantizations, three divisions and an erf per element before; now one read
-    model = _gelu_qdq()
+    model = _gelu_qdq(quantized_constants=quantized_constants)
     g = ps.from_onnx(model)
     ops = [n.op for n in g.nodes]
     # the input's quantization only (x / s0, rounded): no erf, no requantization

@@ -14,8 +14,8 @@ one of its values computes it; the graph drops what nothing reads.
 Tabulated (:func:`byte_functions`): a ``QuantizeLinear`` to ``uint8`` with a one-element
 scale and zero point whose input is a function of one tensor of computed bytes, through
 per-tensor ``DequantizeLinear`` and ``QuantizeLinear`` and :data:`ELEMENTWISE` operators
-whose other inputs are one-element initializers or values of the same bytes
-(``x * erf(x)``).
+whose other inputs are one-element constants (initializers, ``Constant`` nodes, or their
+quantizations) or values of the same bytes (``x * erf(x)``).
 
 >>> import numpy as np
 >>> from onnx import helper, numpy_helper, TensorProto
@@ -66,12 +66,24 @@ def byte_functions(graph: Any, initializers: Dict[str, np.ndarray]) -> Dict[str,
     operator on the way is a table; its nodes are those between the source and it."""
     source: Dict[str, str] = {}  # value -> the byte tensor it is a function of
     computed: Dict[str, bool] = {}  # whether an ELEMENTWISE operator is on its way
+    # constants by their element count: initializers, and what Constant nodes and Q/DQ of
+    # constants make (quantize_static quantizes GELU's 1 and 0.5 too)
+    size = {k: int(v.size) for k, v in initializers.items()}
     found: Dict[str, ByteFunction] = {}
     producer = {o: n for n in graph.node for o in n.output if o}
     for node in graph.node:
         if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
             continue
         out = node.output[0]
+        if node.op_type == "Constant":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                size[out] = int(np.prod(value.dims, dtype=np.int64))
+            continue
+        if node.op_type in ("DequantizeLinear", "QuantizeLinear", "Cast", "Identity") and node.input[0] in size:
+            if all(i in size for i in node.input if i):
+                size[out] = size[node.input[0]]
+                continue
         if node.op_type == "DequantizeLinear":
             b = node.input[0]
             if b not in initializers and _per_tensor(node, initializers):
@@ -87,9 +99,9 @@ def byte_functions(graph: Any, initializers: Dict[str, np.ndarray]) -> Dict[str,
         if node.op_type not in ELEMENTWISE:
             continue
         inputs = [i for i in node.input if i]
-        if any(i in initializers and initializers[i].size != 1 for i in inputs):
+        if any(i in size and size[i] != 1 for i in inputs):
             continue  # per channel: a function of the byte and its channel
-        roots = {source.get(i) for i in inputs if i not in initializers}
+        roots = {source.get(i) for i in inputs if i not in size}
         if len(roots) == 1 and None not in roots:
             source[out], computed[out] = roots.pop(), True
     return found
