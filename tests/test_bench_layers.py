@@ -9,14 +9,13 @@ import sys
 import types
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 from scripts import ROOT
 
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
-
-import probsched as ps  # noqa: E402
-from probsched.graph.task import lower_group  # noqa: E402
+import probsched as ps
+from probsched.graph.task import lower_group
 
 TINY = ROOT / "tests" / "data" / "onnx"
 

@@ -2,12 +2,10 @@
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 import probsched as ps
-
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 
 def _gelu_qdq(per_channel_bias: bool = False, quantized_constants: bool = False):

@@ -132,7 +132,6 @@ def test_activation_and_weight_quantization():
 
 def tiny_cnn():
     """A float32 ONNX CNN: two convolutions with ReLU, a global pooling, a dense layer."""
-    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -155,7 +154,7 @@ def tiny_cnn():
 
 
 def test_a_hand_written_qdq_convolution_imports_as_an_int8_task():
-    onnx = pytest.importorskip("onnx")
+    import onnx
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
@@ -191,7 +190,6 @@ def test_a_hand_written_qdq_convolution_imports_as_an_int8_task():
 def test_a_qdq_max_pool_runs_on_the_bytes_and_its_requantization_is_dropped(zero):
     """uint8 activations: the pool runs on the bytes. int8 ones are read as uint8 requantized
     from their float source, which the pool does not have: it pools the floats."""
-    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
@@ -253,7 +251,6 @@ def test_qdq_pairs_around_a_transpose_and_a_reshape_are_one_quantization():
 
 
 def test_onnx_runtime_quantized_model_runs_here_as_onnx_runtime_runs_it(tmp_path):
-    pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     import onnx

@@ -45,7 +45,7 @@ probsched.errors.FrontEndError: from_onnx: input 'x' has the dynamic dimension 0
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, MutableMapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -56,7 +56,6 @@ from .ir import Graph
 from . import onnx_tables
 from .onnx_layout import Value
 from .onnx_ops import CONVERTERS, DTYPES, SUPPORTED, Attrs
-from .onnx_tables import ByteFunction
 
 #: Element types a model's inputs may have.
 INPUT_DTYPES = ("float32", "int64", "int32", "bool")
@@ -154,7 +153,7 @@ def _input_specs(inputs_info, examples: Any) -> List[Tuple[str, Tuple[int, ...],
 class _Interpreter:
     """Runs a model's nodes on :class:`Value` s (see the module docstring)."""
 
-    def __init__(self, opset: int, tables: Optional[Dict[str, ByteFunction]] = None) -> None:
+    def __init__(self, opset: int, tables: Optional[Dict[str, onnx_tables.ByteFunction]] = None) -> None:
         self.opset = opset
         self.tables = tables or {}  # QuantizeLinear outputs read from a byte table (.onnx_tables)
 
@@ -175,7 +174,7 @@ class _Interpreter:
                 if name and v is not None:
                     env[name] = v
 
-    def run_static(self, node, values: Dict[str, Value]) -> None:
+    def run_static(self, node, values: MutableMapping[str, Value]) -> None:
         """Run ``node`` on the static ``values`` (by name) and store its outputs there."""
         ins = [values.get(n) if n else None for n in node.input]
         for name, v in zip(node.output, self.node(node, ins, values, self.label(node, ins))):

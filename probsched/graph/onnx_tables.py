@@ -34,7 +34,8 @@ quantizations) or values of the same bytes (``x * erf(x)``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from collections import ChainMap
+from typing import Any, Callable, Dict, MutableMapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -131,7 +132,7 @@ def _between(root: str, last: Any, producer: Dict[str, Any], graph: Any) -> Tupl
     return tuple(n for n in graph.node if id(n) in keep)
 
 
-def table(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, Dict[str, Any]], None], dtype: str) -> Optional[np.ndarray]:
+def table(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, MutableMapping[str, Any]], None], dtype: str) -> Optional[np.ndarray]:
     """The 256 bytes ``fn`` maps each value of its source (of ``dtype``, ``uint8`` or
     ``int8``) to, in order from the type's lowest: ``run(node, values)`` evaluates one
     node on the static values ``values`` (by name) and stores its outputs there. None when
@@ -139,15 +140,15 @@ def table(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, Dict[str, A
     from .onnx_layout import Value
 
     lo = -128 if dtype == "int8" else 0
-    values = {k: v for k, v in env.items() if v.static}
-    values[fn.source] = Value(np.arange(lo, lo + 256).astype(dtype))
+    # the chain's other inputs are constants of env; what it computes goes in the front map
+    values: MutableMapping[str, Any] = ChainMap({fn.source: Value(np.arange(lo, lo + 256).astype(dtype))}, env)
     for node in fn.nodes:
         run(node, values)
     out = np.asarray(values[fn.nodes[-1].output[0]].data).reshape(-1)
     return out if out.size == 256 else None
 
 
-def lookup(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, Dict[str, Any]], None]) -> Optional[Any]:
+def lookup(fn: ByteFunction, env: Dict[str, Any], run: Callable[[Any, MutableMapping[str, Any]], None]) -> Optional[Any]:
     """The :class:`~.onnx_layout.Value` of ``fn``'s ``QuantizeLinear``: ``table[q]`` of its
     source bytes in their layout; None when the source is not 8-bit (left to the operators)."""
     from .onnx_layout import Value
