@@ -19,7 +19,9 @@ function: ``graph.tasks()``, ``ps.compile`` and ``ps.tune_model`` take the resul
 - A quantized model in QDQ form (``QuantizeLinear`` / ``DequantizeLinear`` around its
   convolutions and matmuls, as ONNX Runtime's ``quantize_static`` writes it) is imported
   with those layers in int8 (:mod:`.onnx_qdq`), as :func:`probsched.quantize` makes them;
-  a quantized elementwise chain of one byte tensor (a GELU) is a table (:mod:`.onnx_tables`).
+  a quantized elementwise chain of one byte tensor (a GELU) is a table (:mod:`.onnx_tables`);
+  a residual add saturates the convolution's quantized output without rounding it, as
+  OpenVINO does (``keep_residual_rounding=True`` rounds it, as ONNX says).
 - An operator, attribute, data type or dynamic dimension the import does not handle raises
   one :class:`~probsched.errors.FrontEndError` naming the node (operator, name, input
   shapes) and what is supported.
@@ -53,7 +55,7 @@ from ..errors import FrontEndError
 from .from_jax import SOURCE_SCOPE as SCOPE
 from .from_jax import from_jax
 from .ir import Graph
-from . import onnx_tables
+from . import onnx_qdq, onnx_tables
 from .onnx_layout import Value
 from .onnx_ops import CONVERTERS, DTYPES, SUPPORTED, Attrs
 
@@ -153,9 +155,11 @@ def _input_specs(inputs_info, examples: Any) -> List[Tuple[str, Tuple[int, ...],
 class _Interpreter:
     """Runs a model's nodes on :class:`Value` s (see the module docstring)."""
 
-    def __init__(self, opset: int, tables: Optional[Dict[str, onnx_tables.ByteFunction]] = None) -> None:
+    def __init__(self, opset: int, tables: Optional[Dict[str, onnx_tables.ByteFunction]] = None,
+                 unrounded: frozenset = frozenset()) -> None:
         self.opset = opset
         self.tables = tables or {}  # QuantizeLinear outputs read from a byte table (.onnx_tables)
+        self.unrounded = unrounded  # DequantizeLinear outputs read without their rounding (.onnx_qdq)
 
     def run_graph(self, graph, env: Dict[str, Value]) -> None:
         import jax
@@ -169,6 +173,8 @@ class _Interpreter:
             with jax.named_scope(label):
                 fn = self.tables.get(node.output[0]) if node.op_type == "QuantizeLinear" else None
                 looked_up = onnx_tables.lookup(fn, env, self.run_static) if fn is not None else None
+                if looked_up is None and node.output[0] in self.unrounded:
+                    looked_up = onnx_qdq.unrounded(ins[0])
                 outs = [looked_up] if looked_up is not None else self.node(node, ins, env, label)
             for name, v in zip(node.output, outs):
                 if name and v is not None:
@@ -229,10 +235,12 @@ class _Interpreter:
 
 
 def from_onnx(model_or_path: Any, inputs: Union[Mapping[str, Any], Sequence[Any], None] = None,
-              name: Optional[str] = None) -> Graph:
+              name: Optional[str] = None, keep_residual_rounding: bool = False) -> Graph:
     """Import an ONNX model (an ``onnx.ModelProto``, or a path to a ``.onnx`` file) as a
     :class:`~.ir.Graph`; ``inputs`` are example inputs (by name or in order) that fix the
-    model's dynamic dimensions. See the module docstring."""
+    model's dynamic dimensions. ``keep_residual_rounding``: a QDQ model's residual adds
+    round the convolution's quantized output as ONNX says, instead of only saturating it
+    (:func:`.onnx_qdq.unrounded_residuals`). See the module docstring."""
     _onnx()  # the one clear error when the package is missing
     from onnx import numpy_helper
 
@@ -248,7 +256,8 @@ def from_onnx(model_or_path: Any, inputs: Union[Mapping[str, Any], Sequence[Any]
         raise FrontEndError(f"from_onnx: sparse initializers ({g.sparse_initializer[0].values.name!r}) are not supported")
     inputs_info = [i for i in g.input if i.name not in initializers]
     specs = _input_specs(inputs_info, inputs)
-    interp = _Interpreter(opset, onnx_tables.byte_functions(g, initializers))
+    unrounded = frozenset() if keep_residual_rounding else onnx_qdq.unrounded_residuals(g, initializers)
+    interp = _Interpreter(opset, onnx_tables.byte_functions(g, initializers), unrounded)
     out_names = [o.name for o in g.output]
 
     def fn(*args):

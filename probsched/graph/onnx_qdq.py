@@ -14,6 +14,17 @@ quantized to ``int8`` is read as ``uint8`` with its zero point moved by 128 (the
 values: ``vpdpbusd`` multiplies unsigned activations). Anything else (a ``DequantizeLinear``
 read by a pooling, an add) computes in float32 on the dequantized values, as ONNX defines.
 
+One exception, the residual add (:func:`unrounded_residuals`): where a convolution's or
+matmul's output is quantized only to be dequantized into an ``Add`` with a dequantized
+skip connection, whose sum (after a ``Relu``, if one) is quantized again, the import
+keeps that first quantization's saturation but not its rounding: ``DQ(Q(y))`` is read as
+``clip(y, (0 - z) s, (255 - z) s)``. OpenVINO drops the same rounding in the same pattern
+(its CPU plugin fuses the requantization, the add and the second quantization into the
+convolution), and so saves per element two roundings, a multiply and two adds of the
+epilogue, which on ResNet-50's 1x1 expansions costs as much as the convolution itself;
+the sum is rounded once instead of twice, so the result is nearer float32's.
+``from_onnx(..., keep_residual_rounding=True)`` keeps ONNX's semantics to the bit.
+
 >>> import numpy as np, onnx
 >>> from onnx import helper, numpy_helper, TensorProto
 >>> import probsched as ps
@@ -37,7 +48,8 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
+from collections import defaultdict
+from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -223,4 +235,122 @@ def matmul(x: Value, w: Value, trans_b: bool = False) -> Optional[Any]:
     return quant_ops.dot(data, zero, scale, weight, (((data.ndim - 1,), (0,)), ((), ())))
 
 
-__all__ = ["QDQ", "quantize_linear", "dequantize_linear", "conv", "matmul", "moved"]
+#: Operators whose output a residual add may read unrounded (:func:`unrounded_residuals`)
+ACCUMULATING = frozenset({"Conv", "MatMul", "Gemm"})
+
+
+def unrounded_residuals(graph: Any, initializers: Dict[str, np.ndarray]) -> FrozenSet[str]:
+    """Outputs of the ``DequantizeLinear`` nodes of ``graph`` (an ONNX ``GraphProto``) the
+    import reads without their ``QuantizeLinear``'s rounding (the module docstring): each
+    dequantizes, with the same per-tensor parameters, the quantization of a ``Conv``,
+    ``MatMul`` or ``Gemm`` output (or of that output plus a constant bias), and is read only
+    by an ``Add`` whose other input is dequantized computed bytes (a skip connection) and
+    whose result, after a ``Relu`` or not, is read only by a ``QuantizeLinear``; the layer's
+    weight a constant (not attention's product of two activations). Where both
+    of an add's inputs are such (a block's last convolution and its shortcut's), the one
+    quantized last: the other is what the skip stores.
+
+    >>> from onnx import helper, numpy_helper
+    >>> c = lambda v, n, t=np.float32: numpy_helper.from_array(np.asarray(v, t), n)
+    >>> nodes = [helper.make_node("Conv", ["x", "w"], ["y"]),
+    ...          helper.make_node("QuantizeLinear", ["y", "s", "z"], ["q"]),
+    ...          helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+    ...          helper.make_node("DequantizeLinear", ["skip", "s", "z"], ["e"]),
+    ...          helper.make_node("Add", ["d", "e"], ["sum"]),
+    ...          helper.make_node("Relu", ["sum"], ["r"]),
+    ...          helper.make_node("QuantizeLinear", ["r", "s", "z"], ["out"])]
+    >>> g = helper.make_graph(nodes, "g", [], [], [c(0.1, "s"), c(128, "z", np.uint8), c([[[[0.5]]]], "w")])
+    >>> sorted(unrounded_residuals(g, {t.name: numpy_helper.to_array(t) for t in g.initializer}))
+    ['d']
+    """
+    producer = {o: n for n in graph.node for o in n.output if o}
+    readers: Dict[str, List[Any]] = defaultdict(list)
+    for node in graph.node:
+        for i in node.input:
+            if i:
+                readers[i].append(node)
+    for o in graph.output:
+        readers[o.name].append(None)  # a model output is read outside: keep it as it is
+
+    def sole_reader(name: str) -> Optional[Any]:
+        got = readers.get(name, [])
+        return got[0] if len(got) == 1 else None
+
+    def constant(name: str) -> bool:
+        node = producer.get(name)
+        return name in initializers or (node is not None and node.op_type == "DequantizeLinear" and node.input[0] in initializers)
+
+    def layer(name: str) -> bool:  # a layer of constant weights (not attention's product of two activations)
+        node = producer.get(name)
+        return node is not None and node.op_type in ACCUMULATING and len(node.input) > 1 and constant(node.input[1])
+
+    def accumulated(name: str) -> bool:
+        node = producer.get(name)
+        if layer(name):
+            return True
+        if node is None or node.op_type != "Add" or len(node.input) != 2:
+            return False
+        a, b = node.input
+        return (layer(a) and constant(b)) or (layer(b) and constant(a))
+
+    def params(node: Any) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        names = list(node.input[1:3]) + [""] * (3 - len(node.input))
+        if not names[0] or any(n and (n not in initializers or initializers[n].size != 1) for n in names[:2]):
+            return None
+        zero = initializers[names[1]] if names[1] else np.zeros((), np.uint8)
+        return np.asarray(initializers[names[0]], np.float32).reshape(()), np.asarray(zero).reshape(())
+
+    order = {id(n): k for k, n in enumerate(graph.node)}
+
+    def requantized(dq: Any) -> Optional[int]:
+        """Where ``dq`` dequantizes a quantized accumulation it alone reads: the position
+        of the ``QuantizeLinear`` in the graph; else None."""
+        q = producer.get(dq.input[0])
+        if dq.op_type != "DequantizeLinear" or q is None or q.op_type != "QuantizeLinear" or not accumulated(q.input[0]):
+            return None
+        p, r = params(q), params(dq)
+        if p is None or r is None or not all(np.array_equal(u, v) and u.dtype == v.dtype for u, v in zip(p, r)):
+            return None
+        return order[id(q)]
+
+    found = set()
+    for add in graph.node:
+        if add.op_type != "Add" or add.domain not in ("", "ai.onnx") or len(add.input) != 2 or add.input[0] == add.input[1]:
+            continue
+        dqs = [producer.get(i) for i in add.input]
+        # both operands dequantized computed bytes (a skip connection, not a bias)
+        if any(d is None or d.op_type != "DequantizeLinear" or d.input[0] in initializers for d in dqs):
+            continue
+        after = sole_reader(add.output[0])
+        if after is not None and after.op_type == "Relu":
+            after = sole_reader(after.output[0])
+        if after is None or after.op_type != "QuantizeLinear":
+            continue
+        # the add joins the accumulation quantized last (a block's last convolution, not
+        # its shortcut's, which the skip reads as the bytes it stores)
+        ranked = [(requantized(d), k) for k, d in enumerate(dqs) if sole_reader(d.output[0]) is add]
+        ranked = [(at, k) for at, k in ranked if at is not None]
+        if ranked:
+            found.add(dqs[max(ranked)[1]].output[0])
+    return frozenset(found)
+
+
+def unrounded(q: Value) -> Optional[Value]:
+    """``DequantizeLinear`` of the quantization ``q`` without its rounding: the float32 value
+    ``q`` was quantized from, clipped to what ``q``'s type holds, ``clip(y, (lo - z) s,
+    (hi - z) s)``; None when ``q`` is not a per-tensor quantization of a computed value."""
+    info = q.qdq
+    if info is None or info.kind != "q" or info.source.static or info.scale.size != 1 or q.dtype not in _TYPES:
+        return None
+    import jax.numpy as jnp
+
+    scale, zero = np.float32(info.scale.reshape(())), float(np.asarray(info.zero_point).reshape(()))
+    # what DequantizeLinear makes of the type's ends: (end - z) * s in float32
+    lo, hi = (np.float32(float(v) - zero) * scale for v in (np.iinfo(q.dtype).min, np.iinfo(q.dtype).max))
+    y = info.source.data
+    # vectors, not literals: blocks of one shape with other parameters stay one task
+    bounds = (quant_ops.along_last_axis(min(lo, hi), y), quant_ops.along_last_axis(max(lo, hi), y))
+    return Value(jnp.clip(y, *bounds), info.source.perm)
+
+
+__all__ = ["QDQ", "quantize_linear", "dequantize_linear", "conv", "matmul", "moved", "unrounded", "unrounded_residuals"]
