@@ -108,6 +108,16 @@ def test_cli_import_an_onnx_file(tmp_path, capsys):
     assert main(["import", str(tmp_path / "none.onnx")]) == 2
 
 
+def test_cli_compile_fixes_an_onnx_file_s_dynamic_dimensions(tmp_path, capsys):
+    from probsched.cli import main
+
+    path, out = _tiny_onnx(tmp_path / "dense.onnx"), str(tmp_path / "dense.psm")
+    assert main(["compile", path, "-o", out, "--quiet"]) == 2
+    assert "dynamic dimension 0 ('batch')" in capsys.readouterr().err
+    assert main(["compile", path, "--input-shape", "x=3x8", "-o", out, "--quiet"]) == 0
+    assert os.path.getsize(out) > 0
+
+
 def test_cli_tune_model_on_an_onnx_file(tmp_path):
     import subprocess
     import sys

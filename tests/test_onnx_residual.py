@@ -90,3 +90,20 @@ def test_an_add_that_is_not_a_requantized_skip_keeps_the_rounding(case):
     x = _input()
     np.testing.assert_allclose(g.evaluate(x)[0], ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=0,
                                atol=S["os"] * 1.001 if case == "bias" else 1e-5)
+
+
+def test_the_cli_keeps_the_rounding_when_asked(tmp_path, capsys):
+    import onnx
+
+    from probsched.cli import main
+
+    path = str(tmp_path / "block.onnx")
+    onnx.save(_block(), path)
+    tables = []
+    for flag in ([], ["--keep-residual-rounding"]):
+        assert main(["import", path, *flag]) == 0
+        tables.append(capsys.readouterr().out)
+    # the residual task rounds the convolution's output only when asked
+    assert "conv2d_maximum_minimum" in tables[0] and "conv2d_round" in tables[1], tables
+    assert main(["import", "resnet_tiny", "--keep-residual-rounding"]) == 2
+    assert "applies to ONNX models only" in capsys.readouterr().err

@@ -13,7 +13,7 @@ import os
 import sys
 
 from .common import DB_HELP, add_precision_option, check_writable, open_database
-from .model_import import MODEL_HELP, load_model
+from .model_import import MODEL_HELP, add_onnx_options, load_model_of
 from .progress import CompileBar
 
 
@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compile", help="compile a network from a tuning database into one model file",
                        description=__doc__.split("\n\n")[0].replace("``", ""))
     p.add_argument("model", help=MODEL_HELP)
+    add_onnx_options(p)
     p.add_argument("--db", default=None, help=DB_HELP + "; without it (or without records) schedules are predicted")
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="the model file to write (e.g. model.psm)")
     add_precision_option(p)
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from ..tuning import compile as compile_network
 
     check_writable(args.output, "--output")
-    fn, example, graph = load_model(args.model)
+    fn, example, graph = load_model_of(args)
     db = open_database(args.db, must_exist=True) if args.db else None
     bar = CompileBar(len(graph.tasks()), graph.name, args.quiet)
     try:

@@ -2,7 +2,8 @@
 
 ``MODEL`` is a shipped model (``resnet50``, ``mobilenet_v2``, ``bert_base`` and their
 ``*_tiny`` variants), an ONNX file (``model.onnx``; ``--input-shape NAME=1x128`` fixes a
-dynamic dimension), or ``path/to/file.py:name`` / ``module:name`` naming a function of no
+dynamic dimension; ``--keep-residual-rounding``: a QDQ model's residual adds round as ONNX
+says, see :func:`probsched.graph.onnx_qdq.unrounded_residuals`), or ``path/to/file.py:name`` / ``module:name`` naming a function of no
 arguments that returns ``(fn, example_args)`` (as ``ps.models.resnet50`` does) or a
 ``ps.Graph``. For each distinct task: its name, input and output shapes, weight (calls per
 inference), FLOPs per call and its share of the network's FLOPs.
@@ -24,11 +25,22 @@ MODEL_HELP = (
     "(model.onnx), or path/to/file.py:name / module:name naming a function that returns (fn, example_args) or a ps.Graph"
 )
 INPUT_SHAPE_HELP = "an ONNX model input's shape, NAME=1x128 (fixes its dynamic dimensions); repeatable"
+KEEP_RESIDUAL_ROUNDING_HELP = (
+    "a QDQ ONNX model's residual adds round the convolution's quantized output as ONNX says "
+    "(by default it is saturated, not rounded, as OpenVINO does: faster, nearer float32)"
+)
 
 
-def add_input_shape_option(p) -> None:
-    """The ``--input-shape`` option of the commands that load a model."""
+def add_onnx_options(p) -> None:
+    """The options of the commands that load a model that apply to ONNX files:
+    ``--input-shape`` and ``--keep-residual-rounding`` (read by :func:`load_model_of`)."""
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS", help=INPUT_SHAPE_HELP)
+    p.add_argument("--keep-residual-rounding", action="store_true", help=KEEP_RESIDUAL_ROUNDING_HELP)
+
+
+def load_model_of(args: argparse.Namespace) -> Tuple[Optional[Callable], tuple, "Graph"]:
+    """:func:`load_model` of a command's ``model`` argument and its :func:`add_onnx_options`."""
+    return load_model(args.model, parse_input_shapes(args.input_shape), args.keep_residual_rounding)
 
 
 def parse_input_shapes(items) -> dict:
@@ -45,7 +57,8 @@ def parse_input_shapes(items) -> dict:
     return shapes
 
 
-def load_model(spec: str, input_shapes: Optional[dict] = None) -> Tuple[Optional[Callable], tuple, "Graph"]:
+def load_model(spec: str, input_shapes: Optional[dict] = None,
+               keep_residual_rounding: bool = False) -> Tuple[Optional[Callable], tuple, "Graph"]:
     """``(fn, example_args, graph)`` of a command-line model spec (see the module
     docstring); ``fn`` is None when the spec names a ready ``ps.Graph`` or an ONNX file.
     Raises CLIError."""
@@ -57,11 +70,13 @@ def load_model(spec: str, input_shapes: Optional[dict] = None) -> Tuple[Optional
         if not os.path.isfile(spec):
             raise CLIError(f"{spec}: no such file")
         try:
-            return None, (), from_onnx(spec, inputs=input_shapes or None)
+            return None, (), from_onnx(spec, inputs=input_shapes or None, keep_residual_rounding=keep_residual_rounding)
         except FrontEndError as exc:
             raise CLIError(f"{spec}: {exc}") from None
     if input_shapes:
         raise CLIError("--input-shape applies to ONNX models only")
+    if keep_residual_rounding:
+        raise CLIError("--keep-residual-rounding applies to ONNX models only")
     if ":" not in spec:
         try:
             fn, args = models.get(spec)
@@ -112,10 +127,10 @@ def task_table(graph: "Graph") -> str:
 def add_parser(sub) -> None:
     p = sub.add_parser("import", help="import a JAX or ONNX model and print its fused tasks", description=__doc__.split("\n\n")[0].replace("``", ""))
     p.add_argument("model", help=MODEL_HELP)
-    add_input_shape_option(p)
+    add_onnx_options(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print(task_table(load_model(args.model, parse_input_shapes(args.input_shape))[2]))
+    print(task_table(load_model_of(args)[2]))
     return 0

@@ -33,7 +33,7 @@ from .common import (
     search_label,
     write_json,
 )
-from .model_import import MODEL_HELP, add_input_shape_option, load_model, parse_input_shapes
+from .model_import import MODEL_HELP, add_onnx_options, load_model_of
 from .progress import NetworkBar, logs_above
 from .signals import stop_words
 
@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
         description=__doc__.split("\n\n")[0].replace("``", ""),
     )
     p.add_argument("model", help=MODEL_HELP)
-    add_input_shape_option(p)
+    add_onnx_options(p)
     p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--scheduler", choices=list(SCHEDULERS), default=next(iter(SCHEDULERS)),
                    help=f"task scheduler (default {next(iter(SCHEDULERS))})")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     where = measure_label(args)  # contradicting options fail before anything is opened
     space = resolve_space(args.space)
     options = options_from_args(args, space)
-    fn, example, graph = load_model(args.model, parse_input_shapes(args.input_shape))
+    fn, example, graph = load_model_of(args)
     if args.json:
         check_writable(args.json, "--json")
     db_path = args.db or default_path()
