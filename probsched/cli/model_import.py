@@ -2,11 +2,12 @@
 
 ``MODEL`` is a shipped model (``resnet50``, ``mobilenet_v2``, ``bert_base`` and their
 ``*_tiny`` variants), an ONNX file (``model.onnx``; ``--input-shape NAME=1x128`` fixes a
-dynamic dimension; ``--keep-residual-rounding``: a QDQ model's residual adds round as ONNX
-says, see :func:`probsched.graph.onnx_qdq.unrounded_residuals`), or ``path/to/file.py:name`` / ``module:name`` naming a function of no
-arguments that returns ``(fn, example_args)`` (as ``ps.models.resnet50`` does) or a
-``ps.Graph``. For each distinct task: its name, input and output shapes, weight (calls per
-inference), FLOPs per call and its share of the network's FLOPs.
+dynamic dimension; with ``--keep-residual-rounding`` a QDQ model's residual adds round as
+ONNX says, see :func:`probsched.graph.onnx_qdq.unrounded_residuals`), or
+``path/to/file.py:name`` / ``module:name`` naming a function of no arguments that returns
+``(fn, example_args)`` (as ``ps.models.resnet50`` does) or a ``ps.Graph``. For each
+distinct task: its name, input and output shapes, weight (calls per inference), FLOPs per
+call and its share of the network's FLOPs.
 """
 
 from __future__ import annotations
