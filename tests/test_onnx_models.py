@@ -10,9 +10,7 @@ import os
 import numpy as np
 import pytest
 
-pytest.importorskip("onnx")
-
-import probsched as ps  # noqa: E402
+import probsched as ps
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "onnx")
 FILES = sorted(glob.glob(os.path.join(DATA, "*.onnx")))

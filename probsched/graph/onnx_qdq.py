@@ -235,6 +235,17 @@ def matmul(x: Value, w: Value, trans_b: bool = False) -> Optional[Any]:
     return quant_ops.dot(data, zero, scale, weight, (((data.ndim - 1,), (0,)), ((), ())))
 
 
+def per_tensor_params(node: Any, initializers: Dict[str, np.ndarray]) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """``(scale, zero point)`` of an ONNX ``QuantizeLinear`` / ``DequantizeLinear`` node whose
+    scale and zero point are one-element initializers (a missing zero point is a ``uint8``
+    0), as 0-d arrays; None otherwise (computed, or per axis)."""
+    names = list(node.input[1:3]) + [""] * (3 - len(node.input))
+    if not names[0] or any(n and (n not in initializers or initializers[n].size != 1) for n in names[:2]):
+        return None
+    zero = initializers[names[1]] if names[1] else np.zeros((), np.uint8)
+    return np.asarray(initializers[names[0]], np.float32).reshape(()), np.asarray(zero).reshape(())
+
+
 #: Operators whose output a residual add may read unrounded (:func:`unrounded_residuals`)
 ACCUMULATING = frozenset({"Conv", "MatMul", "Gemm"})
 
@@ -284,21 +295,12 @@ def unrounded_residuals(graph: Any, initializers: Dict[str, np.ndarray]) -> Froz
         node = producer.get(name)
         return node is not None and node.op_type in ACCUMULATING and len(node.input) > 1 and constant(node.input[1])
 
-    def accumulated(name: str) -> bool:
-        node = producer.get(name)
+    def accumulated(name: str) -> bool:  # a layer's output, or that plus a constant bias
         if layer(name):
             return True
-        if node is None or node.op_type != "Add" or len(node.input) != 2:
-            return False
-        a, b = node.input
-        return (layer(a) and constant(b)) or (layer(b) and constant(a))
-
-    def params(node: Any) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-        names = list(node.input[1:3]) + [""] * (3 - len(node.input))
-        if not names[0] or any(n and (n not in initializers or initializers[n].size != 1) for n in names[:2]):
-            return None
-        zero = initializers[names[1]] if names[1] else np.zeros((), np.uint8)
-        return np.asarray(initializers[names[0]], np.float32).reshape(()), np.asarray(zero).reshape(())
+        node = producer.get(name)
+        return (node is not None and node.op_type == "Add" and len(node.input) == 2
+                and any(layer(a) and constant(b) for a, b in (node.input, node.input[::-1])))
 
     order = {id(n): k for k, n in enumerate(graph.node)}
 
@@ -306,9 +308,9 @@ def unrounded_residuals(graph: Any, initializers: Dict[str, np.ndarray]) -> Froz
         """Where ``dq`` dequantizes a quantized accumulation it alone reads: the position
         of the ``QuantizeLinear`` in the graph; else None."""
         q = producer.get(dq.input[0])
-        if dq.op_type != "DequantizeLinear" or q is None or q.op_type != "QuantizeLinear" or not accumulated(q.input[0]):
+        if q is None or q.op_type != "QuantizeLinear" or not accumulated(q.input[0]):
             return None
-        p, r = params(q), params(dq)
+        p, r = per_tensor_params(q, initializers), per_tensor_params(dq, initializers)
         if p is None or r is None or not all(np.array_equal(u, v) and u.dtype == v.dtype for u, v in zip(p, r)):
             return None
         return order[id(q)]
@@ -328,8 +330,7 @@ def unrounded_residuals(graph: Any, initializers: Dict[str, np.ndarray]) -> Froz
             continue
         # the add joins the accumulation quantized last (a block's last convolution, not
         # its shortcut's, which the skip reads as the bytes it stores)
-        ranked = [(requantized(d), k) for k, d in enumerate(dqs) if sole_reader(d.output[0]) is add]
-        ranked = [(at, k) for at, k in ranked if at is not None]
+        ranked = [(at, k) for k, d in enumerate(dqs) if sole_reader(d.output[0]) is add and (at := requantized(d)) is not None]
         if ranked:
             found.add(dqs[max(ranked)[1]].output[0])
     return frozenset(found)
@@ -353,4 +354,5 @@ def unrounded(q: Value) -> Optional[Value]:
     return Value(jnp.clip(y, *bounds), info.source.perm)
 
 
-__all__ = ["QDQ", "quantize_linear", "dequantize_linear", "conv", "matmul", "moved", "unrounded", "unrounded_residuals"]
+__all__ = ["QDQ", "quantize_linear", "dequantize_linear", "conv", "matmul", "moved", "per_tensor_params", "unrounded",
+           "unrounded_residuals"]

@@ -39,6 +39,8 @@ from typing import Any, Callable, Dict, MutableMapping, NamedTuple, Optional, Tu
 
 import numpy as np
 
+from .onnx_qdq import per_tensor_params
+
 #: Operators a tabulated chain may hold: elementwise, one output per element of one input
 ELEMENTWISE = frozenset({
     "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Floor", "Ceil", "Erf",
@@ -87,14 +89,15 @@ def byte_functions(graph: Any, initializers: Dict[str, np.ndarray]) -> Dict[str,
                 continue
         if node.op_type == "DequantizeLinear":
             b = node.input[0]
-            if b not in initializers and _per_tensor(node, initializers):
+            if b not in initializers and per_tensor_params(node, initializers) is not None:
                 source[out], computed[out] = source.get(b, b), computed.get(b, False)
             continue
         if node.op_type == "QuantizeLinear":
             x = node.input[0]
-            if x in source and _per_tensor(node, initializers):
+            params = per_tensor_params(node, initializers)
+            if x in source and params is not None:
                 source[out], computed[out] = source[x], computed[x]
-                if computed[x] and _quantized_dtype(node, initializers) == "uint8":
+                if computed[x] and params[1].dtype == np.uint8:
                     found[out] = ByteFunction(source[x], _between(source[x], node, producer, graph))
             continue
         if node.op_type not in ELEMENTWISE:
@@ -106,17 +109,6 @@ def byte_functions(graph: Any, initializers: Dict[str, np.ndarray]) -> Dict[str,
         if len(roots) == 1 and None not in roots:
             source[out], computed[out] = roots.pop(), True
     return found
-
-
-def _per_tensor(node: Any, initializers: Dict[str, np.ndarray]) -> bool:
-    """Scale and zero point one-element initializers (a missing zero point is 0)."""
-    params = [n for n in node.input[1:3] if n]
-    return bool(params) and all(n in initializers and initializers[n].size == 1 for n in params)
-
-
-def _quantized_dtype(node: Any, initializers: Dict[str, np.ndarray]) -> str:
-    zero = node.input[2] if len(node.input) > 2 and node.input[2] else None
-    return initializers[zero].dtype.name if zero else "uint8"
 
 
 def _between(root: str, last: Any, producer: Dict[str, Any], graph: Any) -> Tuple[Any, ...]:
