@@ -183,10 +183,12 @@ def test_a_worker_that_fell_asleep_while_the_caller_held_the_gil_is_woken(counti
     assert asleep == [spin_pool.SLEEPING] * pool.workers  # the case under test happened
     assert woken == [spin_pool.WAKING] * pool.workers  # the old bug left them SLEEPING
     counts = spin_pool.launch_counts()
-    # the launch waited for the worker (the old bug: no wait, at once to prange); it runs
-    # the loop with it, or without it when a machine loaded by other processes gave the
-    # worker no core within the wait (WAKE_WAIT_TICKS)
-    assert counts["wake_waits"] == 1 and counts["launches"] + counts["fallbacks"] == 1, counts
+    # the launch ran with the worker, or waited for it (the old bug: no wait, at once to
+    # prange); a worker still in nopython code when woken spins without the GIL and needs
+    # no wait; without it the launch goes to prange only when a machine loaded by other
+    # processes gave the worker no core within the wait (WAKE_WAIT_TICKS)
+    assert counts["launches"] + counts["fallbacks"] == 1, counts
+    assert counts["launches"] == 1 or counts["wake_waits"] == 1, counts
     assert count.tolist() == [1.0] * 8
 
 

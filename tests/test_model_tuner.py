@@ -202,3 +202,14 @@ def test_a_time_budget_running_short_still_gives_every_task_a_first_round(bert_t
     assert all(t.trials > 0 for t in res.tasks), [(t.name, t.trials) for t in res.tasks]
     assert m.calls[0][1] == 32  # the first round is whole: nothing measured yet to say it is short
     assert min(n for _, n in m.calls) < 32  # later first rounds shrank to fit
+
+
+def test_a_budget_spent_before_every_task_had_a_round_still_gives_each_its_smallest_round(bert_tiny):
+    # the first round alone (32 trials at 50 ms) outlasts 0.6 s of budget: the other 7 tasks
+    # get one round of MIN_FIRST_ROUND trials each past the deadline, and nothing more
+    from probsched.tuning.loop import MIN_FIRST_ROUND
+
+    m = SlowMeasurer(0.05)
+    res = tune(bert_tiny, minutes=0.01, batch_size=32, measurer=m)
+    assert all(t.trials > 0 for t in res.tasks), [(t.name, t.trials) for t in res.tasks]
+    assert [n for _, n in m.calls[1:]] == [MIN_FIRST_ROUND] * (len(res.tasks) - 1), m.calls

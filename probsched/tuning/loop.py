@@ -9,8 +9,9 @@ round a task scheduler (:mod:`.task_scheduler`) picks the task; its search propo
 of new candidates, the measurer measures them, each result is committed to the database as
 it arrives (a run killed mid-round loses nothing measured), and when the round is complete
 the cost model and the strategy learn from it. The budget is trials, minutes, or both (no
-round starts after the minutes are up; as they run short, first rounds shrink so that
-every task still gets one). A task leaves the rotation when its
+round starts after the minutes are up, but a task without a round yet, whose first rounds
+shrank too little to fit, still gets one of :data:`MIN_FIRST_ROUND` trials; as the minutes
+run short, first rounds shrink so that every task gets one). A task leaves the rotation when its
 strategy finds no new candidate or after :data:`~.task_scheduler.MAX_FAILED_ROUNDS` rounds
 without one success. The budget is exact: ``trials`` candidates are measured in all (fewer
 only when every task leaves the rotation). At the end the fastest few candidates of each
@@ -322,12 +323,23 @@ class TuningLoop:
 
     # ------------------------------------------------------------------ the rounds
     def _next_round(self) -> Optional[Round]:
-        while self._spent < self.trials and time.perf_counter() < self.deadline:
-            i = self.scheduler.next_task(self.states, self.rng)
-            if i is None or not self.states[i].alive:
-                return None
+        while self._spent < self.trials:
+            n = int(min(self.batch, self.trials - self._spent))
+            if time.perf_counter() < self.deadline:
+                i = self.scheduler.next_task(self.states, self.rng)
+                if i is None or not self.states[i].alive:
+                    return None
+                n = self._fit_first_rounds(i, n)
+            else:
+                # past the deadline only the first rounds the estimate could not fit (a round
+                # costing more than the rounds before it said), each at its smallest: without
+                # one a task runs a predicted schedule
+                i = next((j for j, st in enumerate(self.states) if st.alive and j not in self._proposed), None)
+                if i is None:
+                    return None
+                n = min(n, MIN_FIRST_ROUND)
             with self.phase("propose"):
-                cands = self.searches[i].propose(self._fit_first_rounds(i, int(min(self.batch, self.trials - self._spent))))
+                cands = self.searches[i].propose(n)
             self._proposed.add(i)
             if cands:
                 self._spent += len(cands)

@@ -158,7 +158,8 @@ def tune_model(
 ) -> ModelTuneResult:
     """Tune a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
     arguments) for ``trials`` measurements in all, or ``minutes`` of tuning, or whichever
-    ends first (no round starts after the minutes; the re-timing and the compile follow);
+    ends first (no round starts after the minutes, but a task without one yet still gets
+    a smallest first round; the re-timing and the compile follow);
     see the module docstring.
 
     ``database``: a path, a :class:`~probsched.database.Database` or None (in memory).
