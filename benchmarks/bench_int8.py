@@ -4,7 +4,8 @@ beside ONNX Runtime's and OpenVINO's int8 on the same QDQ model.
 **Kernels** (always): GMM:2 and C2D:2 in int8 (uint8 x int8 -> int32) are tuned (``--trials``
 more trials each, resuming what ``--db`` holds; ``--trials 0`` only times the stored bests),
 then timed interleaved in one process beside the ``vpdpbusd`` peak on all threads
-(:func:`bench_peak.vnni_peak`: 16 register-resident vectors), each checked against its
+(:func:`bench_peak.vnni_peak`: 16 register-resident vectors; on a CPU without VNNI the
+``vpmaddwd`` one its kernels are built on), each checked against its
 reference first. Prints µs, GOP/s and the fraction of the peak; the target is 80%. Where
 AMX int8 is usable the design space samples its tile kernels beside the VNNI ones (the
 fraction of the ``tdpbusd`` peak is printed too); ``--unit amx`` or ``--unit vector`` fixes
@@ -58,6 +59,8 @@ from probsched.measure.timer import time_interleaved  # noqa: E402
 
 from bench_bf16 import constant_weight, tuned_kernels  # noqa: E402
 from bench_peak import amx_peak, vnni_peak  # noqa: E402
+from probsched.intrinsics.matmul_int8 import MADD  # noqa: E402
+from probsched.intrinsics.simd_int8 import dot_quads_name  # noqa: E402
 from probsched.intrinsics import amx  # noqa: E402
 
 TARGET = 0.80
@@ -81,9 +84,10 @@ def bench_kernels(args: argparse.Namespace) -> dict:
     timed = time_interleaved(kernels, rounds=args.rounds)
     peak = vnni_peak(threads)
     tiles = amx_peak(threads, unit="int8") if amx.usable("int8") else None
-    print(f"vpdpbusd peak on {threads} threads: {peak:.1f} GOP/s" + (f", tdpbusd {tiles:.1f} GOP/s" if tiles else ""))
+    unit = "vpmaddwd" if dot_quads_name() == MADD else "vpdpbusd"
+    print(f"{unit} peak on {threads} threads: {peak:.1f} GOP/s" + (f", tdpbusd {tiles:.1f} GOP/s" if tiles else ""))
     print()
-    print("| workload | µs | GOP/s | of the vpdpbusd peak |" + (" of the tdpbusd peak |" if tiles else ""))
+    print(f"| workload | µs | GOP/s | of the {unit} peak |" + (" of the tdpbusd peak |" if tiles else ""))
     print("|---|---:|---:|---:|" + ("---:|" if tiles else ""))
     rows = {}
     for n, t in timed.items():

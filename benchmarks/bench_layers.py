@@ -392,7 +392,11 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     reduced = 5e-2  # bf16 products, as OpenVINO's default precision is checked in bench_models
     tolerance = {"openvino default": reduced, "probsched": 1e-3 if f32 else reduced}
     if int8:  # each engine's int8 against the float32 reference (bench_int8: 0.019 for all three)
-        tolerance = {"onnxruntime": reduced, "openvino": reduced, "probsched": reduced}
+        # without VNNI the peers' u8 x s8 products (vpmaddubsw) saturate in int16: their
+        # error is 0.057-0.067 on MobileNet-V2 on Zen 3 (bench_int8's accuracy table), their
+        # users' results; probsched's products are exact there too
+        peers = reduced if ps.Target.host().runs_natively("int8") else 0.1
+        tolerance = {"onnxruntime": peers, "openvino": peers, "probsched": reduced}
     errors = engines.checked(plain, expected, tolerance)
     measured: Dict[str, List[float]] = {lbl: [] for lbl, _, _ in plain}
     for _ in range(args.warmup + args.repeat):

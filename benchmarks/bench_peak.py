@@ -16,7 +16,8 @@ runs without numba's thread pool, whose waiting main thread takes a core of its 
   bfloat16 peak, beside the float32 one;
 - ``vpdpbusd``: 16 independent u8 x s8 dot products (:func:`~probsched.intrinsics.simd_int8.dot_quads`,
   128 integer ops per instruction: 16 int32 lanes of 4 products and 4 sums; on 256 bits
-  with AVX-VNNI only, emulated without VNNI): the int8 peak;
+  with AVX-VNNI only; without VNNI ``vpmaddwd`` on bytes widened to 16 bits, as the
+  kernels there compute, :func:`int8_peak_vectors`): the int8 peak;
 - ``tdpbf16ps``: AMX tile multiplies on tiles held in the tile registers (6 independent
   16 x 16 float32 accumulators, 16 x 32 bf16 times 32 x 16 bf16 each: 16384 flops), where
   AMX is usable (:mod:`probsched.intrinsics.amx`): the AMX bfloat16 peak;
@@ -54,6 +55,7 @@ import probsched as ps
 from probsched.aligned import aligned_copy
 from probsched.intrinsics import amx
 from probsched.intrinsics.matmul_bf16 import native_available
+from probsched.intrinsics.matmul_int8 import MADD
 from probsched.intrinsics.simd_int8 import dot_quads_name
 from probsched.space.intrin_tiling import register_budget
 
@@ -122,32 +124,54 @@ def vector_peak(op: str, threads: int, reps: int = 400_000) -> float:
     return threads * chains * flops * reps / seconds / 1e9
 
 
-def _vnni_peak_loop(dot: str):
-    """A numba loop of VECTORS independent ``acc = dot(acc, a, b)`` per step on each thread."""
-    accs = [f"c{i}" for i in range(VECTORS)]
+def _vnni_peak_loop(dot: str, vectors: int = VECTORS):
+    """A numba loop of ``vectors`` independent ``acc = dot(acc, a, b)`` per step on each
+    thread. B's quads are loaded in the loop at an offset the compiler cannot know (always
+    0): with loop-invariant operands LLVM hoists a product made of plain vector operations
+    (``vpmaddwd``'s, the emulated one's) and times only the additions; for the same reason
+    each accumulator of ``vpmaddwd`` has an A of its own (one product of one A and one B
+    would be computed once for all)."""
+    madd = dot == MADD
+    accs = [f"c{i}" for i in range(vectors)]
     source = "\n".join(
-        ["def loop(xu, xs, xi, reps, threads):", "    for t in numba.prange(threads):",
-         "        a, b = broadcast_quad(xu, 0), load_quads(xs, 0)"]
+        ["def loop(xu, xs, xi, reps, threads, hide):", "    for t in numba.prange(threads):"]
+        + [f"        a{i} = broadcast_quad(xu, {4 * i})" for i in range(vectors if madd else 1)]
         + [f"        {c} = zeros()" for c in accs]
-        + ["        for _ in range(reps):"]
-        + [f"            {c} = dot({c}, a, b)" for c in accs]
-        + [f"        store(xi, 16 * ({VECTORS} * t + {i}), {c})" for i, c in enumerate(accs)]
+        + ["        for r in range(reps):", "            b = load_quads(xs, 64 * (r & hide))"]
+        + [f"            {c} = dot({c}, a{i if madd else 0}, b)" for i, c in enumerate(accs)]
+        + [f"        store(xi, 16 * ({vectors} * t + {i}), {c})" for i, c in enumerate(accs)]
     )
-    from probsched.intrinsics import simd_int8
+    from probsched.intrinsics import simd_int8, simd_int8_madd
 
-    scope = {"numba": numba, "dot": getattr(simd_int8, dot), **{f: getattr(simd_int8, f) for f in ("broadcast_quad", "load_quads", "store", "zeros")}}
+    module, dot = (simd_int8_madd, "dot") if madd else (simd_int8, dot)
+    scope = {"numba": numba, "dot": getattr(module, dot), **{f: getattr(module, f) for f in ("broadcast_quad", "load_quads", "store", "zeros")}}
     exec(compile(source, "<vpdpbusd peak>", "exec"), scope)
     return scope["loop"]
 
 
+def int8_peak_vectors(target: ps.Target, dot: str) -> int:
+    """Independent accumulators (of 16 lanes) of the int8 peak: :data:`VECTORS`, or
+    without VNNI as many as fit beside their own A and one B, each widened to 16 bits:
+    2 on AVX2's 16 registers (measured on Zen 3: 142 GOP/s, 3 spill: 99), 4 with
+    AVX-512's 32. That peak includes B's widening (3 operations per 8 columns and step,
+    as a kernel's row of B), not A's (per row of a kernel): the instruction alone
+    (``vpmaddwd`` and its addition, two each per cycle on Zen 3) would reach about 200."""
+    if dot != MADD:
+        return VECTORS
+    return 4 if target.has("avx512f") else 2
+
+
 def vnni_peak(threads: int, reps: int = 400_000) -> float:
-    """GOP/s of register-resident ``vpdpbusd`` (on 256 bits with AVX-VNNI only, emulated
-    without VNNI) on ``threads`` threads, best of 5."""
-    loop = _njit(_vnni_peak_loop(dot_quads_name()), threads)
+    """GOP/s of register-resident int8 dot products on ``threads`` threads, best of 5:
+    ``vpdpbusd`` (on 256 bits with AVX-VNNI only), or without VNNI ``vpmaddwd`` on widened
+    bytes (:mod:`probsched.intrinsics.simd_int8_madd`)."""
+    dot = dot_quads_name()
+    vectors = int8_peak_vectors(ps.Target.host(), dot)
+    loop = _njit(_vnni_peak_loop(dot, vectors), threads)
     rng = np.random.default_rng(0)
-    xu, xs = rng.integers(0, 4, 64).astype(np.uint8), rng.integers(-2, 2, 64).astype(np.int8)
-    xi = np.zeros(16 * VECTORS * threads, np.int32)
-    return threads * VECTORS * 16 * 8 * reps / _best_seconds(lambda: loop(xu, xs, xi, reps, threads)) / 1e9
+    xu, xs = rng.integers(0, 4, 4 * vectors).astype(np.uint8), rng.integers(-2, 2, 64).astype(np.int8)
+    xi = np.zeros(16 * vectors * threads, np.int32)
+    return threads * vectors * 16 * 8 * reps / _best_seconds(lambda: loop(xu, xs, xi, reps, threads, 0)) / 1e9
 
 
 def l1_data_bytes() -> int:
@@ -325,7 +349,8 @@ def main(argv=None) -> None:
         bf16 = [vector_peak("dot_pairs", t) for t in counts]
         row(f"vdpbf16ps, {VECTORS} vectors", bf16, ", ".join(f"{b / f:.0%}" for b, f in zip(bf16, fma)) + " of fma")
     int8 = [vnni_peak(t) for t in counts]
-    row(f"vpdpbusd ({dot_quads_name()}), {VECTORS} vectors (GOP/s)", int8)
+    row(f"{'vpmaddwd' if dot_quads_name() == MADD else 'vpdpbusd'} ({dot_quads_name()}), "
+        f"{int8_peak_vectors(target, dot_quads_name())} vectors (GOP/s)", int8)
     tiles = {}  # AMX unit -> its peaks
     for unit, (_, instruction, _) in AMX_DOTS.items():
         if amx.usable(unit):

@@ -24,7 +24,7 @@ from test_intrinsics_bf16 import draw
 NATIVE = pytest.mark.skipif(not vnni_available(), reason="no avx512_vnni")
 # the 256-bit VNNI runs where either VNNI does (AVX-VNNI, or AVX-512 VNNI with its VL forms)
 HALF = pytest.mark.skipif(not (compiles_for("avxvnni") or (vnni_available() and compiles_for("avx512vl"))), reason="no VNNI")
-PATHS = [pytest.param("dot_quads", marks=NATIVE), pytest.param("dot_quads_256", marks=HALF), "dot_quads_emulated"]
+PATHS = [pytest.param("dot_quads", marks=NATIVE), pytest.param("dot_quads_256", marks=HALF), "dot_quads_madd", "dot_quads_emulated"]
 
 
 def kernel(m, n, dot, zero_start=False):
@@ -56,20 +56,40 @@ def test_kernel_with_strided_operands(dot, zero_start, n):
         assert np.array_equal(C[mask], before[mask]), "the kernel wrote outside its tile"
 
 
-@NATIVE
-def test_native_and_emulated_dot_products_agree_bit_for_bit():
-    rng = np.random.default_rng(1)
-    Q = 64
+def _extreme_operands(rng, Q):
+    """A 6 x 4Q uint8, a 4Q x 32 int8 (4-interleaved) and a 6 x 32 int32 start: the first
+    halves at the extremes (255 x -128: what saturates ``vpmaddubsw``), the rest random."""
     A = np.concatenate([np.full(6 * 4 * Q // 2, 255, np.uint8), rng.integers(0, 256, 6 * 4 * Q // 2).astype(np.uint8)])
     B = np.concatenate([np.full(4 * Q * 32 // 2, -128, np.int8), rng.integers(-128, 128, 4 * Q * 32 // 2).astype(np.int8)])
-    C0 = rng.integers(-2**20, 2**20, 6 * 32).astype(np.int32)
+    return A, B, rng.integers(-2**20, 2**20, 6 * 32).astype(np.int32)
+
+
+def _agree(dots, Q=64):
+    A, B, C0 = _extreme_operands(np.random.default_rng(1), Q)
     for n in (32, 24):
         results = []
-        for dot in ("dot_quads", "dot_quads_256", "dot_quads_emulated"):
+        for dot in dots:
             C = C0[: 6 * n].copy()
             kernel(6, n, dot)(C, 0, n, 1, A, 0, 4 * Q, 4, 1, B, 0, 4, 4 * n, 1, Q)
             results.append(C)
-        assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2]), n
+        assert all(np.array_equal(results[0], r) for r in results[1:]), n
+
+
+@NATIVE
+def test_native_and_emulated_dot_products_agree_bit_for_bit():
+    _agree(("dot_quads", "dot_quads_256", "dot_quads_madd", "dot_quads_emulated"))
+
+
+def test_the_pairwise_product_of_cpus_without_vnni_is_exact_where_vpmaddubsw_saturates():
+    """vpmaddwd on widened bytes: 255 x -128 pairs (-65280, not int16's -32768) and int32
+    wrap-around (a long panel of them) as vpdpbusd computes them."""
+    _agree(("dot_quads_madd", "dot_quads_emulated"))
+    A, B, _ = _extreme_operands(np.random.default_rng(2), 4)
+    C = np.full(6 * 32, -2**31, np.int32)  # at the bottom of int32: a negative sum wraps
+    kernel(6, 32, "dot_quads_madd")(C, 0, 32, 1, A[:6 * 16], 0, 16, 4, 1, B[:16 * 32], 0, 4, 128, 1, 4)
+    exact = -2**31 + A[:96].reshape(6, 16).astype(np.int64) @ B[:512].reshape(4, 32, 4).transpose(0, 2, 1).reshape(16, 32)
+    assert (exact < -2**31).any()
+    assert np.array_equal(C.reshape(6, 32), ((exact + 2**31) % 2**32 - 2**31).astype(np.int32))
 
 
 AVX2 = "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2"
@@ -77,7 +97,7 @@ AVX2 = "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2"
 
 @pytest.mark.parametrize("cpu, features, dot", [
     # what an AMD Zen 3 compiles (AVX2, no VNNI); compiled for another CPU, so a rotation of the slow tests
-    pytest.param("haswell", AVX2, "dot_quads_emulated", marks=pytest.mark.slow(rotation=5)),
+    pytest.param("haswell", AVX2, "dot_quads_madd", marks=pytest.mark.slow(rotation=5)),
     pytest.param("alderlake", AVX2 + ",+avxvnni", "dot_quads_256",  # an Intel client core: AVX-VNNI, no AVX-512
                  marks=pytest.mark.skipif(not ps.Target.host().has("avx_vnni"), reason="the host runs no AVX-VNNI")),
 ])

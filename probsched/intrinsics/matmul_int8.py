@@ -24,9 +24,11 @@ computed once with the weights, the correction applied in the epilogue
 
 On a CPU without ``avx512_vnni`` the same kernels are built on two 256-bit ``vpdpbusd``
 (AVX-VNNI, Intel's client cores) or, without either, on
-:func:`~.simd_int8.dot_quads_emulated` (the bytes widened, the products added in int32:
-the same results, bit for bit; on AVX2 each accumulator is two registers), so every int8
-program runs everywhere; ``dot=`` of :func:`matmul_int8_source` picks one explicitly.
+``vpmaddwd`` (:mod:`.simd_int8_madd`: the bytes widened to 16 bits and multiplied in pairs,
+accumulators of pair sums folded once per call; on AVX2 each accumulator of 8 columns is two
+registers, and the rule counts them so), the same results bit for bit, so every int8
+program runs everywhere; ``dot=`` of :func:`matmul_int8_source` picks one explicitly
+(:func:`~.simd_int8.dot_quads_emulated`, plain vector operations, is the slow reference).
 
 >>> import numpy as np, probsched as ps
 >>> mk = ps.intrinsics.get("matmul_int8_4x16").kernel()
@@ -55,6 +57,8 @@ SHAPES = (
     (4, 8), (8, 8), (4, 16), (8, 16), (4, 24), (8, 24), (12, 24), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64), (6, 64),
 )
 QUAD = 4  # bytes of the reduction per lane and instruction
+#: the dot product of CPUs without VNNI (:mod:`.simd_int8_madd`: its accumulators hold pair sums)
+MADD = "dot_quads_madd"
 
 NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
 
@@ -78,12 +82,13 @@ def matmul_int8_source(m: int, n: int, zero_start: bool = False, dot: Optional[s
     from .simd_int8 import dot_quads_name
 
     dot = dot or dot_quads_name()
+    family = "simd_int8_madd" if dot == MADD else "simd_int8"
     lines = [
         # numba's cache checks this file's date only: name the vector helpers' versions
-        *(f"# {m} {source_version(m)}" for m in ("probsched.intrinsics.simd", "probsched.intrinsics.simd_int8")),
+        *(f"# {m} {source_version(m)}" for m in ("probsched.intrinsics.simd", f"probsched.intrinsics.{family}")),
         "import numba",
-        f"from probsched.intrinsics.simd_int8 import {dot} as dot, broadcast_quad, broadcast_quad8, load, load8, "
-        "load_quads, load_quads8, store, store8, zeros, zeros8",
+        f"from probsched.intrinsics.{family} import {'dot' if dot == MADD else dot} as dot, broadcast_quad, "
+        "broadcast_quad8, load, load8, load_quads, load_quads8, store, store8, zeros, zeros8",
         "",
         *KERNEL_HEADER,
         f"    # {m}x{n} register block of {m} rows of {dot_product_widths(n)}-lane vectors over P quads; c_sj, a_st, "
