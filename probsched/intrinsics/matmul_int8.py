@@ -24,11 +24,11 @@ computed once with the weights, the correction applied in the epilogue
 
 On a CPU without ``avx512_vnni`` the same kernels are built on two 256-bit ``vpdpbusd``
 (AVX-VNNI, Intel's client cores) or, without either, on
-``vpmaddwd`` (:mod:`.simd_int8_madd`: the bytes widened to 16 bits and multiplied in pairs,
-accumulators of pair sums folded once per call; on AVX2 each accumulator of 8 columns is two
-registers, and the rule counts them so), the same results bit for bit, so every int8
-program runs everywhere; ``dot=`` of :func:`matmul_int8_source` picks one explicitly
-(:func:`~.simd_int8.dot_quads_emulated`, plain vector operations, is the slow reference).
+``vpmaddwd`` (:mod:`.simd_int8_madd`: each quad's even and odd bytes widened to 16 bits
+and multiplied in pairs, exact where ``vpmaddubsw`` saturates), the same results bit for
+bit, so every int8 program runs everywhere; ``dot=`` of :func:`matmul_int8_source` picks
+one explicitly (:func:`~.simd_int8.dot_quads_emulated`, plain vector operations, is the
+slow reference).
 
 >>> import numpy as np, probsched as ps
 >>> mk = ps.intrinsics.get("matmul_int8_4x16").kernel()
@@ -57,7 +57,7 @@ SHAPES = (
     (4, 8), (8, 8), (4, 16), (8, 16), (4, 24), (8, 24), (12, 24), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64), (6, 64),
 )
 QUAD = 4  # bytes of the reduction per lane and instruction
-#: the dot product of CPUs without VNNI (:mod:`.simd_int8_madd`: its accumulators hold pair sums)
+#: the dot product of CPUs without VNNI (:mod:`.simd_int8_madd`, whose module the kernel imports)
 MADD = "dot_quads_madd"
 
 NUMBA_OPTIONS = "nogil=True, cache=True, error_model='numpy', boundscheck=False"
