@@ -19,7 +19,8 @@ workloads with ``--weights-as-inputs`` to time them packing B on every call inst
 DIR``) is quantized by ONNX Runtime (``quant_pre_process``, then ``quantize_static``: QDQ,
 per-channel int8 weights, uint8 activations, min/max ranges of ``--calibration`` random
 inputs: images, or for a language model such as BERT-base token ids and a mask of ones,
-:func:`sample_feeds`). On that one QDQ file: probsched (``ps.from_onnx``, tuned with ``--net-trials``
+:func:`sample_feeds`; on a CPU without VNNI 7-bit weights, ``reduce_range``, as ONNX
+Runtime's documentation asks there: :func:`reduce_range_default`). On that one QDQ file: probsched (``ps.from_onnx``, tuned with ``--net-trials``
 into ``--db-dir``, or compiled from it with ``--from-db``), ONNX Runtime (all graph
 optimizations) and OpenVINO (CPU, its default precision: int8 where the model is
 quantized); ONNX Runtime float32 on the float model beside them. Every engine is timed
@@ -138,9 +139,22 @@ def sample_feeds(inputs, n: int, seed: int) -> List[Feeds]:
     return out
 
 
-def quantize_with_ort(path: str, out: str, calibration: List[Feeds]) -> None:
+def reduce_range_default(target: ps.Target) -> bool:
+    """Whether ONNX Runtime's documentation asks for ``reduce_range`` (7-bit weights) on
+    ``target`` with per-channel weights: on x86-64 without VNNI its u8 x s8 products
+    (``vpmaddubsw``) saturate in int16 otherwise ("On AVX2 and AVX512 machines, you will
+    generally need to enable reduce-range as well if per-channel is enabled").
+
+    >>> reduce_range_default(ps.Target(isa=("avx2", "fma"))), reduce_range_default(ps.Target(isa=("avx512f", "avx512_vnni")))
+    (True, False)
+    """
+    return not target.runs_natively("int8")
+
+
+def quantize_with_ort(path: str, out: str, calibration: List[Feeds], reduce_range: bool = False) -> None:
     """ONNX Runtime's static quantization of ``path`` into ``out`` (QDQ, per channel), its
-    activation ranges those the model takes on ``calibration``."""
+    activation ranges those the model takes on ``calibration``; ``reduce_range``: 7-bit
+    weights (:func:`reduce_range_default`)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -153,7 +167,7 @@ def quantize_with_ort(path: str, out: str, calibration: List[Feeds]) -> None:
             return next(samples, None)
 
     large = os.path.getsize(path) > 2**31 - 2**26  # protobuf's 2 GB: weights beside the model
-    quantize_static(prepared, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+    quantize_static(prepared, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True, reduce_range=reduce_range,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, use_external_data_format=large)
 
 
@@ -206,9 +220,10 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     inputs = onnx.load(path, load_external_data=False).graph.input
     os.makedirs(args.db_dir, exist_ok=True)
     qdq = os.path.join(args.db_dir, f"{name}.qdq.onnx")
+    reduce_range = {"on": True, "off": False}.get(args.reduce_range, reduce_range_default(ps.Target.host()))
     if not os.path.exists(qdq):
-        quantize_with_ort(path, qdq, sample_feeds(inputs, args.calibration, seed=0))
-    row: dict = {"model": name, "qdq": qdq}
+        quantize_with_ort(path, qdq, sample_feeds(inputs, args.calibration, seed=0), reduce_range)
+    row: dict = {"model": name, "qdq": qdq, "reduce_range": reduce_range}
     t = time.perf_counter()
     graph = ps.from_onnx(qdq, name=f"{name}_int8")
     row["import_s"], row["tasks"] = time.perf_counter() - t, len(graph.tasks())
@@ -268,6 +283,10 @@ def main(argv=None) -> None:
     ap.add_argument("--from-db", action="store_true", help="compile the networks from their databases")
     ap.add_argument("--candidates", type=int, default=32, help="programs ranked per task without records")
     ap.add_argument("--calibration", type=int, default=32, help="calibration inputs of quantize_static")
+    ap.add_argument("--reduce-range", choices=("auto", "on", "off"), default="auto",
+                    help="quantize_static's 7-bit weights: auto = on where the CPU has no VNNI, as ONNX Runtime's "
+                         "documentation asks with per-channel weights (its products saturate otherwise); a QDQ file "
+                         "already in --db-dir is used as it is")
     ap.add_argument("--test", type=int, default=64, help="test inputs of the accuracy table")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=7)
