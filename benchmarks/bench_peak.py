@@ -349,13 +349,13 @@ def main(argv=None) -> None:
         bf16 = [vector_peak("dot_pairs", t) for t in counts]
         row(f"vdpbf16ps, {VECTORS} vectors", bf16, ", ".join(f"{b / f:.0%}" for b, f in zip(bf16, fma)) + " of fma")
     int8 = [vnni_peak(t) for t in counts]
-    row(f"{'vpmaddwd' if dot_quads_name() == MADD else 'vpdpbusd'} ({dot_quads_name()}), "
-        f"{int8_peak_vectors(target, dot_quads_name())} vectors (GOP/s)", int8)
+    int8_label = "vpmaddwd" if dot_quads_name() == MADD else "vpdpbusd"  # the instruction the int8 kernels run here
+    row(f"{int8_label} ({dot_quads_name()}), {int8_peak_vectors(target, dot_quads_name())} vectors (GOP/s)", int8)
     tiles = {}  # AMX unit -> its peaks
     for unit, (_, instruction, _) in AMX_DOTS.items():
         if amx.usable(unit):
             tiles[unit] = [amx_peak(t, unit=unit) for t in counts]
-            base, base_label = (int8, "vpdpbusd") if unit == "int8" else (fma, "fma")
+            base, base_label = (int8, int8_label) if unit == "int8" else (fma, "fma")
             row(f"{instruction}, {AMX_ACCUMULATORS} tiles{' (GOP/s)' if unit == 'int8' else ''}", tiles[unit],
                 ", ".join(f"{t / f:.1f}x" for t, f in zip(tiles[unit], base)) + f" {base_label}")
             if not args.kernels:
@@ -367,7 +367,7 @@ def main(argv=None) -> None:
         values = [kernel_peak(name, t, k) for t in counts]
         peak, label = (bf16, "vdpbf16ps") if is_bf16 and bf16 else (fma, "fma")
         if meta.get("precision") == "int8":
-            peak, label = int8, "vpdpbusd"
+            peak, label = int8, int8_label
         if meta.get("unit") == "amx":
             peak, label = tiles["int8" if meta.get("precision") == "int8" else "bf16"], meta["dot"]
         emulated = is_bf16 and (meta.get("dot") == "fma" or not bf16)
