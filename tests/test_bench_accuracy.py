@@ -64,7 +64,6 @@ def test_tokens_are_framed_sentences_of_varied_lengths(bench):
 
 
 def test_inputs_follow_the_onnx_model(bench):
-    onnx = pytest.importorskip("onnx")  # noqa: F841 - the models' inputs are read with it
     images, is_image = bench.network_inputs(str(ROOT / "tests/data/onnx/resnet50_torchscript.onnx"), 2, seed=0)
     assert is_image and images[0]["x"].shape == (1, 3, 64, 64)
     specs, vocab = bench.model_inputs(str(ROOT / "tests/data/onnx/bert_base_torchscript.onnx"))

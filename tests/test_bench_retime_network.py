@@ -5,15 +5,13 @@ import importlib
 import sys
 
 import numpy as np
-import pytest
+import onnx  # the test extra installs it
+from onnx import TensorProto, helper
 from scripts import ROOT
 
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
-
-import probsched as ps  # noqa: E402
-from probsched.database import Database, TuningRecord  # noqa: E402
-from probsched.measure import MeasureResult  # noqa: E402
+import probsched as ps
+from probsched.database import Database, TuningRecord
+from probsched.measure import MeasureResult
 
 
 def test_every_task_with_records_is_retimed_cold_and_named_by_that(tmp_path, capsys):

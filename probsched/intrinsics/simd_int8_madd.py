@@ -66,10 +66,15 @@ _OPERANDS = {c: (vector_type(f"s16quads{c}", _words(c)), vector_type(f"u16quad{c
 _ACCUMULATORS = {i32x16: 16, i32x8: 8}
 
 
+def _concat(builder, x, y):
+    """The vector ``[x ..., y ...]`` (two of one type)."""
+    n = 2 * x.type.count
+    return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, n), list(range(n))))
+
+
 def _halves(builder, words, even, odd):
     """``words`` (a vector of ``w0 w1 ...``) as ``[even(w) ..., odd(w) ...]``."""
-    n = words.type.count
-    return builder.shuffle_vector(even(words), odd(words), ir.Constant(ir.VectorType(_I32, 2 * n), list(range(2 * n))))
+    return _concat(builder, even(words), odd(words))
 
 
 def _splat(words: ir.VectorType, value: int) -> ir.Constant:
@@ -148,10 +153,8 @@ def dot(typingctx, acc, a, b):
                 lanes = ir.Constant(ir.VectorType(_I32, chunk), list(range(half + start, half + start + chunk)))
                 pair.append(builder.call(fn, [builder.shuffle_vector(x, x, lanes) for x in (args[1], args[2])]))
             parts.append(builder.add(*pair))
-        while len(parts) > 1:  # concatenated
-            n = 2 * parts[0].type.count
-            parts = [builder.shuffle_vector(parts[i], parts[i + 1], ir.Constant(ir.VectorType(_I32, n), list(range(n))))
-                     for i in range(0, len(parts), 2)]
+        while len(parts) > 1:
+            parts = [_concat(builder, parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
         return builder.add(args[0], parts[0])
 
     return acc(acc, a, b), codegen
