@@ -5,7 +5,8 @@ beside ONNX Runtime's and OpenVINO's int8 on the same QDQ model.
 more trials each, resuming what ``--db`` holds; ``--trials 0`` only times the stored bests),
 then timed interleaved in one process beside the ``vpdpbusd`` peak on all threads
 (:func:`bench_peak.vnni_peak`: 16 register-resident vectors; on a CPU without VNNI the
-``vpmaddwd`` one its kernels are built on), each checked against its
+``vpmaddwd`` one its kernels are built on, and for workloads of int8r weights such as
+``GMM:2:int8r`` the ``vpmaddubsw`` one), each checked against its
 reference first. Prints µs, GOP/s and the fraction of the peak; the target is 80%. Where
 AMX int8 is usable the design space samples its tile kernels beside the VNNI ones (the
 fraction of the ``tdpbusd`` peak is printed too); ``--unit amx`` or ``--unit vector`` fixes
@@ -83,24 +84,37 @@ def bench_kernels(args: argparse.Namespace) -> dict:
     if not kernels:
         raise SystemExit(f"bench_int8: no records of {', '.join(workloads)} in {args.db}: tune with --trials N")
     timed = time_interleaved(kernels, rounds=args.rounds)
-    peak = vnni_peak(threads)
+    kinds = {n: weights_of(w) for n, w in workloads.items()}
+    peaks = {k: vnni_peak(threads, weights=k) for k in sorted(set(kinds.values()))}
     tiles = amx_peak(threads, unit="int8") if amx.usable("int8") else None
-    unit = "vpmaddwd" if dot_quads_name() == MADD else "vpdpbusd"
-    print(f"{unit} peak on {threads} threads: {peak:.1f} GOP/s" + (f", tdpbusd {tiles:.1f} GOP/s" if tiles else ""))
+    print(", ".join(f"{instruction(k)} peak on {threads} threads: {p:.1f} GOP/s" for k, p in peaks.items())
+          + (f", tdpbusd {tiles:.1f} GOP/s" if tiles else ""))
     print()
-    print(f"| workload | µs | GOP/s | of the {unit} peak |" + (" of the tdpbusd peak |" if tiles else ""))
+    print("| workload | µs | GOP/s | of its instruction's peak |" + (" of the tdpbusd peak |" if tiles else ""))
     print("|---|---:|---:|---:|" + ("---:|" if tiles else ""))
     rows = {}
     for n, t in timed.items():
-        gops = workloads[n].flops / t.median / 1e9
-        rows[n] = {"us": t.median * 1e6, "gops": gops, "of_peak": gops / peak}
+        gops, peak = workloads[n].flops / t.median / 1e9, peaks[kinds[n]]
+        rows[n] = {"us": t.median * 1e6, "gops": gops, "of_peak": gops / peak, "peak": instruction(kinds[n])}
         mark = " (target met)" if gops / peak >= TARGET else ""
         extra = ""
         if tiles:
             rows[n]["of_amx_peak"] = gops / tiles
             extra = f" {gops / tiles:.0%} |"
-        print(f"| {n} | {t.median * 1e6:.1f} | {gops:.1f} | {gops / peak:.0%}{mark} |{extra}")
-    return {"threads": threads, "unit": args.unit, "vnni_peak_gops": peak, "amx_peak_gops": tiles, "rows": rows}
+        print(f"| {n} | {t.median * 1e6:.1f} | {gops:.1f} | {gops / peak:.0%} of {instruction(kinds[n])}{mark} |{extra}")
+    return {"threads": threads, "unit": args.unit, "vnni_peak_gops": peaks.get("int8"), "amx_peak_gops": tiles,
+            "peaks_gops": {instruction(k): p for k, p in peaks.items()}, "rows": rows}
+
+
+def weights_of(w: ps.Workload) -> str:
+    """``"int8r"`` for a workload whose weights are of reduced range (``GMM:2:int8r``), else ``"int8"``."""
+    return "int8r" if any(b.dtype == "int8r" for b in w.func.input_buffers()) else "int8"
+
+
+def instruction(weights: str) -> str:
+    """The dot-product instruction the kernels of ``weights`` run on here."""
+    dot = dot_quads_name(weights)
+    return {MADD: "vpmaddwd", "dot_quads_maddubs": "vpmaddubsw"}.get(dot, "vpdpbusd")
 
 
 def unit_space(unit: str):

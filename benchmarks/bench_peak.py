@@ -17,7 +17,9 @@ runs without numba's thread pool, whose waiting main thread takes a core of its 
 - ``vpdpbusd``: 16 independent u8 x s8 dot products (:func:`~probsched.intrinsics.simd_int8.dot_quads`,
   128 integer ops per instruction: 16 int32 lanes of 4 products and 4 sums; on 256 bits
   with AVX-VNNI only; without VNNI ``vpmaddwd`` on bytes widened to 16 bits, as the
-  kernels there compute, :func:`int8_peak_vectors`): the int8 peak;
+  kernels there compute, :func:`int8_peak_vectors`): the int8 peak; there also
+  ``vpmaddubsw``, the peak of the kernels of int8r weights (``[-64, 64]``, which it
+  multiplies exactly);
 - ``tdpbf16ps``: AMX tile multiplies on tiles held in the tile registers (6 independent
   16 x 16 float32 accumulators, 16 x 32 bf16 times 32 x 16 bf16 each: 16384 flops), where
   AMX is usable (:mod:`probsched.intrinsics.amx`): the AMX bfloat16 peak;
@@ -61,6 +63,10 @@ from probsched.space.intrin_tiling import register_budget
 
 BF16_KERNELS = "matmul_bf16_4x32,matmul_bf16_8x32,matmul_bf16_12x32,matmul_bf16fma_8x32,matmul_bf16fma_4x64"
 INT8_KERNELS = "matmul_int8_8x32,matmul_int8_12x32,matmul_int8_6x64"
+#: the kernels of int8r weights, where they have an instruction of their own (no VNNI: ``vpmaddubsw``)
+INT8R_KERNELS = "matmul_int8r_4x16,matmul_int8r_8x8,matmul_int8r_4x24"
+#: the dot products whose peak loop gives each accumulator an A of its own (:func:`_vnni_peak_loop`)
+OWN_A = (MADD, "dot_quads_maddubs")
 VECTORS = 16  # independent accumulators of the bf16 dot-product peak
 RUNS = 5
 
@@ -129,9 +135,9 @@ def _vnni_peak_loop(dot: str, vectors: int = VECTORS):
     thread. B's quads are loaded in the loop at an offset the compiler cannot know (always
     0): with loop-invariant operands LLVM hoists a product made of plain vector operations
     (``vpmaddwd``'s, the emulated one's) and times only the additions; for the same reason
-    each accumulator of ``vpmaddwd`` has an A of its own (one product of one A and one B
-    would be computed once for all)."""
-    madd = dot == MADD
+    each accumulator of ``vpmaddwd`` (``vpmaddubsw``) has an A of its own (one product of one
+    A and one B would be computed once for all)."""
+    madd = dot in OWN_A
     accs = [f"c{i}" for i in range(vectors)]
     source = "\n".join(
         ["def loop(xu, xs, xi, reps, threads, hide):", "    for t in numba.prange(threads):"]
@@ -143,7 +149,7 @@ def _vnni_peak_loop(dot: str, vectors: int = VECTORS):
     )
     from probsched.intrinsics import simd_int8, simd_int8_madd
 
-    module, dot = (simd_int8_madd, "dot") if madd else (simd_int8, dot)
+    module, dot = (simd_int8_madd, "dot") if dot == MADD else (simd_int8, dot)
     scope = {"numba": numba, "dot": getattr(module, dot), **{f: getattr(module, f) for f in ("broadcast_quad", "load_quads", "store", "zeros")}}
     exec(compile(source, "<vpdpbusd peak>", "exec"), scope)
     return scope["loop"]
@@ -151,21 +157,24 @@ def _vnni_peak_loop(dot: str, vectors: int = VECTORS):
 
 def int8_peak_vectors(target: ps.Target, dot: str) -> int:
     """Independent accumulators (of 16 lanes) of the int8 peak: :data:`VECTORS`, or
-    without VNNI as many as fit beside their own A and one B, each widened to 16 bits:
-    2 on AVX2's 16 registers (measured on Zen 3: 142 GOP/s, 3 spill: 99), 4 with
-    AVX-512's 32. That peak includes B's widening (3 operations per 8 columns and step,
-    as a kernel's row of B), not A's (per row of a kernel): the instruction alone
-    (``vpmaddwd`` and its addition, two each per cycle on Zen 3) would reach about 200."""
-    if dot != MADD:
+    without VNNI as many as fit beside their own A and one B: 2 on AVX2's 16 registers
+    (measured on Zen 3: ``vpmaddwd`` 142 GOP/s, 3 spill: 99), 4 with AVX-512's 32. The
+    ``vpmaddwd`` peak includes B's widening to 16 bits (3 operations per 8 columns and
+    step, as a kernel's row of B), not A's (per row of a kernel): the instruction alone
+    (``vpmaddwd`` and its addition, two each per cycle on Zen 3) would reach about 200,
+    what ``vpmaddubsw`` (int8r weights: two multiplies per 32 products too, no widening)
+    reaches."""
+    if dot not in OWN_A:
         return VECTORS
     return 4 if target.has("avx512f") else 2
 
 
-def vnni_peak(threads: int, reps: int = 400_000) -> float:
+def vnni_peak(threads: int, reps: int = 400_000, weights: str = "int8") -> float:
     """GOP/s of register-resident int8 dot products on ``threads`` threads, best of 5:
     ``vpdpbusd`` (on 256 bits with AVX-VNNI only), or without VNNI ``vpmaddwd`` on widened
-    bytes (:mod:`probsched.intrinsics.simd_int8_madd`)."""
-    dot = dot_quads_name()
+    bytes (:mod:`probsched.intrinsics.simd_int8_madd`); on ``weights="int8r"`` (reduced
+    range), ``vpmaddubsw`` there (:func:`~probsched.intrinsics.simd_int8.dot_quads_maddubs`)."""
+    dot = dot_quads_name(weights)
     vectors = int8_peak_vectors(ps.Target.host(), dot)
     loop = _njit(_vnni_peak_loop(dot, vectors), threads)
     rng = np.random.default_rng(0)
@@ -222,7 +231,8 @@ def kernel_peak(name: str, threads: int, k: int = 0, reps: int = 0) -> float:
                     mk(C, t * m * n, n, 1, A, t * m * k, k, 4, 1, B, t * k * n, 4, 4 * n, 1, q)
 
         A = rng.integers(0, 256, threads * m * k).astype(np.uint8)
-        B = rng.integers(-128, 128, threads * k * n).astype(np.int8)
+        low = -64 if intrin.meta.get("weights") == "int8r" else -128  # the values its kernels are exact on
+        B = rng.integers(low, -low, threads * k * n).astype(np.int8)
     elif bf16:
         p = k // 2
 
@@ -351,6 +361,14 @@ def main(argv=None) -> None:
     int8 = [vnni_peak(t) for t in counts]
     int8_label = "vpmaddwd" if dot_quads_name() == MADD else "vpdpbusd"  # the instruction the int8 kernels run here
     row(f"{int8_label} ({dot_quads_name()}), {int8_peak_vectors(target, dot_quads_name())} vectors (GOP/s)", int8)
+    reduced = dot_quads_name("int8r")
+    int8r, int8r_label = int8, int8_label  # int8r weights: the int8 kernels' instruction, unless they have their own
+    if reduced != dot_quads_name():
+        int8r, int8r_label = [vnni_peak(t, weights="int8r") for t in counts], "vpmaddubsw"
+        row(f"vpmaddubsw ({reduced}, int8r weights), {int8_peak_vectors(target, reduced)} vectors (GOP/s)", int8r,
+            ", ".join(f"{r / i:.2f}x" for r, i in zip(int8r, int8)) + f" {int8_label}")
+        if not args.kernels:
+            names += INT8R_KERNELS.split(",")
     tiles = {}  # AMX unit -> its peaks
     for unit, (_, instruction, _) in AMX_DOTS.items():
         if amx.usable(unit):
@@ -367,7 +385,7 @@ def main(argv=None) -> None:
         values = [kernel_peak(name, t, k) for t in counts]
         peak, label = (bf16, "vdpbf16ps") if is_bf16 and bf16 else (fma, "fma")
         if meta.get("precision") == "int8":
-            peak, label = int8, int8_label
+            peak, label = (int8r, int8r_label) if meta.get("weights") == "int8r" else (int8, int8_label)
         if meta.get("unit") == "amx":
             peak, label = tiles["int8" if meta.get("precision") == "int8" else "bf16"], meta["dot"]
         emulated = is_bf16 and (meta.get("dot") == "fma" or not bf16)

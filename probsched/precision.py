@@ -17,7 +17,10 @@ weight) ``int8``, and the reduction's output ``int32``; what reads that output r
 as an integer (a float epilogue widens it). The values are the caller's to choose: a
 quantized network (:mod:`probsched.graph.quantization`) is built in int8 directly, with its
 scales and zero points in the graph; a suite workload in int8 (``"GMM:2:int8"``) is the
-kernel alone.
+kernel alone. ``"int8r"`` is int8 with weights of reduced range (``[-64, 64]``, as a
+quantizer's ``reduce_range`` makes them: :mod:`probsched.ir.dtypes`), their own type, so
+kernels exact only on them apply there alone (``"GMM:2:int8r"``); :func:`precision_of`
+calls both int8.
 
 The precision is part of the program (its buffers' dtypes), so it is part of its
 structural hash: a database never gives a float32 record to a bfloat16 program or the
@@ -42,28 +45,29 @@ from __future__ import annotations
 from typing import Collection, Dict, List, Optional, Set
 
 from .errors import ProbschedError
-from .ir.dtypes import BF16, INT8, NARROW_INT_DTYPES, UINT8, is_float
+from .ir.dtypes import BF16, INT8, INT8R, NARROW_INT_DTYPES, UINT8, is_float
 from .ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, cast, map_loads, walk
 from .ir.stmt import Block, Buffer, PrimFunc, Store, map_blocks
 
 #: accepted spellings -> the element type a product reads
 _BY_NAME = {"float32": "float32", "fp32": "float32", "f32": "float32", "bfloat16": BF16, "bf16": BF16, "int8": "int8",
-            "i8": "int8"}
+            "i8": "int8", INT8R: INT8R}
 NAMES = tuple(_BY_NAME)
 PRECISIONS = ("float32", BF16, "int8")
 #: the short names workload names and the command line use
-SHORT = {"float32": "fp32", BF16: "bf16", "int8": "int8"}
+SHORT = {"float32": "fp32", BF16: "bf16", "int8": "int8", INT8R: INT8R}
 
 
 def canonical(precision: str) -> str:
-    """``"float32"`` or ``"bfloat16"`` for any accepted spelling (``"fp32"``, ``"bf16"``, ...).
+    """``"float32"``, ``"bfloat16"``, ``"int8"`` or ``"int8r"`` for any accepted spelling
+    (``"fp32"``, ``"bf16"``, ...).
 
     >>> canonical("bf16"), canonical("FP32")
     ('bfloat16', 'float32')
     >>> canonical("fp16")
     Traceback (most recent call last):
     ...
-    probsched.errors.ProbschedError: unknown precision 'fp16'; expected one of float32, fp32, f32, bfloat16, bf16, int8, i8
+    probsched.errors.ProbschedError: unknown precision 'fp16'; expected one of float32, fp32, f32, bfloat16, bf16, int8, i8, int8r
     """
     key = precision.lower() if isinstance(precision, str) else precision
     if key not in _BY_NAME:
@@ -205,23 +209,24 @@ def convert(func: PrimFunc, precision: str, keep: Collection[str] = ()) -> PrimF
     target = canonical(precision)
     if target == BF16:
         return _retype(func, {name: BF16 for name in lowered_buffers(func, keep)})
-    if target == "int8":
-        return _retype(func, _int8_dtypes(func, keep))
+    if target in ("int8", INT8R):
+        return _retype(func, _int8_dtypes(func, keep, target))
     if precision_of(func) == "int8":
         raise ProbschedError(f"{func.name} is an int8 program: quantization cannot be undone; convert the float32 one")
     return _retype(func, {b.name: "float32" for b in tuple(func.params) + tuple(func.allocs) if b.dtype == BF16})
 
 
-def _int8_dtypes(func: PrimFunc, keep: Collection[str]) -> Dict[str, str]:
+def _int8_dtypes(func: PrimFunc, keep: Collection[str], weights: str = INT8) -> Dict[str, str]:
     """Buffer -> dtype of ``func`` in int8 (module docstring): each product's first factor
-    uint8, its second int8 (with what only moves them), its accumulator int32."""
-    activations, weights = lowered_buffers(func, keep, 0), lowered_buffers(func, keep, 1)
-    both = activations & weights
+    uint8, its second ``weights`` (int8, or int8r: :mod:`~probsched.ir.dtypes`; with what only
+    moves them), its accumulator int32."""
+    activations, second = lowered_buffers(func, keep, 0), lowered_buffers(func, keep, 1)
+    both = activations & second
     if both:
         raise ProbschedError(f"{func.name}: {sorted(both)} is read as both factors of a product; int8 programs multiply "
                              "an activation (uint8) by a weight (int8)")
     out = {name: UINT8 for name in activations}
-    out.update({name: INT8 for name in weights})
+    out.update({name: weights for name in second})
     for blk in func.blocks():
         if product_operands(blk):
             out[blk.body.buffer.name] = "int32"

@@ -161,9 +161,9 @@ class Target:
 
     def vector_lanes(self, dtype: str = "float32") -> int:
         """Elements of ``dtype`` per vector register."""
-        import numpy as np
+        from .ir.dtypes import numpy_dtype
 
-        return self.vector_bytes // np.dtype(dtype).itemsize
+        return self.vector_bytes // numpy_dtype(dtype).itemsize
 
     def has(self, flag: str) -> bool:
         """Whether the CPU has ISA extension ``flag`` (``"avx2"``, ``"avx512f"``, ``"fma"``,

@@ -46,6 +46,7 @@ from .ir.expr import (
     substitute,
     walk,
 )
+from .ir.dtypes import INT_RANGE, numpy_dtype
 from .ir.stmt import Block, Buffer, IterVar, Loop, PrimFunc, Store
 
 # Buffers belong to exactly one tensor; loads reference the buffer object itself. While a
@@ -212,9 +213,10 @@ def reduction_identity(combiner: str, dtype: str) -> Union[float, int]:
     (-inf, 0, 127)
     """
     value = _IDENTITY[combiner]
-    if combiner != "sum" and np.issubdtype(np.dtype(dtype), np.integer):
-        info = np.iinfo(np.dtype(dtype))
-        return int(info.min) if combiner == "max" else int(info.max)
+    if combiner != "sum" and np.issubdtype(numpy_dtype(dtype), np.integer):
+        info = np.iinfo(numpy_dtype(dtype))
+        lo, hi = INT_RANGE.get(dtype, (int(info.min), int(info.max)))  # an int8r's range is narrower than its bytes'
+        return lo if combiner == "max" else hi
     return value
 
 

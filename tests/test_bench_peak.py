@@ -27,7 +27,7 @@ def test_the_peak_keeps_enough_chains_in_the_registers(bench):
         assert 10 <= bench.fma_chains(target) <= registers - 2
 
 
-@pytest.mark.parametrize("dot", ["dot_quads_madd", "dot_quads_emulated"])
+@pytest.mark.parametrize("dot", ["dot_quads_madd", "dot_quads_emulated", "dot_quads_maddubs"])
 def test_the_int8_peak_loop_computes_every_product_it_counts(bench, dot):
     # the peak counts 16 lanes of 4 products per accumulator and step: after 3 steps each
     # lane holds 3 dot products, of its own A where the product is plain vector operations
@@ -35,12 +35,13 @@ def test_the_int8_peak_loop_computes_every_product_it_counts(bench, dot):
     vectors = 2
     loop = bench._njit(bench._vnni_peak_loop(dot, vectors), 1)
     rng = np.random.default_rng(0)
-    xu, xs = rng.integers(0, 256, 4 * vectors).astype(np.uint8), rng.integers(-128, 128, 64).astype(np.int8)
+    low = -64 if dot == "dot_quads_maddubs" else -128  # vpmaddubsw: the weights of reduced range
+    xu, xs = rng.integers(0, 256, 4 * vectors).astype(np.uint8), rng.integers(low, -low, 64).astype(np.int8)
     xi = np.zeros(16 * vectors, np.int32)
     loop(xu, xs, xi, 3, 1, 0)
     b = xs.reshape(16, 4).astype(np.int64)
     for i in range(vectors):
-        a = xu[4 * i : 4 * i + 4] if dot == "dot_quads_madd" else xu[:4]
+        a = xu[4 * i : 4 * i + 4] if dot in bench.OWN_A else xu[:4]
         assert xi[16 * i : 16 * i + 16].tolist() == (3 * b @ a.astype(np.int64)).tolist()
 
 

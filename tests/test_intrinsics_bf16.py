@@ -19,7 +19,7 @@ from probsched.intrinsics.disk_cache import load_module
 from probsched.intrinsics.matmul_bf16 import matmul_bf16_source, native_available
 from probsched.ir.interpreter import evaluate
 from probsched.schedule.layout import LAYOUT_FREE
-from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, matmul_roles
+from probsched.space.intrin_tiling import MultiLevelTilingWithIntrin, int8_weights, matmul_roles
 
 BF16 = ml_dtypes.bfloat16
 PATHS = [pytest.param(True, marks=pytest.mark.skipif(not native_available(), reason="no avx512_bf16")), False]
@@ -129,8 +129,11 @@ def test_roles_of_a_bf16_block():
     )
 
 
-# the kernel family each reduced precision is tiled around (the int8 ones: test_intrinsics_int8.py)
-FAMILY = {"bf16": "matmul_bf16", "int8": "matmul_int8"}
+# the kernel families each reduced precision is tiled around (the int8 ones: test_intrinsics_int8.py);
+# int8r weights (reduced range) take the vpmaddubsw kernels where the CPU has no VNNI, the int8 ones elsewhere
+_INT8 = ("matmul_int8_", "matmul_int8amx_")
+FAMILY = {"bf16": ("matmul_bf16",), "int8": _INT8,
+          "int8r": _INT8 if int8_weights(ps.Target.host(), "int8r") == "int8" else ("matmul_int8r_",)}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -153,7 +153,9 @@ def tiny_cnn():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_a_hand_written_qdq_convolution_imports_as_an_int8_task():
+# 7-bit weights (ONNX Runtime's reduce_range) are typed int8r, whose kernels CPUs without VNNI run faster
+@pytest.mark.parametrize("top, weights", [(127, "int8"), (64, "int8r")])
+def test_a_hand_written_qdq_convolution_imports_as_an_int8_task(top, weights):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
@@ -161,7 +163,7 @@ def test_a_hand_written_qdq_convolution_imports_as_an_int8_task():
     rng = np.random.default_rng(4)
     consts = {
         "xs": np.float32(0.02), "xz": np.int8(-5),  # a signed activation: read as uint8, zero point + 128
-        "w": rng.integers(-127, 128, (16, 8, 3, 3)).astype(np.int8), "ws": rng.uniform(0.01, 0.02, 16).astype(np.float32),
+        "w": rng.integers(-top, top + 1, (16, 8, 3, 3)).astype(np.int8), "ws": rng.uniform(0.01, 0.02, 16).astype(np.float32),
         "b": rng.standard_normal(16).astype(np.float32),
     }
     nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["q"]),
@@ -174,7 +176,7 @@ def test_a_hand_written_qdq_convolution_imports_as_an_int8_task():
         [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
     g = ps.from_onnx(model)
     (task,) = [t for t in g.tasks() if "conv2d" in t.func.name]
-    assert [b.dtype for b in task.func.input_buffers()][:2] == ["uint8", "int8"]
+    assert [b.dtype for b in task.func.input_buffers()][:2] == ["uint8", weights]
     x = rng.uniform(-2, 2, (1, 8, 6, 6)).astype(np.float32)
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(g.evaluate(x)[0], want, rtol=1e-5, atol=1e-4)
@@ -337,3 +339,33 @@ def test_tune_model_measures_the_int8_tasks_of_a_quantized_graph(tmp_path):
     x = inputs((16, 64), 1, 1)[0]
     want = q.evaluate(x)[0]
     assert np.abs(r.model(x) - want).max() <= 1e-3 * np.abs(want).max()
+
+
+def test_weights_quantized_to_reduced_range_are_int8r_tasks_that_compute_their_graph(tmp_path):
+    """reduce_range: weights in [-64, 64], typed int8r in the tasks (other keys, other
+    records), tiled around the kernels the CPU runs fastest on them, exact on the graph."""
+    from probsched.space.intrin_tiling import int8_weights
+
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    fn = lambda x: jax.nn.relu(x @ w1) @ w2  # noqa: E731
+    cal = inputs((16, 64), 4, 0)
+    full, reduced = ps.quantize(fn, cal), ps.quantize(fn, cal, reduce_range=True)
+    weights = [a for a in reduced.constants.values() if a.dtype == np.int8]
+    assert weights and all(np.abs(a).max() == 64 for a in weights)
+    typed = [{b.dtype for b in t.func.input_buffers() if b.name.startswith("w")} for t in reduced.tasks()]
+    assert sum("int8r" in d for d in typed) == 2 and not any("int8" in d for d in typed)
+    assert not {t.key for t in reduced.tasks() if "matmul" in t.func.name} & {t.key for t in full.tasks()}
+    model = ps.compile(reduced, candidates=2, progress=None)
+    family = "matmul_int8r_" if int8_weights(ps.Target.host(), "int8r") == "int8r" else "matmul_int8"
+    kernels = [b.annotation("tensorize") for c in model.choices for b in c.schedule.mod.blocks() if b.annotation("tensorize")]
+    assert kernels and all(k.startswith(family) for k in kernels), kernels
+    x = inputs((16, 64), 1, 1)[0]
+    want = reduced.evaluate(x)[0]
+    assert np.abs(model(x) - want).max() <= 1e-3 * np.abs(want).max()
+    model.save(str(tmp_path / "r.psm"))
+    np.testing.assert_array_equal(ps.load(str(tmp_path / "r.psm"))(x), model(x))
+    test = inputs((16, 64), 8, 2)
+    rel8, _, _ = accuracy([full.evaluate(t)[0] for t in test], [np.asarray(fn(t)) for t in test])
+    rel7, cos7, _ = accuracy([reduced.evaluate(t)[0] for t in test], [np.asarray(fn(t)) for t in test])
+    assert rel8 < rel7 < 0.1 and cos7 > 0.99, (rel8, rel7, cos7)  # a bit of precision given up

@@ -200,6 +200,7 @@ def numba_type(kind: str):
         "int32": types.int32,
         "uint8": types.uint8,
         "int8": types.int8,
+        "int8r": types.int8,
         "int64": types.int64,
         "bool": types.boolean,
     }

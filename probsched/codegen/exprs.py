@@ -63,7 +63,7 @@ _SYM = {
 }
 _NP_TYPE = {
     "float32": "np.float32", "float64": "np.float64", "int32": "np.int32", "int64": "np.int64",
-    "uint8": "np.uint8", "int8": "np.int8",
+    "uint8": "np.uint8", "int8": "np.int8", "int8r": "np.int8",
 }
 
 

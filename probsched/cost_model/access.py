@@ -53,7 +53,7 @@ BUFFER_FIELDS = (
 
 
 def elem_bytes(dtype: str) -> int:
-    return {"float64": 8, "int64": 8, "bfloat16": 2, "bool": 1, "uint8": 1, "int8": 1}.get(dtype, 4)
+    return {"float64": 8, "int64": 8, "bfloat16": 2, "bool": 1, "uint8": 1, "int8": 1, "int8r": 1}.get(dtype, 4)
 
 
 class Buf:

@@ -46,7 +46,7 @@ def task_function(task: "Task", precision: str) -> Tuple[PrimFunc, str, Tuple[st
     reference must read them rounded alike: the kernel check compares with the format's
     tolerance on equal inputs)."""
     target = canonical(precision)
-    if target == "int8":
+    if target in ("int8", "int8r"):
         raise ProbschedError("a network in int8 needs its activations' ranges: quantize it with "
                              "ps.quantize(fn, calibration_inputs) (or import a QDQ ONNX model) and compile the graph it returns")
     func = task.func if task.precision == "float32" else convert(task.func, "float32")

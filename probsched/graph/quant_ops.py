@@ -40,6 +40,9 @@ from ..ir.dtypes import INT_RANGE
 
 #: a weight's values span ``[-127, 127]``: symmetric, so ``-v`` is representable too
 WEIGHT_RANGE = 127
+#: with ``reduce_range``: ``[-64, 64]`` (ONNX Runtime's reduced range), the ``"int8r"`` type
+#: whose products CPUs without VNNI compute faster (:mod:`probsched.ir.dtypes`)
+REDUCED_WEIGHT_RANGE = 64
 
 
 @dataclass(frozen=True)
@@ -55,17 +58,22 @@ class QuantizedWeight:
         return self.values.astype(np.int64).sum(axis=tuple(reduced)).astype(np.int32)
 
 
-def quantize_weight(w: np.ndarray, axis: int) -> QuantizedWeight:
+def quantize_weight(w: np.ndarray, axis: int, reduce_range: bool = False) -> QuantizedWeight:
     """``w`` quantized per channel along ``axis``, symmetric: each channel's scale maps its
-    largest magnitude to 127 (a channel of zeros gets scale 1)."""
+    largest magnitude to 127 (64 with ``reduce_range``; a channel of zeros gets scale 1).
+
+    >>> quantize_weight(np.array([[0.5, -2.0]], np.float32), axis=1, reduce_range=True).values.tolist()
+    [[64, -64]]
+    """
+    top = REDUCED_WEIGHT_RANGE if reduce_range else WEIGHT_RANGE
     w = np.asarray(w, np.float32)
     axis = axis % w.ndim
     others = tuple(d for d in range(w.ndim) if d != axis)
     peak = np.abs(w).max(axis=others) if others else np.abs(w)
-    scale = np.where(peak > 0, peak / WEIGHT_RANGE, 1.0).astype(np.float32)
+    scale = np.where(peak > 0, peak / top, 1.0).astype(np.float32)
     shape = [1] * w.ndim
     shape[axis] = -1
-    values = np.clip(np.rint(w / scale.reshape(shape)), -WEIGHT_RANGE, WEIGHT_RANGE).astype(np.int8)
+    values = np.clip(np.rint(w / scale.reshape(shape)), -top, top).astype(np.int8)
     return QuantizedWeight(values, scale, axis)
 
 
@@ -174,4 +182,4 @@ def dot(q: Any, zero_point: int, x_scale: float, weight: QuantizedWeight, dimens
 
 
 __all__ = ["QuantizedWeight", "quantize_weight", "activation_params", "quantize_activation", "dequantize_activation",
-           "along_last_axis", "conv", "dot", "WEIGHT_RANGE"]
+           "along_last_axis", "conv", "dot", "WEIGHT_RANGE", "REDUCED_WEIGHT_RANGE"]

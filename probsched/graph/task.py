@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import FrontEndError
-from ..ir.dtypes import BF16, numpy_dtype
+from ..ir.dtypes import BF16, narrowest, numpy_dtype
 from ..ir.stmt import PrimFunc
 from ..ir.layout import LAYOUT_FREE
 from ..precision import precision_of
@@ -118,7 +118,9 @@ def lower_group(graph: Graph, group: Group, producer: Optional[Dict[int, Node]] 
             role = "w" if v in graph.constants else "x"
             name = f"{role}{counters[role]}"
             counters[role] += 1
-            ph = placeholder(t.shape or (1,), t.dtype, name=name)
+            # a weight's type says what its values allow (int8 in [-64, 64]: int8r, whose kernels are faster)
+            dtype = narrowest(t.dtype, np.asarray(graph.constants[v])) if role == "w" else t.dtype
+            ph = placeholder(t.shape or (1,), dtype, name=name)
             placeholders.append(ph)
             inputs.append(v)
             operands[v] = TensorOperand(ph, scalar=not t.shape)

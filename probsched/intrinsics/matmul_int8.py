@@ -30,6 +30,12 @@ bit, so every int8 program runs everywhere; ``dot=`` of :func:`matmul_int8_sourc
 one explicitly (:func:`~.simd_int8.dot_quads_emulated`, plain vector operations, is the
 slow reference).
 
+``matmul_int8r_{M}x{N}``, the same kernels for B of type ``"int8r"`` (weights in ``[-64,
+64]``, :mod:`probsched.ir.dtypes`), run ``vpmaddubsw`` where the CPU has no VNNI
+(:func:`~.simd_int8.dot_quads_maddubs`: exact on such weights only, 1.4x the ``vpmaddwd``
+kernels on Zen 3); the design space offers them for int8r weights there
+(:func:`~probsched.space.intrin_tiling.int8_weights`), and tensorize gives them no other B.
+
 >>> import numpy as np, probsched as ps
 >>> mk = ps.intrinsics.get("matmul_int8_4x16").kernel()
 >>> A = np.arange(4 * 8, dtype=np.uint8)                          # 4 x 8 (2 quads), row-major
@@ -42,9 +48,10 @@ slow reference).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Callable, Optional
 
+from ..ir.dtypes import INT8R
 from ..te import compute, create_func, placeholder, reduce_axis, sum as te_sum
 from .disk_cache import load_module, source_version
 from .matmul import dot_product_block, dot_product_widths, register_shapes
@@ -98,24 +105,28 @@ def matmul_int8_source(m: int, n: int, zero_start: bool = False, dot: Optional[s
     return "\n".join(lines) + "\n"
 
 
-def matmul_int8_description(m: int, n: int, quads: int = 2):
+#: weights' type -> the kernel family reading them
+FAMILIES = {"int8": "matmul_int8", INT8R: "matmul_int8r"}
+
+
+def matmul_int8_description(m: int, n: int, quads: int = 2, weights: str = "int8"):
     """``C[i, j] += int32(A[i, 4q + t]) * int32(B[q, j, t])`` over an M x N tile (q is the
-    panel axis, of quads)."""
+    panel axis, of quads); B of type ``weights`` (``"int8r"``: the reduced range)."""
     A = placeholder((m, QUAD * quads), "uint8", name="A")
-    B = placeholder((quads, n, QUAD), "int8", name="B")
+    B = placeholder((quads, n, QUAD), weights, name="B")
     q = reduce_axis(quads, name="q")
     t = reduce_axis(QUAD, name="t")
     C = compute((m, n), lambda i, j: te_sum(A[i, QUAD * q + t] * B[q, j, t], axis=[q, t]), name="C")
-    return create_func([A, B, C], name=f"matmul_int8_{m}x{n}")
+    return create_func([A, B, C], name=f"{FAMILIES[weights]}_{m}x{n}")
 
 
 @lru_cache(maxsize=None)
-def _loader(m: int, n: int, zero_start: bool = False) -> Callable[[], Callable]:
+def _loader(m: int, n: int, zero_start: bool = False, weights: str = "int8") -> Callable[[], Callable]:
     @lru_cache(maxsize=None)
     def load() -> Callable:
         from .simd_int8 import dot_quads_name
 
-        dot = dot_quads_name()
+        dot = dot_quads_name(weights)
         name = f"matmul_int8_{m}x{n}" + ("_zero" if zero_start else "") + dot[len("dot_quads"):]
         return load_module(name, matmul_int8_source(m, n, zero_start, dot)).kernel
 
@@ -123,8 +134,11 @@ def _loader(m: int, n: int, zero_start: bool = False) -> Callable[[], Callable]:
 
 
 def register_all() -> None:
-    """Register every shipped int8 matmul shape (idempotent)."""
-    register_shapes(
-        "matmul_int8", SHAPES, matmul_int8_description, _loader, {"precision": "int8", "dot": "vpdpbusd", "step": QUAD},
-        panel_axis="v_q", unit_stride={"C": ("v_j",), "A": ("v_t",), "B": ("v_t",)}, strides={"B": {"v_j": QUAD, "v_t": 1}},
-    )
+    """Register every shipped int8 matmul shape (idempotent), for int8 and for int8r weights."""
+    for weights, dot in (("int8", "vpdpbusd"), (INT8R, "vpmaddubsw")):
+        register_shapes(
+            FAMILIES[weights], SHAPES, partial(matmul_int8_description, weights=weights),
+            lambda m, n, zero_start=False, weights=weights: _loader(m, n, zero_start, weights),
+            {"precision": "int8", "dot": dot, "step": QUAD, "weights": weights}, panel_axis="v_q",
+            unit_stride={"C": ("v_j",), "A": ("v_t",), "B": ("v_t",)}, strides={"B": {"v_j": QUAD, "v_t": 1}},
+        )

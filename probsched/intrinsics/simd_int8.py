@@ -61,15 +61,20 @@ def vnni_available() -> bool:
     return compiles_for("avx512vnni")
 
 
-def dot_quads_name() -> str:
-    """The dot product numba's target runs fastest: :func:`dot_quads` (``avx512_vnni``),
-    :func:`dot_quads_256` (``avx_vnni``), else ``"dot_quads_madd"``: the bytes widened and
-    multiplied in pairs (:func:`.simd_int8_madd.dot`, with that module's operands).
-    :func:`dot_quads_emulated` computes the same with plain vector operations, 11-13x
-    slower than the last on Zen 3: a reference, never chosen."""
+def dot_quads_name(weights: str = "int8") -> str:
+    """The dot product numba's target runs fastest on ``weights`` (``"int8"`` or the reduced
+    range ``"int8r"``): :func:`dot_quads` (``avx512_vnni``), :func:`dot_quads_256`
+    (``avx_vnni``), else on int8r weights :func:`dot_quads_maddubs` (SSSE3), on others
+    ``"dot_quads_madd"``: the bytes widened and multiplied in pairs
+    (:func:`.simd_int8_madd.dot`, with that module's operands). :func:`dot_quads_emulated`
+    computes the same with plain vector operations, 11-13x slower than the last on Zen 3:
+    a reference, never chosen."""
     if vnni_available():
         return "dot_quads"
-    return "dot_quads_256" if compiles_for("avxvnni") else "dot_quads_madd"
+    if compiles_for("avxvnni"):
+        return "dot_quads_256"
+    ssse3 = any(compiles_for(f) for f in ("ssse3", "avx", "avx2"))  # a feature list may name only the newest
+    return "dot_quads_maddubs" if weights == "int8r" and ssse3 else "dot_quads_madd"
 
 
 def _family(lanes: int) -> tuple:
@@ -144,6 +149,49 @@ def dot_quads_256(typingctx, acc, a, b):
             mask = ir.Constant(_I32X8, lanes)
             out.append(_vpdpbusd(builder, DOT_QUADS_256, _I32X8, *[builder.shuffle_vector(p, p, mask) for p in parts]))
         return builder.shuffle_vector(out[0], out[1], ir.Constant(_I32X16, list(range(16))))
+
+    return acc(acc, a, b), codegen
+
+
+def _pmaddubsw() -> tuple:
+    """(bytes, ``vpmaddubsw``, ``vpmaddwd``) of the widest pair of LLVM intrinsics numba's
+    target selects."""
+    if compiles_for("avx512bw"):
+        return 64, "llvm.x86.avx512.pmaddubs.w.512", "llvm.x86.avx512.pmaddw.d.512"
+    if compiles_for("avx2"):
+        return 32, "llvm.x86.avx2.pmadd.ub.sw", "llvm.x86.avx2.pmadd.wd"
+    return 16, "llvm.x86.ssse3.pmadd.ub.sw.128", "llvm.x86.sse2.pmadd.wd"
+
+
+@intrinsic
+def dot_quads_maddubs(typingctx, acc, a, b):
+    """What :func:`dot_quads` computes *when every weight lies in* ``[-64, 64]``, on any CPU
+    with SSSE3: ``vpmaddubsw`` sums each lane's two pairs of u8 x s8 products into int16
+    (saturating: exact only while ``|a0 b0 + a1 b1| <= 2 * 255 * 64 < 2^15``), ``vpmaddwd``
+    by ones sums the two into int32, an addition accumulates. Three operations per 32
+    products where :func:`.simd_int8_madd.dot` (exact for every int8) needs about six: the
+    kernels of the ``"int8r"`` weights (:mod:`.matmul_int8`) on CPUs without VNNI."""
+    vector = _accumulator(acc, a, b, "dot_quads_maddubs")
+    lanes = vector.count
+
+    def codegen(context, builder, sig, args):
+        width, maddubs, maddwd = _pmaddubsw()
+        width = min(width, 4 * lanes)
+        bytes_t, words_t, sums_t = (ir.VectorType(t, width // k) for t, k in ((_I8, 1), (_I16, 2), (_I32, 4)))
+        f_pairs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(words_t, [bytes_t, bytes_t]), maddubs)
+        f_quads = cgutils.get_or_insert_function(builder.module, ir.FunctionType(sums_t, [words_t, words_t]), maddwd)
+        ones = ir.Constant(words_t, [1] * words_t.count)
+        parts = []
+        for start in range(0, 4 * lanes, width):
+            take = ir.Constant(ir.VectorType(_I32, width), list(range(start, start + width)))
+            pairs = builder.call(f_pairs, [builder.shuffle_vector(x, x, take) for x in (args[1], args[2])])
+            parts.append(builder.call(f_quads, [pairs, ones]))
+        while len(parts) > 1:
+            parts = [builder.shuffle_vector(parts[i], parts[i + 1],
+                                            ir.Constant(ir.VectorType(_I32, 2 * parts[i].type.count),
+                                                        list(range(2 * parts[i].type.count))))
+                     for i in range(0, len(parts), 2)]
+        return builder.add(args[0], parts[0])
 
     return acc(acc, a, b), codegen
 

@@ -13,6 +13,15 @@ widened, exactly), and a conversion to them *saturates*: a float is rounded to n
 ties to even, then clamped to the type's range (as ONNX's ``QuantizeLinear``), an integer
 clamped. A store of a wider value to an 8-bit buffer converts so (:func:`saturate`).
 
+``"int8r"`` is int8 of *reduced range*: bytes whose values lie in ``[-64, 64]``, as ONNX
+Runtime's ``reduce_range`` quantizes weights for CPUs without VNNI. A product of one with a
+uint8 and the sum of two such products fit an int16 (``2 * 255 * 64 < 2^15``), so the
+``vpmaddubsw`` those CPUs have is exact on them (:func:`~probsched.intrinsics.simd_int8.dot_quads_maddubs`).
+The front end gives a constant int8 weight this type when its values allow
+(:func:`narrowest`); being a type, it is part of a program's structural hash, so a kernel
+that needs it is never applied to other weights. Its numpy dtype is int8, and an int8r
+value is an int8 one (:func:`holds`).
+
 >>> numpy_dtype("bfloat16").name, storage_dtype("bfloat16"), storage_dtype("float32")
 ('bfloat16', dtype('uint16'), dtype('float32'))
 >>> import numpy as np
@@ -34,15 +43,17 @@ import numpy as np
 INDEX = "int64"
 BOOL = "bool"
 BF16 = "bfloat16"
-UINT8, INT8 = "uint8", "int8"
+UINT8, INT8, INT8R = "uint8", "int8", "int8r"
 FLOAT_DTYPES = ("float32", "float64", BF16)
 #: integer types of arithmetic and of indices
 INT_DTYPES = ("int32", "int64")
 #: integer storage types, computed in int32 (quantized data)
-NARROW_INT_DTYPES = (UINT8, INT8)
+NARROW_INT_DTYPES = (UINT8, INT8, INT8R)
 DTYPES = FLOAT_DTYPES + INT_DTYPES + NARROW_INT_DTYPES + (BOOL,)
 #: the range a conversion to an 8-bit type saturates to
-INT_RANGE = {UINT8: (0, 255), INT8: (-128, 127)}
+INT_RANGE = {UINT8: (0, 255), INT8: (-128, 127), INT8R: (-64, 64)}
+#: types stored as another's bytes, with fewer values
+_STORED_AS = {INT8R: INT8}
 
 #: Half the distance from 1 to the next number (2^-p for p significant bits): the largest
 #: relative error of one rounding to nearest.
@@ -81,6 +92,30 @@ def arithmetic_dtype(dtype: str) -> str:
     return "int32" if dtype in NARROW_INT_DTYPES else dtype
 
 
+def holds(wide: str, narrow: str) -> bool:
+    """Whether every value of type ``narrow`` is one of ``wide``, stored alike (a kernel
+    reading ``wide`` reads ``narrow`` right).
+
+    >>> holds("int8", "int8r"), holds("int8r", "int8"), holds("int8", "uint8")
+    (True, False, False)
+    """
+    return wide == narrow or _STORED_AS.get(narrow) == wide
+
+
+def narrowest(dtype: str, values: np.ndarray) -> str:
+    """The narrowest type holding ``values`` of ``dtype``: ``"int8r"`` for int8 values in
+    its range, else ``dtype``.
+
+    >>> narrowest("int8", np.array([-64, 3, 64])), narrowest("int8", np.array([-65, 0]))
+    ('int8r', 'int8')
+    """
+    for narrow, wide in _STORED_AS.items():
+        lo, hi = INT_RANGE[narrow]
+        if wide == dtype and (values.size == 0 or (int(values.min()) >= lo and int(values.max()) <= hi)):
+            return narrow
+    return dtype
+
+
 def saturate(dtype: str, values) -> np.ndarray:
     """``values`` converted to 8-bit ``dtype`` as the IR converts (module docstring): floats
     rounded to nearest even, then everything clamped to the range."""
@@ -88,19 +123,20 @@ def saturate(dtype: str, values) -> np.ndarray:
     a = np.asarray(values)
     if a.dtype.kind == "f" or a.dtype.kind == "V":
         a = np.rint(a.astype(np.float64))
-    return np.clip(a, lo, hi).astype(dtype)
+    return np.clip(a, lo, hi).astype(numpy_dtype(dtype))
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
-    """The numpy dtype of arrays of ``dtype`` at the API (``ml_dtypes.bfloat16`` for bfloat16)."""
-    return _bf16() if dtype == BF16 else np.dtype(dtype)
+    """The numpy dtype of arrays of ``dtype`` at the API (``ml_dtypes.bfloat16`` for bfloat16,
+    int8 for int8r)."""
+    return _bf16() if dtype == BF16 else np.dtype(_STORED_AS.get(dtype, dtype))
 
 
 def storage_dtype(dtype) -> np.dtype:
     """What compiled code stores ``dtype`` as: uint16 bits for bfloat16, else the dtype itself."""
     if isinstance(dtype, str) and dtype == BF16:
         return _UINT16
-    d = np.dtype(dtype)
+    d = np.dtype(_STORED_AS.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     return _UINT16 if _is_bf16(d) else d
 
 

@@ -92,6 +92,7 @@ StmtFn = Callable[[Env], None]
 _NUMPY_DTYPE = {
     "float32": np.float32, "float64": np.float64, "bfloat16": numpy_dtype("bfloat16").type,
     "int32": np.int32, "int64": np.int64, "bool": np.bool_, "uint8": np.uint8, "int8": np.int8,
+    "int8r": np.int8,
 }
 
 

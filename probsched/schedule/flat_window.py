@@ -60,7 +60,7 @@ from .analysis import affine
 from .tree import TreeIndex, all_names, fresh_name, unscheduled
 
 #: (A's, B's) dtypes of the products the grouped kernels read, and their group
-GROUPS = {("bfloat16", "bfloat16"): 2, ("uint8", "int8"): 4}
+GROUPS = {("bfloat16", "bfloat16"): 2, ("uint8", "int8"): 4, ("uint8", "int8r"): 4}
 
 
 def flatten_window(func: PrimFunc, group: Optional[int] = None) -> PrimFunc:

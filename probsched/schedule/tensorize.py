@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
+from ..ir.dtypes import holds
 from ..ir.expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var, free_vars, substitute
 from ..ir.stmt import Block, Loop, PrimFunc, Store
 from .analysis import affine_in, conjuncts, simplify
@@ -115,14 +116,15 @@ def _match(d: Expr, c: Expr, ctx: dict) -> None:
         if d != c:
             raise _Mismatch(f"constant {d} vs {c}")
     elif isinstance(d, Load):
-        _match_access(d.buffer, d.indices, c.buffer, c.indices, ctx)
+        _match_access(d.buffer, d.indices, c.buffer, c.indices, ctx, read=True)
     elif isinstance(d, Var):
         raise _Mismatch(f"iterator {d} used as a value")
 
 
-def _match_access(dbuf, didx, cbuf, cidx, ctx) -> None:
+def _match_access(dbuf, didx, cbuf, cidx, ctx, read: bool = False) -> None:
     bufmap = ctx["bufmap"]
-    if dbuf.dtype != cbuf.dtype:
+    # a kernel reading a type reads the narrower types stored alike (int8 kernels, int8r weights)
+    if not (holds(dbuf.dtype, cbuf.dtype) if read else dbuf.dtype == cbuf.dtype):
         raise _Mismatch(f"{cbuf.name} is {cbuf.dtype}, the description's {dbuf.name} is {dbuf.dtype}")
     if bufmap.setdefault(dbuf.name, cbuf.name) != cbuf.name:
         raise _Mismatch(f"description buffer {dbuf.name} maps to both {bufmap[dbuf.name]} and {cbuf.name}")

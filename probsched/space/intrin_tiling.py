@@ -32,7 +32,9 @@ int8 program, :mod:`probsched.precision`) takes the VNNI kernels
 not a multiple of 4, or an A strided along ``k``, is left to the other rules, which
 compute it in int32 from the byte loads (a network's first convolution, over three
 channels, reads its window rows flat instead: :mod:`probsched.schedule.flat_window`). Where the CPU
-has AMX int8 (``amx_int8``), its tile kernels are offered beside the VNNI ones likewise.
+has AMX int8 (``amx_int8``), its tile kernels are offered beside the VNNI ones likewise. A B
+of reduced range (``int8r``: weights in ``[-64, 64]``) takes the ``vpmaddubsw`` kernels
+(``matmul_int8r_*``) on a CPU without VNNI, and the int8 kernels elsewhere (:func:`int8_weights`).
 
 The rule samples (sites named after the block ``C``):
 
@@ -72,6 +74,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
+from ..ir.dtypes import INT8R
 from ..ir.expr import BinOp, Cast, Const, Load, Var, free_vars, substitute, walk
 from ..schedule import BlockRV, LoopRV, Schedule
 
@@ -98,6 +101,7 @@ class MatmulRoles:
     b_k_dim: int = -1  # the dimension of B that k indexes
     a_k_contiguous: bool = True  # A's last index steps by 1 along k, which no other index uses
     b_n_dim: int = -1  # the dimension of B that n indexes when it is not the last (B is packed with n last)
+    b_dtype: str = "float32"  # B's element type (int8r: the reduced range, :func:`int8_weights`)
 
 
 def _group_of(ld: Load, n: str) -> Optional[int]:
@@ -179,7 +183,7 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     if sum(1 for ix in b.indices if n in free_vars(ix)) != 1:
         return None
     b_n_dim = -1 if ends_with_n(b) else b.indices.index(Var(n))
-    if precision == "int8" and (a.buffer.dtype, b.buffer.dtype) != ("uint8", "int8"):
+    if precision == "int8" and (a.buffer.dtype, b.buffer.dtype) not in (("uint8", "int8"), ("uint8", "int8r")):
         return None  # vpdpbusd multiplies an unsigned A by a signed B
     ua, ub = uses(a) - {n}, uses(b)
     out_uses = set()
@@ -211,6 +215,7 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
     return MatmulRoles(
         m, n, k, a.buffer.name, b.buffer.name, inputs.index(b.buffer.name), group, precision,
         b_k_dims[0] if len(b_k_dims) == 1 and b.indices[b_k_dims[0]] == Var(k) else -1, a_k_contiguous, b_n_dim,
+        b.buffer.dtype,
     )
 
 
@@ -218,6 +223,7 @@ def matmul_roles(sch: Schedule, name: str) -> Optional[MatmulRoles]:
 _PRECISIONS = {
     ("float32", "float32"): ("float32", "float32"), ("bfloat16", "bfloat16"): ("bfloat16", "float32"),
     ("uint8", "int8"): ("int8", "int32"), ("int8", "uint8"): ("int8", "int32"),
+    ("uint8", "int8r"): ("int8", "int32"), ("int8r", "uint8"): ("int8", "int32"),
 }
 #: elements of the reduction a kernel of the precision reads together (pairs, quads)
 K_STEP = {"bfloat16": 2, "int8": 4}
@@ -233,7 +239,7 @@ def _widened_load(e):
     """The load under a widening of a bfloat16 (to float32) or 8-bit (to int32) operand
     (the load itself otherwise)."""
     if isinstance(e, Cast) and isinstance(e.value, Load) and (e.dtype, e.value.dtype) in (
-        ("float32", "bfloat16"), ("int32", "uint8"), ("int32", "int8")
+        ("float32", "bfloat16"), ("int32", "uint8"), ("int32", "int8"), ("int32", "int8r")
     ):
         return e.value
     return e
@@ -290,6 +296,21 @@ def register_budget(target: Optional["Target"] = None) -> int:
     return (32 if lanes >= 16 else 16) - 4
 
 
+def int8_weights(target: "Target", b_dtype: str) -> str:
+    """The weights' type of the int8 kernels offered for a B of ``b_dtype``: ``"int8r"`` (the
+    ``vpmaddubsw`` kernels, 1.4x the exact ``vpmaddwd`` ones on Zen 3) for int8r weights on a
+    CPU without VNNI; else ``"int8"``, whose kernels read int8r weights too (the same bytes)
+    and include the VNNI and AMX ones.
+
+    >>> from probsched.target import Target
+    >>> zen3, zen4 = Target(isa=("avx2", "fma")), Target(isa=("avx2", "avx512f", "avx512_vnni"))
+    >>> int8_weights(zen3, "int8r"), int8_weights(zen4, "int8r"), int8_weights(zen3, "int8")
+    ('int8r', 'int8', 'int8')
+    """
+    vnni = target.has("avx512_vnni") or target.has("avx_vnni")
+    return INT8R if b_dtype == INT8R and not vnni else "int8"
+
+
 def _amx_usable(target: "Target", precision: str) -> bool:
     """Whether the target has the AMX tiles of ``precision`` and this process may use them (asked once)."""
     from ..intrinsics import amx
@@ -314,10 +335,12 @@ def _unit_choice(sch: Schedule, name: str, candidates: List[str]) -> List[str]:
     return [c for c in candidates if c not in tiles]
 
 
-def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "float32", amx: bool = False) -> List[str]:
+def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "float32", amx: bool = False,
+                      weights: str = "int8") -> List[str]:
     """Registered matmul kernels of ``precision`` usable for an N axis of ``n_extent`` on
     ``lanes``-wide vectors; AMX tile kernels (their accumulators are tiles, not vector
-    registers) only with ``amx``.
+    registers) only with ``amx``; int8 kernels of the family reading ``weights`` (``"int8"``
+    or ``"int8r"``, :func:`int8_weights`).
 
     >>> kernel_candidates(96, 8, 12)
     ['matmul_3x32', 'matmul_4x16', 'matmul_4x24', 'matmul_4x8', 'matmul_6x16', 'matmul_8x8']
@@ -330,6 +353,8 @@ def kernel_candidates(n_extent: int, lanes: int, budget: int, precision: str = "
     for nm in intrinsics.list():
         meta = intrinsics.get(nm).meta
         if meta.get("kind") != "matmul" or meta.get("precision", "float32") != precision:
+            continue
+        if precision == "int8" and meta.get("weights", "int8") != weights:
             continue
         mm, nn = int(meta["M"]), int(meta["N"])
         tiles = meta.get("unit") == "amx"
@@ -389,6 +414,7 @@ class MultiLevelTilingWithIntrin:
         candidates = kernel_candidates(
             roles.group or extent[roles.n], tgt.vector_lanes("float32"), register_budget(tgt), roles.precision,
             amx=_amx_usable(tgt, roles.precision),  # the AMX kernels are bf16 and int8 ones
+            weights=int8_weights(tgt, roles.b_dtype),
         )
         if roles.precision == "bfloat16" and not tgt.has("avx512_bf16"):  # both bf16 families are the FMA kernels here: offer one
             candidates = [c for c in candidates if intrinsics.get(c).meta.get("dot") != "fma"]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import numpy as np
 
 from ..database import Database
+from ..ir.dtypes import numpy_dtype
 from ..ir.stmt import PrimFunc
 from ..workloads import Workload, as_workload
 from .loop import LoopTask, TrialEvent, TuningLoop, check_budget
@@ -88,8 +89,9 @@ class TuneResult:
         if workload.has_reference:
             inputs = [aligned_copy(a) for a in workload.random_inputs(np.random.default_rng(0))]
         else:
-            inputs = [aligned_copy(np.random.default_rng(0).uniform(0.5, 1.0, b.shape).astype(b.dtype)) for b in self.kernel.inputs]
-        outputs = [aligned_empty(b.shape, b.dtype) for b in self.kernel.outputs]
+            rng = np.random.default_rng(0)
+            inputs = [aligned_copy(rng.uniform(0.5, 1.0, b.shape).astype(numpy_dtype(b.dtype))) for b in self.kernel.inputs]
+        outputs = [aligned_empty(b.shape, numpy_dtype(b.dtype)) for b in self.kernel.outputs]
         kernel = self.kernel
         fns = {"probsched": kernel.bind(*inputs, *outputs)}
         if workload.has_reference:

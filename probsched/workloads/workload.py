@@ -83,7 +83,7 @@ RngLike = Union[np.random.Generator, int, None]
 
 def tolerance(reduction_length: int, precision: str = "float32") -> Tuple[float, float]:
     """``(rtol, atol)`` for a main reduction of ``reduction_length`` terms in ``precision``
-    (``"float32"``, ``"bfloat16"`` or ``"int8"``; see the module docstring).
+    (``"float32"``, ``"bfloat16"``, ``"int8"`` or ``"int8r"``; see the module docstring).
 
     >>> tolerance(10000)
     (0.0001, 0.01)
@@ -92,7 +92,7 @@ def tolerance(reduction_length: int, precision: str = "float32") -> Tuple[float,
     """
     atol = ATOL_PER_SQRT_TERM * math.sqrt(max(1, int(reduction_length)))
     precision = canonical(precision)
-    if precision in ("float32", "int8"):  # int8: integer outputs exact, float epilogues float32's
+    if precision in ("float32", "int8", "int8r"):  # int8: integer outputs exact, float epilogues float32's
         return RTOL, atol
     return max(RTOL, 2 * UNIT_ROUNDOFF[precision]), atol
 
@@ -146,8 +146,13 @@ def _nonzero_int8(rng: np.random.Generator, shape: Tuple[int, ...]) -> np.ndarra
     return (v + (v >= 0)).astype(np.int8)  # -128..127 without 0
 
 
-#: the samplers of 8-bit inputs: the whole range but zero (module docstring)
-INTEGER_SAMPLERS: Dict[str, Sampler] = {"uint8": _nonzero_uint8, "int8": _nonzero_int8}
+def _nonzero_int8r(rng: np.random.Generator, shape: Tuple[int, ...]) -> np.ndarray:
+    v = rng.integers(-64, 64, size=shape)
+    return (v + (v >= 0)).astype(np.int8)  # -64..64 without 0
+
+
+#: the samplers of 8-bit inputs: the whole range of the type but zero (module docstring)
+INTEGER_SAMPLERS: Dict[str, Sampler] = {"uint8": _nonzero_uint8, "int8": _nonzero_int8, "int8r": _nonzero_int8r}
 
 
 def _as_tuple(x) -> tuple:
@@ -255,7 +260,7 @@ class Workload:
         out = []
         for b in self.inputs:
             a = self.samplers.get(b.name, DEFAULT_SAMPLER)(rng, b.shape)
-            out.append(np.ascontiguousarray(a, dtype=b.dtype))
+            out.append(np.ascontiguousarray(a, dtype=numpy_dtype(b.dtype)))
         return tuple(out)
 
     def empty_outputs(self) -> Tuple[np.ndarray, ...]:
@@ -273,7 +278,7 @@ class Workload:
             if np.shape(a) != b.shape:
                 raise ValueError(f"{self.name}: input {b.name} has shape {np.shape(a)}, expected {b.shape}")
         outs = _as_tuple(self.reference_fn(*inputs))
-        return tuple(np.ascontiguousarray(o, dtype=b.dtype) for b, o in zip(self.outputs, outs))
+        return tuple(np.ascontiguousarray(o, dtype=numpy_dtype(b.dtype)) for b, o in zip(self.outputs, outs))
 
     def check(
         self,
@@ -307,7 +312,8 @@ def widening(reference: Callable[..., Tuple[np.ndarray, ...]]) -> Callable[..., 
 def unwritten_value(dtype: str):
     """What an output array starts filled with, so an element a kernel forgets to write fails
     the check: NaN, or an integer type's smallest value."""
-    return np.iinfo(dtype).min if np.dtype(dtype).kind in "iu" else np.nan
+    d = numpy_dtype(dtype)
+    return np.iinfo(d).min if d.kind in "iu" else np.nan
 
 
 #: the share of an 8-bit output's elements that may be one off (module docstring)
