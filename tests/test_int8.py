@@ -127,6 +127,14 @@ def test_int8_workloads_have_their_own_name_and_records():
     assert w == wl.get("GMM", 2, precision="int8") and w.flops == wl.get("GMM:2").flops
     assert w.func.structural_hash() != wl.get("GMM:2").func.structural_hash()
     assert [b.dtype for b in w.func.params] == ["uint8", "int8", "int32"]
+    # weights of reduced range: a type, so another program (other records), named on the command line alike
+    from probsched.cli.common import resolve_workload
+
+    r = resolve_workload("GMM:2:int8r")
+    assert r.name == "GMM:2:int8r" and [b.dtype for b in r.func.params] == ["uint8", "int8r", "int32"]
+    assert r.func.structural_hash() != w.func.structural_hash()
+    weights = r.random_inputs(0)[1]
+    assert weights.dtype == np.int8 and weights.min() == -64 and weights.max() == 64 and not (weights == 0).any()
 
 
 def test_tuning_measures_int8_candidates_and_keeps_their_records_apart(tmp_path):

@@ -25,7 +25,7 @@ kernels halves where it can (ResNet-50: two of the three activations of each blo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Sequence, Tuple
 
 from ..errors import ProbschedError
 from ..ir.stmt import PrimFunc
