@@ -16,8 +16,6 @@ from typing import Any, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
-from .ir.dtypes import numpy_dtype
-
 
 def check_arrays(
     args: Sequence[Any],
@@ -39,12 +37,12 @@ def check_arrays(
         if isinstance(a, dict):  # a pytree of arrays: np.asarray would box it as an object
             raise error(f"{who}: argument {i}{named} is a dict; {who} takes arrays, one per argument")
         arr = np.asarray(a)
-        if numpy_dtype(dtype) == np.int32 and arr.dtype == np.int64 and arr.shape == tuple(shape):
+        if np.dtype(dtype) == np.int32 and arr.dtype == np.int64 and arr.shape == tuple(shape):
             info = np.iinfo(np.int32)
             if arr.size and (arr.min() < info.min or arr.max() > info.max):
                 raise error(f"{who}: argument {i}{named} holds values outside int32")
             arr = arr.astype(np.int32)
-        if arr.shape != tuple(shape) or arr.dtype != numpy_dtype(dtype):
+        if arr.shape != tuple(shape) or arr.dtype != np.dtype(dtype):
             raise error(
                 f"{who}: argument {i}{named} has shape {arr.shape} {arr.dtype}, but {who} takes "
                 f"{dtype}[{', '.join(map(str, shape))}]"

@@ -161,9 +161,9 @@ class Target:
 
     def vector_lanes(self, dtype: str = "float32") -> int:
         """Elements of ``dtype`` per vector register."""
-        from .ir.dtypes import numpy_dtype
+        import numpy as np
 
-        return self.vector_bytes // numpy_dtype(dtype).itemsize
+        return self.vector_bytes // np.dtype(dtype).itemsize
 
     def has(self, flag: str) -> bool:
         """Whether the CPU has ISA extension ``flag`` (``"avx2"``, ``"avx512f"``, ``"fma"``,
