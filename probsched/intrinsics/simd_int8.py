@@ -153,14 +153,27 @@ def dot_quads_256(typingctx, acc, a, b):
     return acc(acc, a, b), codegen
 
 
-def _pmaddubsw() -> tuple:
-    """(bytes, ``vpmaddubsw``, ``vpmaddwd``) of the widest pair of LLVM intrinsics numba's
-    target selects."""
+def pmaddwd() -> tuple:
+    """(int16 lanes, LLVM intrinsic) of the widest ``vpmaddwd`` numba's target selects
+    (AVX-512BW, AVX2, else SSE2)."""
     if compiles_for("avx512bw"):
-        return 64, "llvm.x86.avx512.pmaddubs.w.512", "llvm.x86.avx512.pmaddw.d.512"
+        return 32, "llvm.x86.avx512.pmaddw.d.512"
     if compiles_for("avx2"):
-        return 32, "llvm.x86.avx2.pmadd.ub.sw", "llvm.x86.avx2.pmadd.wd"
-    return 16, "llvm.x86.ssse3.pmadd.ub.sw.128", "llvm.x86.sse2.pmadd.wd"
+        return 16, "llvm.x86.avx2.pmadd.wd"
+    return 8, "llvm.x86.sse2.pmadd.wd"
+
+
+#: int16 lanes of ``vpmaddwd`` -> the ``vpmaddubsw`` of the same width (twice as many bytes)
+_PMADDUBSW = {32: "llvm.x86.avx512.pmaddubs.w.512", 16: "llvm.x86.avx2.pmadd.ub.sw", 8: "llvm.x86.ssse3.pmadd.ub.sw.128"}
+
+
+def concat(builder, parts):
+    """The vectors ``parts`` (of one type, a power of two of them) as one, in order."""
+    while len(parts) > 1:
+        n = 2 * parts[0].type.count
+        parts = [builder.shuffle_vector(parts[i], parts[i + 1], ir.Constant(ir.VectorType(_I32, n), list(range(n))))
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 @intrinsic
@@ -175,10 +188,11 @@ def dot_quads_maddubs(typingctx, acc, a, b):
     lanes = vector.count
 
     def codegen(context, builder, sig, args):
-        width, maddubs, maddwd = _pmaddubsw()
-        width = min(width, 4 * lanes)
+        words, maddwd = pmaddwd()
+        width = min(2 * words, 4 * lanes)  # bytes per instruction
         bytes_t, words_t, sums_t = (ir.VectorType(t, width // k) for t, k in ((_I8, 1), (_I16, 2), (_I32, 4)))
-        f_pairs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(words_t, [bytes_t, bytes_t]), maddubs)
+        f_pairs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(words_t, [bytes_t, bytes_t]),
+                                                 _PMADDUBSW[words])
         f_quads = cgutils.get_or_insert_function(builder.module, ir.FunctionType(sums_t, [words_t, words_t]), maddwd)
         ones = ir.Constant(words_t, [1] * words_t.count)
         parts = []
@@ -186,12 +200,7 @@ def dot_quads_maddubs(typingctx, acc, a, b):
             take = ir.Constant(ir.VectorType(_I32, width), list(range(start, start + width)))
             pairs = builder.call(f_pairs, [builder.shuffle_vector(x, x, take) for x in (args[1], args[2])])
             parts.append(builder.call(f_quads, [pairs, ones]))
-        while len(parts) > 1:
-            parts = [builder.shuffle_vector(parts[i], parts[i + 1],
-                                            ir.Constant(ir.VectorType(_I32, 2 * parts[i].type.count),
-                                                        list(range(2 * parts[i].type.count))))
-                     for i in range(0, len(parts), 2)]
-        return builder.add(args[0], parts[0])
+        return builder.add(args[0], concat(builder, parts))
 
     return acc(acc, a, b), codegen
 

@@ -47,8 +47,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .simd import _check, _element_ptr, compiles_for, vector_type
-from .simd_int8 import i32x8, i32x16, load, load8, store, store8, zeros, zeros8
+from .simd import _check, _element_ptr, vector_type
+from .simd_int8 import concat, i32x8, i32x16, load, load8, pmaddwd, store, store8, zeros, zeros8
 
 __all__ = ["dot", "load_quads", "load_quads8", "broadcast_quad", "broadcast_quad8",
            "zeros", "zeros8", "load", "load8", "store", "store8"]
@@ -66,15 +66,9 @@ _OPERANDS = {c: (vector_type(f"s16quads{c}", _words(c)), vector_type(f"u16quad{c
 _ACCUMULATORS = {i32x16: 16, i32x8: 8}
 
 
-def _concat(builder, x, y):
-    """The vector ``[x ..., y ...]`` (two of one type)."""
-    n = 2 * x.type.count
-    return builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, n), list(range(n))))
-
-
 def _halves(builder, words, even, odd):
     """``words`` (a vector of ``w0 w1 ...``) as ``[even(w) ..., odd(w) ...]``."""
-    return _concat(builder, even(words), odd(words))
+    return concat(builder, [even(words), odd(words)])
 
 
 def _splat(words: ir.VectorType, value: int) -> ir.Constant:
@@ -124,15 +118,6 @@ def _broadcast_quad(columns: int):
     return intrinsic(broadcast_quad)
 
 
-def _pmaddwd() -> tuple:
-    """(int16 lanes, LLVM intrinsic) of the widest ``vpmaddwd`` numba's target selects."""
-    if compiles_for("avx512bw"):
-        return 32, "llvm.x86.avx512.pmaddw.d.512"
-    if compiles_for("avx2"):
-        return 16, "llvm.x86.avx2.pmadd.wd"
-    return 8, "llvm.x86.sse2.pmadd.wd"
-
-
 @intrinsic
 def dot(typingctx, acc, a, b):
     """``acc`` (int32, one lane per column) plus each column's four products of ``a``'s quad
@@ -142,7 +127,7 @@ def dot(typingctx, acc, a, b):
     columns = _ACCUMULATORS[acc]
 
     def codegen(context, builder, sig, args):
-        chunk, name = _pmaddwd()
+        chunk, name = pmaddwd()
         chunk = min(chunk, 2 * columns)
         words_t, sums_t = ir.VectorType(_I16, chunk), ir.VectorType(_I32, chunk // 2)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(sums_t, [words_t, words_t]), name)
@@ -153,9 +138,7 @@ def dot(typingctx, acc, a, b):
                 lanes = ir.Constant(ir.VectorType(_I32, chunk), list(range(half + start, half + start + chunk)))
                 pair.append(builder.call(fn, [builder.shuffle_vector(x, x, lanes) for x in (args[1], args[2])]))
             parts.append(builder.add(*pair))
-        while len(parts) > 1:
-            parts = [_concat(builder, parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
-        return builder.add(args[0], parts[0])
+        return builder.add(args[0], concat(builder, parts))
 
     return acc(acc, a, b), codegen
 
