@@ -66,6 +66,8 @@ def records_family(family: Optional[str] = None) -> Optional[str]:
 
     >>> records_family("intel-avx512")
     'intel-avx512'
+    >>> records_family("intel-avx2")  # none ship for it: AMD's, the same vector instructions
+    'amd-avx2'
     >>> records_family("x86-sse") is None
     True
     """
