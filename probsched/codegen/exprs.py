@@ -48,7 +48,7 @@ from ..ir.expr import (
     Select,
     Var,
 )
-from ..ir.dtypes import INT_RANGE, NARROW_INT_DTYPES, arithmetic_dtype, is_float
+from ..ir.dtypes import INT_RANGE, NARROW_INT_DTYPES, arithmetic_dtype, is_float, numpy_dtype
 
 ATOM = 10
 _PREC = {
@@ -61,10 +61,7 @@ _SYM = {
     "or": "or", "and": "and", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
     "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
 }
-_NP_TYPE = {
-    "float32": "np.float32", "float64": "np.float64", "int32": "np.int32", "int64": "np.int64",
-    "uint8": "np.uint8", "int8": "np.int8", "int8r": "np.int8",
-}
+_NP_TYPE = {d: f"np.{numpy_dtype(d).name}" for d in ("float32", "float64") + INT_DTYPES + NARROW_INT_DTYPES}
 
 
 def saturate_src(text: str, from_dtype: str, dtype: str) -> str:

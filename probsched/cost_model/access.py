@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Sequence, Tuple
 
+from ..ir.dtypes import DTYPES, storage_dtype
 from ..ir.stmt import PrimFunc
 from .nest import Access, StoreContext
 
@@ -53,7 +54,7 @@ BUFFER_FIELDS = (
 
 
 def elem_bytes(dtype: str) -> int:
-    return {"float64": 8, "int64": 8, "bfloat16": 2, "bool": 1, "uint8": 1, "int8": 1, "int8r": 1}.get(dtype, 4)
+    return storage_dtype(dtype).itemsize if dtype in DTYPES else 4
 
 
 class Buf:

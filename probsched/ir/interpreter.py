@@ -79,7 +79,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import IRError, KernelArgumentError
-from .dtypes import NARROW_INT_DTYPES, is_float, numpy_dtype, saturate
+from .dtypes import DTYPES, NARROW_INT_DTYPES, is_float, numpy_dtype, saturate
 from .expr import BinOp, Call, Cast, Const, Expr, Load, Not, Select, Var
 from .stmt import LOCAL_ALLOC_LOOPS, Block, Buffer, Loop, PrimFunc, Store, StmtLike
 
@@ -89,11 +89,7 @@ Env = List[object]
 ExprFn = Callable[[Env], object]
 StmtFn = Callable[[Env], None]
 
-_NUMPY_DTYPE = {
-    "float32": np.float32, "float64": np.float64, "bfloat16": numpy_dtype("bfloat16").type,
-    "int32": np.int32, "int64": np.int64, "bool": np.bool_, "uint8": np.uint8, "int8": np.int8,
-    "int8r": np.int8,
-}
+_NUMPY_DTYPE = {d: numpy_dtype(d).type for d in DTYPES}
 
 
 def _nan_max(a, b):
