@@ -347,6 +347,30 @@ def test_host_lock_waits_for_another_timing_and_pauses_compiles_meanwhile(tmp_pa
     other.close()
 
 
+
+def test_another_timing_that_starts_as_a_batch_ends_does_not_hold_the_next_batch(tmp_path):
+    """The hang a CI run met on a Dask host: another measurer started timing just as this one's
+    last result came in; this one paused for it with every worker idle, and its next batch
+    waited for ever (no worker busy, so no look at the lock would ever release the pause)."""
+    import threading
+
+    from probsched.measure.hostlock import HostLock
+
+    path = str(tmp_path / "timing.lock")
+    other = HostLock(path)
+    with LocalMeasurer(workers=1, repeat=2, min_repeat_ms=1.0, host_lock=path) as m:
+        # the callback runs inside the measurer's step, before it looks at the lock
+        first = m.measure(W, [schedule(2)], on_result=lambda i, r: other.try_acquire())
+        assert first[0].ok and other.held
+        other.release()  # that timing ends while this measurer waits for nothing
+        out = []
+        thread = threading.Thread(target=lambda: out.append(m.measure(W, [schedule(4)])), daemon=True)
+        thread.start()
+        thread.join(60)
+        assert out and out[0][0].ok, "the second batch never ran"
+    other.close()
+
+
 PAUSED_CALLER = textwrap.dedent(
     """
     import sys, probsched as ps

@@ -125,6 +125,7 @@ DEFAULT_TOGETHER_WARM_UP = 0.1
 STARTING, IDLE, COMPILING, READY, RUNNING = "starting", "idle", "compiling", "ready", "running"
 _STARTUP_TIMEOUT = 120.0
 _HOST_POLL = 0.02  # seconds between looks at the host lock (see _follow_host)
+_MAX_WAIT = 1.0  # the longest a measurer waits for its workers before it looks at them again
 _MAX_STARTUP_FAILURES = 3
 
 
@@ -287,7 +288,7 @@ class LocalMeasurer:
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, reference file)
         self._workers: List[_Worker] = []
         self._retired: list = []
-        self._paused: list = []  # (worker, seconds it had left) stopped while a kernel is timed
+        self._paused: list = []  # (worker, its phase, seconds it had left) stopped while a kernel is timed
         self._paused_at = 0.0
         self._host_lock = HostLock(host_lock if isinstance(host_lock, str) else None) if host_lock else None
         self._paused_for_host = False  # self._paused holds workers stopped for another measurer's timing
@@ -547,17 +548,19 @@ class LocalMeasurer:
                 os.kill(x.proc.pid, signal.SIGSTOP)
             except OSError:  # already gone: the next step sees its death
                 continue
-            self._paused.append((x, None if x.deadline is None else x.deadline - now))
+            self._paused.append((x, x.state, None if x.deadline is None else x.deadline - now))
             x.deadline = None
 
     def _resume(self) -> None:
         """Continue the paused workers with the time they had left."""
         now = time.monotonic()
-        for x, left in self._paused:
+        for x, state, left in self._paused:
             try:
                 os.kill(x.proc.pid, signal.SIGCONT)
             except OSError:
                 pass
+            if x.state != state or x not in self._workers:
+                continue  # it said "compiled" or "ready" just before it stopped: its phase is over
             x.deadline = None if left is None else now + left
             x.phase_start += now - self._paused_at  # stopped time is not compile time
             x.paused += now - self._paused_at
@@ -568,9 +571,16 @@ class LocalMeasurer:
         now = time.monotonic()
         deadlines = [w.deadline for w in self._workers if w.deadline is not None]
         timeout = max(0.0, min(deadlines) - now) if deadlines else None
-        if self._host_lock is not None and not self._host_lock.held and any(w.state != IDLE for w in self._workers):
-            # another measurer's timing starts or ends unannounced: look again soon
+        if self._host_lock is not None and not self._host_lock.held and (
+            self._paused_for_host or any(w.state != IDLE for w in self._workers)
+        ):
+            # another measurer's timing starts or ends unannounced: look again soon. Paused
+            # for it with every worker idle, this measurer holds its tasks back (_dispatch)
+            # and only a look at the lock (_follow_host) lets them go
             timeout = _HOST_POLL if timeout is None else min(timeout, _HOST_POLL)
+        # a wait is never unbounded: a state this loop did not foresee costs a look a second,
+        # not a hung tuner
+        timeout = _MAX_WAIT if timeout is None else min(timeout, _MAX_WAIT)
         waitables = {}
         for w in self._workers:
             waitables[w.conn] = w
