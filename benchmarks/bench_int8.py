@@ -21,7 +21,7 @@ DIR``) is quantized by ONNX Runtime (``quant_pre_process``, then ``quantize_stat
 per-channel int8 weights, uint8 activations, min/max ranges of ``--calibration`` random
 inputs: images, or for a language model such as BERT-base token ids and a mask of ones,
 :func:`sample_feeds`; on a CPU without VNNI 7-bit weights, ``reduce_range``, as ONNX
-Runtime's documentation asks there: :func:`reduce_range_default`). On that one QDQ file: probsched (``ps.from_onnx``, tuned with ``--net-trials``
+Runtime's documentation asks there: :func:`probsched.graph.quantization.reduce_range_default`). On that one QDQ file: probsched (``ps.from_onnx``, tuned with ``--net-trials``
 into ``--db-dir``, or compiled from it with ``--from-db``), ONNX Runtime (all graph
 optimizations) and OpenVINO (CPU, its default precision: int8 where the model is
 quantized); ONNX Runtime float32 on the float model beside them. Every engine is timed
@@ -58,6 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import probsched as ps  # noqa: E402
 from probsched.measure.timer import time_interleaved  # noqa: E402
+from probsched.graph.quantization import reduce_range_default  # noqa: E402
 
 from bench_bf16 import constant_weight, tuned_kernels  # noqa: E402
 from bench_peak import amx_peak, vnni_peak  # noqa: E402
@@ -151,18 +152,6 @@ def sample_feeds(inputs, n: int, seed: int) -> List[Feeds]:
                 feeds[info.name] = rng.integers(0, TOKENS, shape).astype(np.int64)
         out.append(feeds)
     return out
-
-
-def reduce_range_default(target: ps.Target) -> bool:
-    """Whether ONNX Runtime's documentation asks for ``reduce_range`` (7-bit weights) on
-    ``target`` with per-channel weights: on x86-64 without VNNI its u8 x s8 products
-    (``vpmaddubsw``) saturate in int16 otherwise ("On AVX2 and AVX512 machines, you will
-    generally need to enable reduce-range as well if per-channel is enabled").
-
-    >>> reduce_range_default(ps.Target(isa=("avx2", "fma"))), reduce_range_default(ps.Target(isa=("avx512f", "avx512_vnni")))
-    (True, False)
-    """
-    return not target.runs_natively("int8")
 
 
 def quantize_with_ort(path: str, out: str, calibration: List[Feeds], reduce_range: bool = False) -> None:

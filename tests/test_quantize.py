@@ -27,9 +27,9 @@ def inputs(shape, n, seed):
 
 @pytest.fixture(scope="module")
 def resnet():
-    """resnet_tiny, its int8 graph calibrated on N_CAL inputs, and that graph compiled."""
+    """resnet_tiny, its int8 graph (8-bit weights) calibrated on N_CAL inputs, and that graph compiled."""
     fn, args = ps.models.get("resnet_tiny")
-    q = ps.quantize(fn, inputs(args[0].shape, N_CAL, 0))
+    q = ps.quantize(fn, inputs(args[0].shape, N_CAL, 0), reduce_range=False)  # 8-bit weights on every CPU
     return fn, args, q, ps.compile(q, candidates=4, progress=None)
 
 
@@ -344,13 +344,18 @@ def test_tune_model_measures_the_int8_tasks_of_a_quantized_graph(tmp_path):
 def test_weights_quantized_to_reduced_range_are_int8r_tasks_that_compute_their_graph(tmp_path):
     """reduce_range: weights in [-64, 64], typed int8r in the tasks (other keys, other
     records), tiled around the kernels the CPU runs fastest on them, exact on the graph."""
+    from probsched.graph.quantization import reduce_range_default
     from probsched.space.intrin_tiling import int8_weights
 
     rng = np.random.default_rng(0)
     w1, w2 = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
     fn = lambda x: jax.nn.relu(x @ w1) @ w2  # noqa: E731
     cal = inputs((16, 64), 4, 0)
-    full, reduced = ps.quantize(fn, cal), ps.quantize(fn, cal, reduce_range=True)
+    full, reduced = ps.quantize(fn, cal, reduce_range=False), ps.quantize(fn, cal, reduce_range=True)
+    chosen = ps.quantize(fn, cal)  # this machine's default: 7-bit where the CPU has no VNNI
+    assert chosen.constants.keys() == full.constants.keys()
+    same = reduced if reduce_range_default(ps.Target.host()) else full
+    assert all(np.array_equal(chosen.constants[k], same.constants[k]) for k in same.constants)
     weights = [a for a in reduced.constants.values() if a.dtype == np.int8]
     assert weights and all(np.abs(a).max() == 64 for a in weights)
     typed = [{b.dtype for b in t.func.input_buffers() if b.name.startswith("w")} for t in reduced.tasks()]
