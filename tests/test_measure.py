@@ -371,6 +371,39 @@ def test_another_timing_that_starts_as_a_batch_ends_does_not_hold_the_next_batch
     other.close()
 
 
+
+def test_two_measurers_on_one_host_each_finish_every_batch(tmp_path):
+    """Two measurers sharing the host lock (two Dask workers' measuring threads on one
+    machine) time and pause each other batch after batch: every batch of both ends, every
+    candidate measured, however their phases interleave."""
+    import threading
+
+    path = str(tmp_path / "timing.lock")
+    variants = [schedule(f, g=g) for f in (1, 2, 4) for g in (1, 2, 3, 6)]
+    done, errors = [], []
+
+    def run(seed: int) -> None:
+        try:
+            with LocalMeasurer(workers=1, repeat=1, min_repeat_ms=0.5, host_lock=path) as m:
+                for batch in range(6):
+                    picks = [variants[(seed * 5 + batch * 3 + k) % len(variants)] for k in range(3)]
+                    # a caller's callback takes a while (a Dask worker hands the result on):
+                    # the other measurer's timing may start meanwhile
+                    results = m.measure(W, picks, on_result=lambda i, r: time.sleep(0.01))
+                    assert all(r.ok for r in results), [r.error_message for r in results if not r.ok]
+                    done.append((seed, batch))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(seed,), daemon=True) for seed in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:1]
+    assert sorted(done) == [(s, b) for s in (0, 1) for b in range(6)], f"batches that ended: {sorted(done)}"
+
+
 PAUSED_CALLER = textwrap.dedent(
     """
     import sys, probsched as ps
