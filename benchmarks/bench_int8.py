@@ -273,7 +273,7 @@ def network_tables(rows: List[dict]) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workloads", default="GMM:2:int8,C2D:2:int8")
+    ap.add_argument("--workloads", default="GMM:2:int8,C2D:2:int8", help="kernel workloads timed against the peaks ('': none)")
     ap.add_argument("--trials", type=int, default=256, help="more trials per kernel workload (0: time the stored bests)")
     ap.add_argument("--db", required=True, help="the kernels' database")
     ap.add_argument("--unit", choices=("any", "amx", "vector"), default="any",
@@ -298,7 +298,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     print(ps.Target.host())
     print()
-    out = {"target": str(ps.Target.host()), "kernels": bench_kernels(args)}
+    out = {"target": str(ps.Target.host()), "kernels": bench_kernels(args) if args.workloads else []}
     if args.models:
         rows = [bench_network(n, args) for n in args.models.split(",")]
         print()

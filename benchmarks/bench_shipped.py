@@ -38,6 +38,7 @@ except ImportError:
     pass
 import numpy as np
 import probsched as ps
+from probsched.precision import precision_of
 from bench_models import _feeds
 path, db, precision = sys.argv[1], sys.argv[2], sys.argv[3]
 name = path.rsplit("/", 1)[-1][:-5]
@@ -54,7 +55,14 @@ if db == "-":  # the other arm: no records at all, every schedule predicted
     tuned = ps.compile(graph, precision=precision, progress=None)
 else:
     tuned = ps.compile(graph, database=db, precision=precision, progress=None)
-assert np.allclose(shipped(*x), tuned(*x), rtol=1e-2, atol=1e-2)
+a, b = np.asarray(shipped(*x)), np.asarray(tuned(*x))
+if any(precision_of(t.func) == "int8" for t in graph.tasks()):
+    # two schedules of one int8 layer may round a tie of its output apart, and the next
+    # layers carry the step on: BERT-base's two models differ by 3% of the output's norm,
+    # as each does from the graph's own evaluation, where int8 itself costs 10% against float32
+    assert np.linalg.norm(a - b) <= 0.05 * np.linalg.norm(b), np.linalg.norm(a - b) / np.linalg.norm(b)
+else:
+    assert np.allclose(a, b, rtol=1e-2, atol=1e-2)
 
 def med(f, n=15):
     ts = []
