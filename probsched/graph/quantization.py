@@ -195,8 +195,8 @@ def reduce_range_default(target: Target) -> bool:
     ``vpmaddwd`` on widened bytes, exact but 1.3-1.5x slower in the networks, while 7-bit
     ones take ``vpmaddubsw`` (its u8 x s8 pairs cannot overflow int16). ONNX Runtime's
     documentation asks the same of its users there ("On AVX2 and AVX512 machines, you will
-    generally need to enable reduce-range as well if per-channel is enabled"). A graph quantized so keeps
-    its 7-bit weights on any machine it is compiled on.
+    generally need to enable reduce-range as well if per-channel is enabled"). A graph
+    quantized so keeps its 7-bit weights on any machine it is compiled on.
 
     >>> reduce_range_default(Target(isa=("avx2", "fma"))), reduce_range_default(Target(isa=("avx512f", "avx512_vnni")))
     (True, False)
