@@ -371,7 +371,6 @@ def test_another_timing_that_starts_as_a_batch_ends_does_not_hold_the_next_batch
     other.close()
 
 
-
 def test_two_measurers_on_one_host_each_finish_every_batch(tmp_path):
     """Two measurers sharing the host lock (two Dask workers' measuring threads on one
     machine) time and pause each other batch after batch: every batch of both ends, every
