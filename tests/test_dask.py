@@ -303,3 +303,24 @@ def test_simulated_16_workers_stay_busy_under_ps_tune(simulated16):
                      cost_model="ridge", seed=0, retime_top=0)
     assert len(result.history) == 96
     assert _busy(simulated16, since) >= 0.85
+
+
+def test_a_task_whose_result_never_arrives_is_sent_again(measurer, monkeypatch):
+    """A task the cluster never finishes (its future stays pending, workers alive) is sent
+    again once the batch has had no result for one task's worst case: lost, not hung."""
+    import concurrent.futures
+
+    from probsched.measure import dask as dask_mod
+
+    monkeypatch.setattr(dask_mod, "_STALL_SLACK", -21.0)  # 3 x (5 + 3) s - 21: 3 s without a result
+    original, swallowed = dask_mod.DaskBatch._send, []
+
+    def send(batch, i, usable):
+        original(batch, i, usable)
+        if i == 0 and not swallowed:  # its first future's answer never reaches the batch
+            swallowed.append(batch._futures[i])
+            batch._futures[i] = concurrent.futures.Future()
+
+    monkeypatch.setattr(dask_mod.DaskBatch, "_send", send)
+    results = measurer.measure(W, [schedule(2), schedule(4)])
+    assert swallowed and [r.ok for r in results] == [True, True]

@@ -86,6 +86,11 @@ log = logging.getLogger("probsched.measure")
 #: (counted apart) after the cluster cancelled or lost its task.
 MAX_RESENDS = 3
 _WARN_EVERY = 30.0  # seconds between warnings while no worker can measure
+#: seconds beyond the worst case of one task (its builds' and runs' timeouts, three times
+#: over) without any result, workers alive, after which the batch sends its unfinished tasks
+#: again: a task the scheduler holds as processing on a live worker that runs nothing (seen
+#: once in CI: the worker's threads idle, the batch waiting for ever) is then lost, not hung
+_STALL_SLACK = 120.0
 _GATHER_TIMEOUT = 3.0  # seconds to fetch a finished task's result (a few kB) from its worker (then: sent again)
 _CHECK_EVERY = 1.0  # seconds between looks at the cluster's workers while waiting
 
@@ -490,7 +495,7 @@ class DaskBatch:
         self._allowed: Dict[int, set] = {}  # unit -> the workers its task is restricted to
         self._waiting: List[int] = []  # units with no usable worker to go to yet
         self._no_worker_since: Optional[float] = None
-        self._last_check = time.monotonic()
+        self._last_check = self._last_result = time.monotonic()
         self._left = len(units)
         usable = self._restriction()
         for i in range(len(units)):
@@ -586,7 +591,15 @@ class DaskBatch:
         self._waiting.clear()
         self._left = 0
 
+    def _stall_seconds(self) -> float:
+        """How long the batch waits for any result, workers alive, before it sends its
+        unfinished tasks again (:data:`_STALL_SLACK`)."""
+        options = self._job.get("options", self._m.options)
+        members = max(len(u["logs"]) for u in self._units)
+        return 3 * members * (options["compile_timeout"] + options["run_timeout"]) + _STALL_SLACK
+
     def _finish(self, i: int, result) -> object:
+        self._last_result = time.monotonic()
         self._futures.pop(i, None)
         self._allowed.pop(i, None)
         self.results[i] = result
@@ -671,7 +684,16 @@ class DaskBatch:
             restriction = self._restriction()
             for i in waiting:
                 self._send(i, restriction)
-            return []
+            out = []
+            stall = self._stall_seconds()
+            if self._futures and now - self._last_result > stall:
+                self._last_result = now
+                for i, future in list(self._futures.items()):
+                    future.cancel()
+                    res = self._resend(i, f"no result of the batch for {stall:.0f} s, workers alive", self._losses)
+                    if res is not None:
+                        out.append((i, res))
+            return out
         if self._no_worker_since is None:
             self._no_worker_since = now
         gone = m.client.status in ("closed", "closing")
