@@ -101,9 +101,15 @@ def test_timing_stops_early_for_a_clearly_slower_candidate_and_the_record_says_s
     slow.split(slow.get_loops(slow.get_block("Z"))[1], [2, 2])
     with LocalMeasurer(workers=1, repeat=5, min_repeat_ms=2) as m:  # one worker: in order
         results = m.measure(w, [fast, slow], _faults={1: "slow"})
+        # the next call (another tuning run, another database) stops against its own bests
+        # and its caller's, not this one's: its first candidate is timed in full
+        (later,) = m.measure(w, [slow], _faults={0: "slow"})
+        (bounded,) = m.measure(w, [fast], best_seconds=results[0].median / 100)
     assert results[0].ok and not results[0].stopped_early and len(results[0].run_seconds) == 5
     assert results[1].ok and results[1].stopped_early and len(results[1].run_seconds) == 2
-    assert min(results[1].run_seconds) > 2 * results[0].median and m.stats.stopped_early == 1
+    assert min(results[1].run_seconds) > 2 * results[0].median and m.stats.stopped_early == 2
+    assert later.ok and not later.stopped_early and len(later.run_seconds) == 5
+    assert bounded.ok and bounded.stopped_early and len(bounded.run_seconds) == 2
     db = Database(":memory:")
     key = db.commit_workload(w)
     for sch, r in zip([fast, slow], results):
@@ -113,6 +119,25 @@ def test_timing_stops_early_for_a_clearly_slower_candidate_and_the_record_says_s
     lucky = TuningRecord.from_result(key, slow, ps.measure.MeasureResult((1e-9, 1e-9), stopped_early=True))
     db.commit_record(lucky)
     assert db.best(w, k=1)[0].stopped_early and best_schedule(db, w).record.candidate_hash == fast.mod.structural_hash()
+
+
+def test_a_measurer_used_for_a_second_run_leaves_its_database_a_best():
+    """A measurer outlives a run (a Dask worker serves every client): what it timed for an
+    earlier run must not stop every candidate of the next one early, which left that run's
+    database without a candidate timed in full and ``ps.tune`` without a best (seen in CI on
+    a Dask cluster, the host's speed having drifted between two tests)."""
+    from probsched.measure import LocalMeasurer
+
+    with LocalMeasurer(workers=1, repeat=3, min_repeat_ms=1) as m:
+        first = ps.tune("GMM:small", trials=2, measurer=m, database=":memory:", strategy="replay", cost_model=None,
+                        seed=0, retime_top=0)
+        # the same candidates, each now slow: against the first run's times each would stop early
+        real = m.measure
+        m.measure = lambda w, s, on_result=None, **kw: real(w, s, on_result, _faults={i: "slow" for i in range(len(s))}, **kw)
+        second = ps.tune("GMM:small", trials=2, measurer=m, database=":memory:", strategy="replay", cost_model=None,
+                         seed=0, retime_top=0)
+    assert first.best is not None and second.best is not None and not second.best.record.stopped_early
+    assert second.best.seconds > 2 * first.best.seconds  # the slow kernels were measured, in full
 
 
 def test_stopped_early_survives_json_and_leaves_old_record_keys_alone():

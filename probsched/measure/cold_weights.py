@@ -36,7 +36,7 @@ a network task's constant inputs); a function without any is timed as it is.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 

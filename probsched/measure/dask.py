@@ -398,11 +398,14 @@ class DaskMeasurer:
         *,
         rounds: Optional[int] = None,
         cold_weights: Optional[bool] = None,
+        best_seconds: Optional[float] = None,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> "DaskBatch":
         """Send the candidates to the cluster and return at once (see :class:`DaskBatch`).
         ``rounds``: measure them together in one task (:meth:`measure_together`);
-        ``cold_weights``: this batch's, instead of the measurer's."""
+        ``cold_weights``: this batch's, instead of the measurer's; ``best_seconds``: the
+        caller's best of the workload, what a candidate's timing may stop early against
+        (:meth:`LocalMeasurer.measure <probsched.measure.LocalMeasurer.measure>`)."""
         if self._closed:
             raise MeasureError("measure: this DaskMeasurer is closed")
         job = self._job(workload)
@@ -411,7 +414,8 @@ class DaskMeasurer:
         logs = self._logs(schedules, job["func"])
         faults = dict(_faults or {})
         if rounds is None:
-            units = [{"logs": [t], "faults": {0: faults[i]} if i in faults else None} for i, t in enumerate(logs)]
+            bound = {"best_seconds": float(best_seconds)} if best_seconds is not None else {}
+            units = [{"logs": [t], "faults": {0: faults[i]} if i in faults else None, **bound} for i, t in enumerate(logs)]
         else:
             units = [{"logs": logs, "faults": faults or None, "rounds": int(rounds)}] if logs else []
         return DaskBatch(self, job, units, group=rounds is not None)
@@ -422,12 +426,14 @@ class DaskMeasurer:
         schedules: Sequence[Union[Schedule, InstructionLog]],
         on_result: Optional[Callable[[int, MeasureResult], None]] = None,
         *,
+        best_seconds: Optional[float] = None,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> List[MeasureResult]:
         """Measure every candidate on the cluster; results in input order. ``on_result(index,
         result)`` is called in this thread as each arrives (as with
-        :meth:`LocalMeasurer.measure <probsched.measure.LocalMeasurer.measure>`)."""
-        return self.submit(workload, schedules, _faults=_faults).wait(on_result)
+        :meth:`LocalMeasurer.measure <probsched.measure.LocalMeasurer.measure>`, and
+        ``best_seconds`` as there)."""
+        return self.submit(workload, schedules, best_seconds=best_seconds, _faults=_faults).wait(on_result)
 
     def measure_together(
         self,

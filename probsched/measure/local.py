@@ -44,10 +44,14 @@ Design choices (a few cores, shared with other work):
   workers through a file (:mod:`.reference`).
 - **Timing stops early** for a candidate clearly slower than the best (``early_stop``, 2.0
   by default): after two repeats whose faster one is more than ``early_stop`` times the
-  best median this measurer has timed in full for the workload, the worker stops and the
-  result says ``stopped_early``. Such a candidate cannot be the fastest of its run (one
-  timed in full was at least twice as fast), the tuner never names it best without timing
-  it in full (:mod:`probsched.tuning.selection`), and its record says it
+  best median known, the worker stops and the result says ``stopped_early``. The best known
+  is the faster of what this call has timed in full and the caller's ``best_seconds`` (the
+  tuner passes its database's best of the task), never what the measurer timed for an
+  earlier call: a measurer outlives a tuning run (a Dask worker serves every client), and a
+  bound the caller never stored could leave its database without one candidate timed in
+  full. Such a candidate cannot be the fastest of its run (one timed in full was at least
+  twice as fast), the tuner never names it best without timing it in full
+  (:mod:`probsched.tuning.selection`), and its record says it
   (``TuningRecord.stopped_early``; ``benchmarks/bench_throughput.py`` counts how many
   stop in a run). The calibration's last pass counts as the first repeat
   (``reuse_calibration``, :mod:`.timer`).
@@ -114,7 +118,7 @@ DEFAULT_MAX_RSS_MB = 768.0
 #: the final re-timing of the best candidates (interleaved rounds) is what names the best.
 DEFAULT_MIN_REPEAT_MS = 25.0
 #: ``early_stop`` of a :class:`LocalMeasurer`: stop timing a candidate whose first two
-#: repeats were both slower than this many times the best median timed in full so far.
+#: repeats were both slower than this many times the best median known (see the module doc).
 DEFAULT_EARLY_STOP = 2.0
 #: ``together_warm_up`` of a :class:`LocalMeasurer`: before each timed repeat of a
 #: :meth:`~LocalMeasurer.measure_together` round, a tenth of a repeat runs untimed (enough
@@ -232,8 +236,8 @@ class LocalMeasurer:
     function's reference). ``repeat``, ``min_repeat_ms``, ``flush_cache``: the timing
     protocol (:func:`~probsched.measure.timer.time_callable`); ``reuse_calibration``: the
     calibration's last pass is the first repeat; ``early_stop``: stop timing a candidate
-    after two repeats slower than this many times the best median timed in full so far
-    (None: never; see the module doc); ``together_warm_up``: the part of a repeat each
+    after two repeats slower than this many times the best median known (None: never; see
+    the module doc); ``together_warm_up``: the part of a repeat each
     candidate of :meth:`measure_together` runs untimed before each timed one. ``cold_weights``:
     time a network task's kernels with their weights flushed from the caches before each
     call, as the network runs them (:mod:`.cold_weights`). ``check``: compare every
@@ -282,7 +286,7 @@ class LocalMeasurer:
         self.reuse_calibration = bool(reuse_calibration)
         self.together_warm_up = float(together_warm_up)
         self.cold_weights = bool(cold_weights)
-        self._best: Dict[str, float] = {}  # func key -> best median timed in full by this measurer
+        self._best: Dict[str, float] = {}  # func key -> this call's best median timed in full (or the caller's)
         self._tmpdir = tempfile.mkdtemp(prefix="probsched-measure-")
         self._startup_failures = 0
         self._refs: Dict[int, tuple] = {}  # id(workload) -> (workload, reference file)
@@ -394,6 +398,7 @@ class LocalMeasurer:
         on_result: Optional[Callable[[int, MeasureResult], None]] = None,
         *,
         reference: Optional[str] = None,
+        best_seconds: Optional[float] = None,
         _faults: Optional[Mapping[int, str]] = None,
     ) -> List[MeasureResult]:
         """Measure every candidate; results in input order.
@@ -402,11 +407,13 @@ class LocalMeasurer:
         (in completion order). ``reference``: the path of a
         :class:`~probsched.measure.reference.Reference` file (``Reference.save``) to check
         against instead of the workload's own (how a Dask worker, which receives the function
-        and the reference as data, measures). ``_faults`` is the test hook of :mod:`._faults`.
+        and the reference as data, measures). ``best_seconds``: the fastest median the caller
+        holds for this workload, timed in full; with ``early_stop`` a candidate clearly slower
+        than it stops early (see the module doc). ``_faults`` is the test hook of :mod:`._faults`.
         """
         job, logs, faults = self._inputs(workload, schedules, _faults, reference)
         units = [{"log_json": t, "fault": faults.get(i)} for i, t in enumerate(logs)]
-        return self._measure_units(job, units, on_result)  # type: ignore[return-value]
+        return self._measure_units(job, units, on_result, best_seconds)  # type: ignore[return-value]
 
     def measure_together(
         self,
@@ -462,8 +469,10 @@ class LocalMeasurer:
         per_round = 4 * self.min_repeat_ms / 1000.0
         return self.compile_timeout * len(members), (self.run_timeout + unit["rounds"] * per_round) * len(members)
 
-    def _measure_units(self, job: dict, units: List[dict], on_result) -> list:
+    def _measure_units(self, job: dict, units: List[dict], on_result, best_seconds: Optional[float] = None) -> list:
         """Run every task (a candidate or a group) through the workers; results in input order."""
+        known = best_seconds is not None and math.isfinite(best_seconds) and best_seconds > 0
+        self._best = {job["func_key"]: float(best_seconds)} if known else {}  # this call's bound only
         results: list = [None] * len(units)
         pending = collections.deque(range(len(units)))
         remaining = [len(units)]

@@ -17,6 +17,7 @@ round.
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable, List, Optional, Protocol, Sequence, Union, runtime_checkable
 
 from ..ir.stmt import PrimFunc
@@ -35,7 +36,10 @@ class Measurer(Protocol):
         schedules: Sequence[Union[Schedule, InstructionLog]],
         on_result: Optional[Callable[[int, MeasureResult], None]] = None,
     ) -> List[MeasureResult]:
-        """Measure each candidate; ``on_result(index, result)`` in the caller's thread as each ends."""
+        """Measure each candidate; ``on_result(index, result)`` in the caller's thread as each
+        ends. A measurer that stops timing clearly slow candidates early takes
+        ``best_seconds`` too (the caller's best of the workload, timed in full; the tuner
+        passes it where the keyword exists, :func:`takes_keyword`)."""
 
     def measure_together(
         self, workload: Union[Workload, PrimFunc], schedules: Sequence[Union[Schedule, InstructionLog]], rounds: int = 15
@@ -90,3 +94,20 @@ def instruction_log_json(candidate: Union[Schedule, InstructionLog, str], func: 
     if isinstance(candidate, str):
         return candidate
     raise TypeError(f"measure: candidate {index} is a {type(candidate).__name__}, expected a Schedule or InstructionLog")
+
+
+def takes_keyword(method: Callable, name: str) -> bool:
+    """Whether ``method`` (a measurer's, which may be a user's without the optional keywords
+    the protocol names) takes the keyword argument ``name``.
+
+    >>> from probsched.measure import LocalMeasurer
+    >>> takes_keyword(LocalMeasurer.measure, "best_seconds"), takes_keyword(lambda w, s: None, "best_seconds")
+    (True, False)
+    >>> takes_keyword(lambda w, s, **options: None, "cold_weights")
+    True
+    """
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())

@@ -102,7 +102,8 @@ def measure_task(task: dict, reference: Optional[dict]) -> dict:
 
     ``task``: ``target``, ``options`` (LocalMeasurer keywords), ``func_key``, ``func_json``,
     ``ref_key``, ``logs`` (instruction-log JSON), optional ``rounds`` (measure them
-    together), ``faults`` (test hook). ``reference``: :meth:`Reference.to_data` of the
+    together), ``best_seconds`` (the caller's best: timing may stop early against it),
+    ``faults`` (test hook). ``reference``: :meth:`Reference.to_data` of the
     workload, or None for a bare function (its unscheduled program is the reference, made here).
     Returns :func:`host_description` with ``results`` (``MeasureResult`` JSON each),
     ``start`` and ``end`` (this machine's clock), or with ``refused`` (another target) or
@@ -120,7 +121,7 @@ def measure_task(task: dict, reference: Optional[dict]) -> dict:
         if task.get("rounds"):
             results = m.measure_together(func, task["logs"], rounds=task["rounds"], reference=ref, _faults=faults)
         else:
-            results = m.measure(func, task["logs"], reference=ref, _faults=faults)
+            results = m.measure(func, task["logs"], reference=ref, best_seconds=task.get("best_seconds"), _faults=faults)
     except Exception:
         return {**here, "error": traceback.format_exc(limit=-6)}
     return {**here, "results": [r.to_json() for r in results], "start": start, "end": time.time()}

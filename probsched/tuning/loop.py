@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 import numpy as np
 
 from ..measure.cold_weights import weight_positions
+from ..measure.protocol import takes_keyword
 from ..search import Candidate, SearchStrategy
 from ..search import get as get_strategy
 from ..workloads import Workload, as_workload
@@ -172,6 +173,7 @@ def run_rounds(
     """
     submit = getattr(measurer, "submit", None)  # the PipelinedMeasurer method
     if not callable(submit):
+        bounded = takes_keyword(measurer.measure, "best_seconds")
         while True:
             nxt = next_round()
             if nxt is None:
@@ -179,16 +181,17 @@ def run_rounds(
             search, batch = nxt
             results = measurer.measure(
                 search.workload if search is not None else None, [c.schedule for c in batch],
-                on_result=lambda i, r, s=search, b=batch: on_result(s, b, i, r),
+                on_result=lambda i, r, s=search, b=batch: on_result(s, b, i, r), **_bound(search, bounded),
             )
             on_done(search, batch, results)
+    bounded = takes_keyword(submit, "best_seconds")
     inflight = None
     while True:
         nxt = next_round()
         sent = None
         if nxt is not None:
             search, batch = nxt
-            sent = (search, batch, submit(search.workload, [c.schedule for c in batch]))
+            sent = (search, batch, submit(search.workload, [c.schedule for c in batch], **_bound(search, bounded)))
         if inflight is not None:
             search, batch, handle = inflight
             results = handle.wait(lambda i, r, s=search, b=batch: on_result(s, b, i, r))
@@ -196,6 +199,13 @@ def run_rounds(
         if sent is None:
             return
         inflight = sent
+
+
+def _bound(search: Optional[TaskSearch], bounded: bool) -> dict:
+    """The keyword that gives a measurer the task's best median in the run's database (what a
+    clearly slower candidate's timing stops early against), where the measurer takes it."""
+    best = getattr(search, "best_seconds", math.inf)
+    return {"best_seconds": best} if bounded and math.isfinite(best) else {}
 
 
 def make_cost_model(options: TuningOptions, trials: int, strategy: SearchStrategy) -> Optional["CostModel"]:

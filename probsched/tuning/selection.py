@@ -48,6 +48,7 @@ from handlers.trace_struct import Trace
 from ..database import Database, TuningRecord
 from ..database.record import WorkloadRef
 from ..ir.stmt import PrimFunc
+from ..measure.protocol import takes_keyword
 from ..measure.result import MeasureResult
 from ..schedule import InstructionLog, Schedule
 from ..workloads import Workload, as_workload
@@ -174,7 +175,7 @@ def retime(
         return []
     if families:
         records += _family_leaders(db.best(workload, k=FAMILY_POOL), records)
-    extra = {"cold_weights": True} if cold_weights and _takes_cold_weights(measurer) else {}
+    extra = {"cold_weights": True} if cold_weights and takes_keyword(measurer.measure_together, "cold_weights") else {}
     log.info("re-timing the %d best candidates of %s together (%d rounds%s)", len(records), name, rounds,
              ", weights cold" if extra else "")
     results: List[MeasureResult] = measurer.measure_together(workload, [r.instruction_log() for r in records], rounds=rounds,
@@ -203,17 +204,6 @@ def _family_leaders(pool: List[TuningRecord], chosen: List[TuningRecord]) -> Lis
             seen.add(f)
             out.append(r)
     return out
-
-
-def _takes_cold_weights(measurer: "Measurer") -> bool:
-    """Whether ``measurer.measure_together`` takes ``cold_weights`` (a user's measurer may not)."""
-    import inspect
-
-    try:
-        params = inspect.signature(measurer.measure_together).parameters
-    except (TypeError, ValueError):
-        return False
-    return "cold_weights" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 __all__ = ["BestSchedule", "best_schedule", "retime", "DEFAULT_RETIME_TOP", "DEFAULT_RETIME_ROUNDS", "FAMILY_POOL"]
