@@ -324,3 +324,17 @@ def test_a_task_whose_result_never_arrives_is_sent_again(measurer, monkeypatch):
     monkeypatch.setattr(dask_mod.DaskBatch, "_send", send)
     results = measurer.measure(W, [schedule(2), schedule(4)])
     assert swallowed and [r.ok for r in results] == [True, True]
+
+
+def test_the_workers_task_module_registers_every_numpy_type_when_imported():
+    """A Dask worker imports :mod:`probsched.measure.remote` before it runs a task of ours; a
+    numpy type registered later (ml_dtypes', in the task thread) raced the event loop's first
+    numpy send (which imports numpy.ma, iterating the registry): the reference's fetch failed
+    and a task waiting for it hung a CI run."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, probsched.measure.remote; n = len(np.sctypeDict); import ml_dtypes; "
+            "print(n == len(np.sctypeDict), 'numpy.ma' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.split() == ["True", "True"]

@@ -88,8 +88,9 @@ MAX_RESENDS = 3
 _WARN_EVERY = 30.0  # seconds between warnings while no worker can measure
 #: seconds beyond the worst case of one task (its builds' and runs' timeouts, three times
 #: over) without any result, workers alive, after which the batch sends its unfinished tasks
-#: again: a task the scheduler holds as processing on a live worker that runs nothing (seen
-#: once in CI: the worker's threads idle, the batch waiting for ever) is then lost, not hung
+#: again: a task whose dependency (the reference) a worker failed to fetch waits on a live
+#: worker that runs nothing (seen once in CI, from a race :mod:`.remote` now prevents); such
+#: a task, whatever keeps it, is then lost, not hung
 _STALL_SLACK = 120.0
 _GATHER_TIMEOUT = 3.0  # seconds to fetch a finished task's result (a few kB) from its worker (then: sent again)
 _CHECK_EVERY = 1.0  # seconds between looks at the cluster's workers while waiting
