@@ -374,3 +374,90 @@ def test_weights_quantized_to_reduced_range_are_int8r_tasks_that_compute_their_g
     rel8, _, _ = accuracy([full.evaluate(t)[0] for t in test], [np.asarray(fn(t)) for t in test])
     rel7, cos7, _ = accuracy([reduced.evaluate(t)[0] for t in test], [np.asarray(fn(t)) for t in test])
     assert rel8 < rel7 < 0.1 and cos7 > 0.99, (rel8, rel7, cos7)  # a bit of precision given up
+
+
+# ----------------------------------------------------------------------------- the command line
+
+NET = '''
+import numpy as np, jax
+
+rng = np.random.default_rng(0)
+w1, w2 = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+
+
+def model():
+    return (lambda x: jax.nn.relu(x @ w1) @ w2), (np.zeros((16, 64), np.float32),)
+'''
+
+
+def test_the_command_line_tunes_compiles_and_runs_a_model_in_int8(tmp_path, capsys):
+    """``--precision int8 --calibration FILE``: tune-model and compile quantize the model the
+    same way (compile finds tune-model's records), and the model file computes the int8
+    network ps.quantize makes of the same calibration."""
+    from probsched.cli import main
+
+    (tmp_path / "net.py").write_text(NET)
+    spec, cal = f"{tmp_path / 'net.py'}:model", inputs((16, 64), 4, 0)  # the model and inputs of the test above
+    np.savez(tmp_path / "cal.npz", arr_0=np.stack(cal))
+    int8 = ["--precision", "int8", "--calibration", str(tmp_path / "cal.npz")]
+    db, out = str(tmp_path / "q.db"), str(tmp_path / "q.psm")
+    assert main(["tune-model", spec, *int8, "--trials", "4", "--batch-size", "2", "--strategy", "replay",
+                 "--retime-top", "0", "--workers", "1", "--db", db, "--no-compare", "--quiet"]) == 0
+    assert "model_int8" in capsys.readouterr().out
+    assert main(["compile", spec, *int8, "--db", db, "-o", out, "--quiet"]) == 0
+    table = capsys.readouterr().out
+    assert table.count("| database |") >= 2, table  # both int8 matmuls from the records tune-model stored
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    want_graph = ps.quantize(lambda x: jax.nn.relu(x @ w1) @ w2, cal)
+    x = inputs((16, 64), 1, 1)[0]
+    want = want_graph.evaluate(x)[0]
+    assert np.abs(ps.load(out)(x) - want).max() <= 1e-3 * np.abs(want).max()
+
+
+def test_int8_options_on_the_command_line_say_what_is_wrong(tmp_path, capsys):
+    from probsched.cli import main
+
+    (tmp_path / "net.py").write_text(NET)
+    spec = f"{tmp_path / 'net.py'}:model"
+    np.savez(tmp_path / "named.npz", x=np.zeros((2, 16, 64), np.float32))
+    np.savez(tmp_path / "shape.npz", arr_0=np.zeros((2, 16, 32), np.float32))
+    cases = [
+        (["--precision", "int8"], "needs --calibration"),
+        (["--calibration", "random:2"], "apply with --precision int8"),
+        (["--precision", "int8", "--calibration", "random:0"], "random:N with N >= 1"),
+        (["--precision", "int8", "--calibration", str(tmp_path / "none.npz")], "no such file"),
+        (["--precision", "int8", "--calibration", str(tmp_path / "named.npz")], "expected one array per input: arr_0"),
+        (["--precision", "int8", "--calibration", str(tmp_path / "shape.npz")], "calibration input 0: argument 0"),
+    ]
+    for extra, message in cases:
+        assert main(["import", spec, *extra]) == 2, extra
+        assert message in capsys.readouterr().err, extra
+    assert main(["import", spec, "--precision", "int8", "--calibration", "random:2", "--float-layers", "net.py"]) == 2
+    assert "none is left to quantize" in capsys.readouterr().err
+
+
+def test_a_qdq_model_is_int8_already_on_the_command_line(tmp_path, capsys):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from probsched.cli import main
+
+    rng = np.random.default_rng(4)
+    consts = {"xs": np.float32(0.02), "xz": np.uint8(128), "w": rng.integers(-127, 128, (16, 8, 1, 1)).astype(np.int8),
+              "ws": rng.uniform(0.01, 0.02, 16).astype(np.float32)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "xs", "xz"], ["dq"]),
+             helper.make_node("DequantizeLinear", ["w", "ws"], ["wf"], axis=0),
+             helper.make_node("Conv", ["dq", "wf"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 4, 4])],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
+    path = str(tmp_path / "qdq.onnx")
+    with open(path, "wb") as fh:
+        fh.write(model.SerializeToString())
+    assert main(["import", path, "--precision", "int8"]) == 0  # no calibration: its int8 layers as they are
+    assert "fused_conv2d" in capsys.readouterr().out
+    assert main(["import", path, "--precision", "int8", "--calibration", "random:2"]) == 2
+    assert "quantized already" in capsys.readouterr().err

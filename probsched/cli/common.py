@@ -378,12 +378,26 @@ def lost_trials(command: str, errors: Sequence[Optional[str]]) -> bool:
 # ------------------------------------------------------------------------------ tuning options
 
 
-def add_precision_option(p: argparse.ArgumentParser) -> None:
+def add_precision_option(p: argparse.ArgumentParser, int8: bool = False) -> None:
     """``--precision``: what the products of the tasks read (float32, or bf16 on CPUs with
-    ``avx512_bf16``, emulated elsewhere)."""
-    p.add_argument("--precision", choices=("float32", "bf16"), default="float32",
-                   help="what the products read: float32 (default) or bf16 (weights and the activations a product "
-                        "reads in bfloat16, accumulating in float32; inputs and outputs stay float32)")
+    ``avx512_bf16``, emulated elsewhere; with ``int8``, also int8: a command that loads a
+    model quantizes it, :mod:`.calibration`, whose options it adds)."""
+    choices = ("float32", "bf16", "int8") if int8 else ("float32", "bf16")
+    more = (" or int8 (the model quantized: its convolutions and matmuls read uint8 activations and int8 weights, "
+            "calibrated by --calibration; a QDQ ONNX model is int8 already)") if int8 else ""
+    p.add_argument("--precision", choices=choices, default="float32",
+                   help="what the products read: float32 (default), bf16 (weights and the activations a product "
+                        f"reads in bfloat16, accumulating in float32; inputs and outputs stay float32){more}")
+    if int8:
+        from .calibration import add_int8_options
+
+        add_int8_options(p)
+
+
+def float_precision(precision: str) -> str:
+    """The precision of the float products of a network run in ``precision``: an int8
+    network's other tasks compute in float32."""
+    return "float32" if precision == "int8" else precision
 
 
 def add_measure_options(p: argparse.ArgumentParser) -> None:

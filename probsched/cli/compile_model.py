@@ -12,7 +12,8 @@ import argparse
 import os
 import sys
 
-from .common import DB_HELP, add_precision_option, check_writable, open_database
+from .calibration import int8_graph
+from .common import DB_HELP, add_precision_option, check_writable, float_precision, open_database
 from .model_import import MODEL_HELP, add_onnx_options, load_model_of
 from .progress import CompileBar
 
@@ -24,7 +25,7 @@ def add_parser(sub) -> None:
     add_onnx_options(p)
     p.add_argument("--db", default=None, help=DB_HELP + "; without it (or without records) schedules are predicted")
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="the model file to write (e.g. model.psm)")
-    add_precision_option(p)
+    add_precision_option(p, int8=True)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -34,10 +35,11 @@ def run(args: argparse.Namespace) -> int:
 
     check_writable(args.output, "--output")
     fn, example, graph = load_model_of(args)
+    graph = int8_graph(args, graph)
     db = open_database(args.db, must_exist=True) if args.db else None
     bar = CompileBar(len(graph.tasks()), graph.name, args.quiet)
     try:
-        model = compile_network(graph, database=db, progress=bar, precision=args.precision)
+        model = compile_network(graph, database=db, progress=bar, precision=float_precision(args.precision))
     except KeyboardInterrupt:
         print("\ninterrupted: nothing written", file=sys.stderr)
         return 130

@@ -7,7 +7,8 @@ ONNX says, see :func:`probsched.graph.onnx_qdq.unrounded_residuals`), or
 ``path/to/file.py:name`` / ``module:name`` naming a function of no arguments that returns
 ``(fn, example_args)`` (as ``ps.models.resnet50`` does) or a ``ps.Graph``. For each
 distinct task: its name, input and output shapes, weight (calls per inference), FLOPs per
-call and its share of the network's FLOPs.
+call and its share of the network's FLOPs. ``--precision`` lists the tasks in bf16, or of
+the int8 network (:mod:`.calibration`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
-from .common import CLIError, load_object
+from .common import CLIError, add_precision_option, float_precision, load_object
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -106,9 +107,9 @@ def load_model(spec: str, input_shapes: Optional[dict] = None,
         raise CLIError(f"{spec}: {exc}") from None
 
 
-def task_table(graph: "Graph") -> str:
-    """The Markdown task table of a graph."""
-    tasks = graph.tasks()
+def task_table(graph: "Graph", precision: str = "float32") -> str:
+    """The Markdown task table of a graph, its products in ``precision``."""
+    tasks = [t.in_precision(precision) for t in graph.tasks()]
     total = sum(t.flops * t.weight for t in tasks) or 1
     lines = [
         f"{graph.name}: {len(graph.nodes)} operators, {len(graph.fuse())} fused groups, {len(tasks)} distinct tasks, "
@@ -129,9 +130,14 @@ def add_parser(sub) -> None:
     p = sub.add_parser("import", help="import a JAX or ONNX model and print its fused tasks", description=__doc__.split("\n\n")[0].replace("``", ""))
     p.add_argument("model", help=MODEL_HELP)
     add_onnx_options(p)
+    add_precision_option(p, int8=True)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print(task_table(load_model_of(args)[2]))
+    from .calibration import int8_graph
+
+    graph = int8_graph(args, load_model_of(args)[2])
+    precision = float_precision(args.precision)
+    print(task_table(graph, precision))
     return 0

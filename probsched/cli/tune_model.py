@@ -24,6 +24,7 @@ from .common import (
     budget,
     budget_label,
     check_writable,
+    float_precision,
     lost_trials,
     make_measurer,
     measure_label,
@@ -33,6 +34,7 @@ from .common import (
     search_label,
     write_json,
 )
+from .calibration import int8_graph
 from .model_import import MODEL_HELP, add_onnx_options, load_model_of
 from .progress import NetworkBar, logs_above
 from .signals import stop_words
@@ -53,7 +55,7 @@ def add_parser(sub) -> None:
                    help=f"task scheduler (default {next(iter(SCHEDULERS))})")
     add_search_options(p, trials=1500, trials_help="trials for the whole network (0: compile it from the database, measuring nothing)",
                        minutes=True)
-    add_precision_option(p)
+    add_precision_option(p, int8=True)
     p.add_argument("--no-compare", action="store_true", help="do not time the network beside jax.jit")
     p.add_argument("--json", metavar="PATH", help="also write the task table and timings as JSON")
     p.set_defaults(run=run)
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     space = resolve_space(args.space)
     options = options_from_args(args, space)
     fn, example, graph = load_model_of(args)
+    graph = int8_graph(args, graph)
     if args.json:
         check_writable(args.json, "--json")
     db_path = args.db or default_path()
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         with logs_above(bar):
             result = tune_model(
                 graph, trials=trials, minutes=minutes, database=db, measurer=measurer, scheduler=args.scheduler, callbacks=[bar],
-                precision=args.precision,
+                precision=float_precision(args.precision),
                 options=options,
             )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
