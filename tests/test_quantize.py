@@ -93,6 +93,40 @@ def test_a_layer_left_in_float32_and_the_skip_rules():
         ps.quantize(graph, [cal[0], np.ones((2, 2), np.float32)])
 
 
+@pytest.mark.parametrize("name", ["resnet_tiny", "mobilenet_tiny"])
+def test_a_quantized_cnn_passes_bytes_between_its_tasks(name):
+    """Residual blocks read their skip connection as bytes, a shortcut convolution and the
+    stem's max pool store bytes, a ReLU is the quantization's saturation: as in a QDQ model
+    (:mod:`probsched.graph.quant_plan`), only the global pool's input and the logits are
+    float32 between tasks; and the network still computes what the float one does."""
+    fn, args = ps.models.get(name)
+    graph = ps.from_jax(fn, *args)
+    q = ps.quantize(graph, inputs(args[0].shape, 8, 0))
+    between = [b.dtype for t in q.tasks() for b in t.func.output_buffers()]
+    assert between.count("float32") == 2 and between.count("uint8") == len(between) - 2, between
+    assert not any(t.func.name.startswith("fused_add") or "max_pool_" in t.func.name for t in q.tasks())
+    test = inputs(args[0].shape, 8, 1)
+    rel, cos, _ = accuracy([q.evaluate(x)[0] for x in test], [np.asarray(fn(x)) for x in test])
+    assert cos > 0.99 and rel < 0.1, (rel, cos)
+
+
+def test_a_relu_before_a_quantization_is_its_saturation():
+    from probsched.graph.quant_plan import relu_bounds
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    fn = lambda x: jax.nn.relu6(x @ w) @ w  # noqa: E731
+    g = ps.from_jax(fn, np.ones((4, 8), np.float32))
+    read = layers(g)[1].node.inputs[0]
+    y, floor, ceiling = relu_bounds(g, read)
+    assert (floor, ceiling) == (0.0, 6.0) and g.producer()[y].op == "dot_general"
+    q = ps.quantize(fn, inputs((4, 8), 8, 0))
+    sixes = [n for n in q.nodes if n.op == "min" and any(v in q.constants and np.all(q.constants[v] == 6.0) for v in n.inputs)]
+    assert not sixes  # the ReLU6 is the codes' saturation, not a clamp of the floats
+    x = inputs((4, 8), 1, 1)[0]
+    np.testing.assert_allclose(q.evaluate(x)[0], fn(x), rtol=0.1, atol=0.1 * np.abs(fn(x)).max())
+
+
 def test_percentile_calibration_ignores_an_outlier():
     x = np.linspace(-1, 1, 10001).astype(np.float32)
     outlier = x.copy()
@@ -265,8 +299,12 @@ def test_onnx_runtime_quantized_model_runs_here_as_onnx_runtime_runs_it(tmp_path
         def get_next(self):
             return next(cal, None)
 
+    from probsched.graph.quantization import reduce_range_default
+
+    # 7-bit weights without VNNI, as ONNX Runtime asks there: its 8-bit products would saturate
     quantize_static(f32_path, qdq_path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    reduce_range=reduce_range_default(ps.Target.host()))
     model = ps.compile(ps.from_onnx(qdq_path), candidates=4, progress=None)
     runs = {p: ort.InferenceSession(p, providers=["CPUExecutionProvider"]) for p in (f32_path, qdq_path)}
     test = inputs((1, 3, 16, 16), N_TEST, 1)

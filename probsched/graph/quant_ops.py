@@ -102,12 +102,14 @@ def along_last_axis(value: float, x: Any) -> np.ndarray:
     return np.full(shape[-1:] if shape else (), value, np.float32)
 
 
-def quantize_activation(x: Any, scale: float, zero_point: int, dtype: str = "uint8") -> Any:
+def quantize_activation(x: Any, scale: float, zero_point: int, dtype: str = "uint8",
+                        bounds: Optional[Tuple[int, int]] = None) -> Any:
     """``saturate(round(x / scale) + zero_point)`` in ``dtype``, rounding to nearest even (ONNX's
-    ``QuantizeLinear``, per tensor)."""
+    ``QuantizeLinear``, per tensor); ``bounds``: saturate to these codes instead of the
+    type's (a ReLU folded in: its floor is the zero point's code)."""
     import jax.numpy as jnp
 
-    lo, hi = INT_RANGE[dtype]
+    lo, hi = INT_RANGE[dtype] if bounds is None else bounds
     q = jnp.round(x / along_last_axis(scale, x)) + along_last_axis(zero_point, x)
     return jnp.clip(q, np.float32(lo), np.float32(hi)).astype(dtype)
 

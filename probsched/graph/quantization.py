@@ -12,7 +12,12 @@ becomes a quantized layer (:mod:`.quant_ops`):
   give it: ``"minmax"`` (the smallest and largest value seen) or ``"percentile"`` (per
   calibration input the ``100 - p`` and ``p`` percentiles, averaged over the inputs: robust
   to a few outliers, which would otherwise stretch the scale for every other value);
-- a value several layers read (a residual block's input) is quantized once, for all.
+- a value several layers read (a residual block's input) is quantized once, for all;
+- around the layers, bytes are kept where a QDQ model from ONNX Runtime keeps them: a
+  residual add reads its skip connection dequantized from bytes, a shortcut convolution and
+  a max pool before a layer store bytes, a ReLU before a quantization is its saturation
+  (:mod:`.quant_plan`), so a ResNet passes bytes between its tasks, and most of its tasks
+  are those of the QDQ model (and use its records).
 
 Layers listed in ``skip`` stay float32: indices among :func:`layers`, strings contained in
 the layer's source (its ``file:line``, or an ONNX node's name), or a predicate on the
@@ -46,9 +51,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..errors import FrontEndError
+from ..ir.dtypes import INT_RANGE
 from ..target import Target
 from . import quant_ops
 from .ir import Graph, Node
+from .quant_plan import plan_quantization, relu_bounds
 
 METHODS = ("minmax", "percentile")
 #: the anchors quantized: their second operand is the weight
@@ -179,6 +186,12 @@ def _weight(graph: Graph, n: Node, reduce_range: bool) -> quant_ops.QuantizedWei
     return quant_ops.quantize_weight(w, axis, reduce_range)
 
 
+def _code(value: float, scale: float, zero: int) -> int:
+    """The uint8 code :func:`~.quant_ops.quantize_activation` gives ``value``."""
+    lo, hi = INT_RANGE["uint8"]
+    return int(np.clip(np.rint(np.float32(value) / np.float32(scale)) + zero, lo, hi))
+
+
 def _quantized_node(n: Node, q: Any, scale: float, zero: int, weight: quant_ops.QuantizedWeight) -> List[Any]:
     p = n.params
     if n.op == "conv_general_dilated":
@@ -231,22 +244,49 @@ def quantize(model: Union[Graph, Callable], calibration: Sequence[Any], *, metho
         raise FrontEndError(f"quantize: expected a ps.Graph or a JAX function, got {type(model).__name__}")
     samples = _samples(calibration, graph)
     chosen = [layer for layer in layers(graph) if not _skipped(layer, skip)]
-    activations = list(dict.fromkeys(layer.node.inputs[0] for layer in chosen))
-    ranges = calibrate(graph, activations, samples, method, percentile)
-    params = {v: quant_ops.activation_params(*ranges[v]) for v in activations}
+    plan = plan_quantization(graph, [layer.node for layer in chosen])
+    ranges = calibrate(graph, plan.stored, samples, method, percentile)
+    params = {v: quant_ops.activation_params(*ranges[v]) for v in plan.stored}
     if reduce_range is None:
         reduce_range = reduce_range_default(Target.host())
     weights = {id(layer.node): _weight(graph, layer.node, reduce_range) for layer in chosen}
 
-    def override(n: Node, env: Dict[int, Any]) -> Optional[List[Any]]:
-        if id(n) not in weights:
-            return None
-        x = n.inputs[0]
-        scale, zero = params[x]
-        key = ("q", x)  # one quantization of a value, whichever layers read it
+    skips = set(plan.skip_values())
+
+    def quantized_bytes(v: int, env: Dict[int, Any], like: Optional[int] = None) -> Any:
+        """``v`` quantized with its parameters (``like``'s), once: a ReLU before it folded
+        into the saturation (:func:`.quant_plan.relu_bounds`). A skip connection's
+        dequantization is traced at once, before the layer whose add reads it: fusion then
+        joins that add to the layer (the later group), and moves the dequantization in."""
+        key = ("q", v if like is None else like)  # one quantization of a value, whoever reads it
         if key not in env:
-            env[key] = quant_ops.quantize_activation(env[x], scale, zero)
-        return _quantized_node(n, env[key], scale, zero, weights[id(n)])
+            scale, zero = params[key[1]]
+            y, floor, ceiling = relu_bounds(graph, v)
+            lo, hi = INT_RANGE["uint8"]
+            codes = (lo if floor is None else _code(floor, scale, zero), hi if ceiling is None else _code(ceiling, scale, zero))
+            env[key] = quant_ops.quantize_activation(env[y], scale, zero, bounds=codes)
+            if like is None and v in skips:
+                env[("dq", v)] = quant_ops.dequantize_activation(env[key], scale, zero)
+        return env[key]
+
+    def override(n: Node, env: Dict[int, Any]) -> Optional[List[Any]]:
+        if id(n) in weights:
+            x = n.inputs[0]
+            scale, zero = params[x]
+            return _quantized_node(n, quantized_bytes(x, env), scale, zero, weights[id(n)])
+        if id(n) in plan.residual_adds:
+            k = plan.residual_adds[id(n)]
+            skip = n.inputs[k]
+            quantized_bytes(skip, env)
+            operands = [env[v] for v in n.inputs]
+            operands[k] = env[("dq", skip)]
+            return [operands[0] + operands[1]]
+        if id(n) in plan.byte_pools:
+            out = plan.byte_pools[id(n)]
+            pooled = n.bind(quantized_bytes(n.inputs[0], env, like=out))[0]  # padded with the lowest code
+            env[("q", out)] = pooled
+            return [quant_ops.dequantize_activation(pooled, *params[out])]
+        return None
 
     def quantized(*args):
         env = _run(graph, args, override)
