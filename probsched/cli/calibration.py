@@ -62,11 +62,11 @@ def int8_graph(args: argparse.Namespace, graph: "Graph") -> "Graph":
         if args.calibration is not None or args.float_layers:
             raise CLIError("--calibration and --float-layers apply with --precision int8")
         return graph
+    if _quantized(graph):  # its float layers, if any, are those its quantizer left in float32
+        if args.calibration is not None:
+            raise CLIError(f"{graph.name} is quantized already (a QDQ model): it takes no --calibration")
+        return graph
     if not layers(graph):
-        if _quantized(graph):
-            if args.calibration is not None:
-                raise CLIError(f"{graph.name} is quantized already (a QDQ model): it takes no --calibration")
-            return graph
         raise CLIError(f"{graph.name}: no convolution or matmul with a weight to quantize")
     if args.calibration is None:
         raise CLIError("--precision int8 needs --calibration (a .npz of the model's inputs, or random:N to time it)")

@@ -33,12 +33,12 @@ import traceback
 from typing import Dict, Optional
 
 # Every numpy type this process will ever register, registered now, on import: a Dask worker
-# imports this module before it runs any task of ours (a client too, through .dask). Otherwise the first task imports
-# ml_dtypes (which adds its types to numpy's sctypeDict) in the task thread while the
-# worker's event loop sends the reference to another worker, and the first numpy data it
-# sends imports numpy.ma, which iterates sctypeDict: "dictionary changed size during
-# iteration", the fetch fails, and the task waiting for that reference waited for ever
-# (a CI run's hung batch).
+# imports this module before it runs any task of ours (a client too, through .dask).
+# Otherwise the first task imports ml_dtypes (which adds its types to numpy's sctypeDict) in
+# the task thread while the worker's event loop sends the reference to another worker, and
+# the first numpy data it sends imports numpy.ma, which iterates sctypeDict: "dictionary
+# changed size during iteration", the fetch fails, and the task waiting for that reference
+# waited for ever (a CI run's hung batch).
 import ml_dtypes  # noqa: F401  (registers bfloat16 & co.)
 import numpy.ma  # noqa: F401  (what distributed's numpy serializers import on first use)
 
