@@ -24,7 +24,9 @@ inputs: images, or for a language model such as BERT-base token ids and a mask o
 Runtime's documentation asks there: :func:`probsched.graph.quantization.reduce_range_default`). On that one QDQ file: probsched (``ps.from_onnx``, tuned with ``--net-trials``
 into ``--db-dir``, or compiled from it with ``--from-db``), ONNX Runtime (all graph
 optimizations) and OpenVINO (CPU, its default precision: int8 where the model is
-quantized); ONNX Runtime float32 on the float model beside them. Every engine is timed
+quantized); ONNX Runtime float32 on the float model beside them. With ``--ps-quantize``, also
+the float model quantized by ``ps.quantize`` on the same calibration inputs (the other way
+in: no ONNX Runtime tools), tuned into the same database. Every engine is timed
 interleaved after a 0.2 s pause, and its accuracy is measured against ONNX Runtime float32
 on ``--test`` inputs disjoint from the calibration set (relative error, cosine similarity,
 and for a classifier arg-max agreement).
@@ -240,8 +242,10 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
         if args.from_db and not os.path.exists(db):
             raise SystemExit(f"bench_int8: --from-db: no database {db}")
         model = ps.compile(graph, database=db if args.from_db else None, candidates=args.candidates, progress=None)
-    predicts: Dict[str, Predict] = {"probsched int8": lambda feeds: model(*[feeds[n] for n in graph.input_names]),
-                                    "onnxruntime int8": ort_predict(qdq)}
+    predicts: Dict[str, Predict] = {"probsched int8": lambda feeds: model(*[feeds[n] for n in graph.input_names])}
+    if args.ps_quantize:
+        predicts["probsched ps.quantize"] = ps_quantized(name, path, inputs, reduce_range, db, args)
+    predicts["onnxruntime int8"] = ort_predict(qdq)
     try:
         predicts["openvino int8"] = openvino_predict(qdq)
     except engines.Unavailable as exc:
@@ -256,6 +260,20 @@ def bench_network(name: str, args: argparse.Namespace) -> dict:
     timings = time_interleaved(calls, rounds=args.rounds, min_repeat_ms=args.min_repeat_ms, settle_s=0.2)
     row["ms"] = {k: v.median * 1e3 for k, v in timings.items()}
     return row
+
+
+def ps_quantized(name: str, path: str, inputs, reduce_range: bool, db: str, args: argparse.Namespace) -> Predict:
+    """The float model quantized by ``ps.quantize`` on the calibration inputs ONNX Runtime
+    had (``--ps-quantize``), tuned into the QDQ model's database (the tasks the two share are
+    tuned once: :mod:`probsched.graph.quant_plan`) or compiled from it."""
+    graph = ps.from_onnx(path, name=name)
+    cal = [tuple(f[n] for n in graph.input_names) for f in sample_feeds(inputs, args.calibration, seed=0)]
+    q = ps.quantize(graph, cal, reduce_range=reduce_range, name=f"{name}_ps_int8")
+    if args.net_trials:
+        model = ps.tune_model(q, trials=args.net_trials, database=db, seed=args.seed).model
+    else:
+        model = ps.compile(q, database=db if args.from_db else None, candidates=args.candidates, progress=None)
+    return lambda feeds: model(*[feeds[n] for n in q.input_names])
 
 
 def network_tables(rows: List[dict]) -> str:
@@ -290,6 +308,9 @@ def main(argv=None) -> None:
                     help="quantize_static's 7-bit weights: auto = on where the CPU has no VNNI, as ONNX Runtime's "
                          "documentation asks with per-channel weights (its products saturate otherwise); a QDQ file "
                          "already in --db-dir is used as it is")
+    ap.add_argument("--ps-quantize", action="store_true",
+                    help="also the float model quantized by ps.quantize on the same calibration inputs (tuned with "
+                         "--net-trials more trials into the same database)")
     ap.add_argument("--test", type=int, default=64, help="test inputs of the accuracy table")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=7)
