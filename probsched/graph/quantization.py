@@ -265,8 +265,8 @@ def quantize(model: Union[Graph, Callable], calibration: Sequence[Any], *, metho
             lo, hi = INT_RANGE["uint8"]
             codes = (lo if floor is None else _code(floor, scale, zero), hi if ceiling is None else _code(ceiling, scale, zero))
             env[key] = quant_ops.quantize_activation(env[y], scale, zero, bounds=codes)
-            if like is None and v in skips:
-                env[("dq", v)] = quant_ops.dequantize_activation(env[key], scale, zero)
+        if like is None and v in skips and ("dq", v) not in env:
+            env[("dq", v)] = quant_ops.dequantize_activation(env[key], *params[v])
         return env[key]
 
     def override(n: Node, env: Dict[int, Any]) -> Optional[List[Any]]:
@@ -285,7 +285,8 @@ def quantize(model: Union[Graph, Callable], calibration: Sequence[Any], *, metho
             out = plan.byte_pools[id(n)]
             pooled = n.bind(quantized_bytes(n.inputs[0], env, like=out))[0]  # padded with the lowest code
             env[("q", out)] = pooled
-            return [quant_ops.dequantize_activation(pooled, *params[out])]
+            env[("dq", out)] = quant_ops.dequantize_activation(pooled, *params[out])  # any float reader's, a skip's
+            return [env[("dq", out)]]
         return None
 
     def quantized(*args):
