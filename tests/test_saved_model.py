@@ -163,17 +163,28 @@ def test_code_for_a_cpu_feature_this_machine_lacks_is_compiled_again(tmp_path, c
 def test_compile_and_run_commands_round_trip(tmp_path, capsys):
     from probsched.cli import main
 
+    # a small network of a user's file: the commands are under test here, the networks' code
+    # in the tests above (a tiny model's compile is 20 s cold)
+    (tmp_path / "net.py").write_text(
+        "import numpy as np, jax\n"
+        "W = np.linspace(-1, 1, 16 * 8, dtype=np.float32).reshape(16, 8)\n"
+        "def model():\n"
+        "    return (lambda x: jax.nn.gelu(x @ W) @ W.T), (np.linspace(0, 1, 4 * 16, dtype=np.float32).reshape(4, 16),)\n"
+    )
     out = tmp_path / "m.psm"
-    assert main(["compile", "bert_tiny", "-o", str(out), "--quiet"]) == 0
+    assert main(["compile", f"{tmp_path / 'net.py'}:model", "-o", str(out), "--quiet"]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
-    fn, args = ps.models.get("bert_tiny")
+    x_in = np.linspace(0, 1, 4 * 16, dtype=np.float32).reshape(4, 16)
     x = tmp_path / "x.npy"
-    np.save(x, args[0])
+    np.save(x, x_in)
     y = tmp_path / "y.npy"
     assert main(["run", str(out), "--input", str(x), "--output", str(y), "--bench", "--seconds", "0.2"]) == 0
     printed = capsys.readouterr()
-    assert "| bert_tiny |" in printed.out and "median ms" in printed.out
-    np.testing.assert_allclose(np.load(y), np.asarray(fn(*args)), rtol=1e-4, atol=1e-4)
+    assert "| model |" in printed.out and "median ms" in printed.out
+    import jax
+
+    w = np.linspace(-1, 1, 16 * 8, dtype=np.float32).reshape(16, 8)
+    np.testing.assert_allclose(np.load(y), np.asarray(jax.nn.gelu(x_in @ w) @ w.T), rtol=1e-4, atol=1e-4)
     assert main(["run", str(tmp_path / "x.npy")]) == 2  # an .npy is not a model: one line, exit 2
     assert "not a probsched model file" in capsys.readouterr().err
 
