@@ -210,6 +210,17 @@ def tiny_cnn():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def qdq_model(name: str, nodes, x_shape, y_shape, consts: dict):
+    """An ONNX model (opset 19) of ``nodes`` from float input ``x`` to float output ``y``, with
+    ``consts`` as its initializers."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    return helper.make_model(helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
+
+
 # 7-bit weights (ONNX Runtime's reduce_range) are typed int8r, whose kernels CPUs without VNNI run faster
 @pytest.mark.parametrize("top, weights", [(127, "int8"), (64, "int8r")])
 def test_a_hand_written_qdq_convolution_imports_as_an_int8_task(top, weights):
@@ -227,10 +238,7 @@ def test_a_hand_written_qdq_convolution_imports_as_an_int8_task(top, weights):
              helper.make_node("DequantizeLinear", ["q", "xs", "xz"], ["dq"]),
              helper.make_node("DequantizeLinear", ["w", "ws"], ["wf"], axis=0),
              helper.make_node("Conv", ["dq", "wf", "b"], ["y"], pads=[1, 1, 1, 1])]
-    model = helper.make_model(helper.make_graph(
-        nodes, "qdq_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 6, 6])],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
+    model = qdq_model("qdq_conv", nodes, (1, 8, 6, 6), (1, 16, 6, 6), consts)
     g = ps.from_onnx(model)
     (task,) = [t for t in g.tasks() if "conv2d" in t.func.name]
     assert [b.dtype for b in task.func.input_buffers()][:2] == ["uint8", weights]
@@ -249,7 +257,7 @@ def test_a_hand_written_qdq_convolution_imports_as_an_int8_task(top, weights):
 def test_a_qdq_max_pool_runs_on_the_bytes_and_its_requantization_is_dropped(zero):
     """uint8 activations: the pool runs on the bytes. int8 ones are read as uint8 requantized
     from their float source, which the pool does not have: it pools the floats."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
     rng = np.random.default_rng(5)
@@ -262,10 +270,7 @@ def test_a_qdq_max_pool_runs_on_the_bytes_and_its_requantization_is_dropped(zero
              helper.make_node("DequantizeLinear", ["pq", "xs", "xz"], ["pdq"]),
              helper.make_node("DequantizeLinear", ["w", "ws"], ["wf"], axis=0),
              helper.make_node("Conv", ["pdq", "wf"], ["y"])]
-    model = helper.make_model(helper.make_graph(
-        nodes, "qdq_pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 7, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
+    model = qdq_model("qdq_pool", nodes, (1, 4, 7, 7), (1, 4, 4, 4), consts)
     g = ps.from_onnx(model)
     (pool,) = [n for n in g.nodes if n.op == "reduce_window_max"]
     x = rng.uniform(-1, 1, (1, 4, 7, 7)).astype(np.float32)
@@ -283,7 +288,7 @@ def test_qdq_pairs_around_a_transpose_and_a_reshape_are_one_quantization():
     """A transformer's QDQ file puts a Q/DQ pair around each Transpose and Reshape of its
     attention: the layout op moves the bytes, so the next pair with the same parameters is
     no requantization (each was one per element before)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
     consts = {"s": np.float32(0.02), "z": np.uint8(100), "shape": np.array([1, 6, 4], np.int64), "b": np.float32(0.5)}
@@ -296,10 +301,7 @@ def test_qdq_pairs_around_a_transpose_and_a_reshape_are_one_quantization():
              helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q2"]),
              helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["d2"]),
              helper.make_node("Add", ["d2", "b"], ["y"])]
-    model = helper.make_model(helper.make_graph(
-        nodes, "qdq_moves", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4])],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
+    model = qdq_model("qdq_moves", nodes, (1, 2, 3, 4), (1, 6, 4), consts)
     g = ps.from_onnx(model)
     assert sum(n.op == "round" for n in g.nodes) == 1  # the input's quantization only
     x = np.random.default_rng(3).uniform(-2, 2, (1, 2, 3, 4)).astype(np.float32)
@@ -501,7 +503,7 @@ def test_int8_options_on_the_command_line_say_what_is_wrong(tmp_path, capsys):
 
 def test_a_qdq_model_is_int8_already_on_the_command_line(tmp_path, capsys):
     pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     from probsched.cli import main
 
@@ -512,10 +514,7 @@ def test_a_qdq_model_is_int8_already_on_the_command_line(tmp_path, capsys):
              helper.make_node("DequantizeLinear", ["q", "xs", "xz"], ["dq"]),
              helper.make_node("DequantizeLinear", ["w", "ws"], ["wf"], axis=0),
              helper.make_node("Conv", ["dq", "wf"], ["y"])]
-    model = helper.make_model(helper.make_graph(
-        nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 4, 4])],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]), opset_imports=[helper.make_opsetid("", 19)])
+    model = qdq_model("qdq", nodes, (1, 8, 4, 4), (1, 16, 4, 4), consts)
     path = str(tmp_path / "qdq.onnx")
     with open(path, "wb") as fh:
         fh.write(model.SerializeToString())

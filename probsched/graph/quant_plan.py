@@ -47,8 +47,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from .ir import Graph, Node
-
-_AFFINE = ("add", "sub", "mul", "div")
+from .simplify import AFFINE
 
 
 @dataclass
@@ -90,7 +89,7 @@ def plan_quantization(graph: Graph, layers: Sequence[Node]) -> QuantizationPlan:
                 return None
             if id(n) in chosen:
                 return n
-            if n.op not in _AFFINE or len(n.inputs) != 2 or sum(u in graph.constants for u in n.inputs) != 1:
+            if n.op not in AFFINE or len(n.inputs) != 2 or sum(u in graph.constants for u in n.inputs) != 1:
                 return None
             v = next(u for u in n.inputs if u not in graph.constants)
             if sole_reader(v) is not n:
@@ -124,17 +123,18 @@ def plan_quantization(graph: Graph, layers: Sequence[Node]) -> QuantizationPlan:
     return plan
 
 
-def relu_bounds(graph: Graph, v: int) -> Tuple[int, Optional[float], Optional[float]]:
+def relu_bounds(graph: Graph, v: int, producer: Optional[Dict[int, Node]] = None) -> Tuple[int, Optional[float], Optional[float]]:
     """``(y, floor, ceiling)`` where ``v`` is ``y`` through a ReLU (``max(y, 0)``) or a ReLU6
     (that, then ``min(., c)``): the value to quantize and the bounds (None: none) the
-    quantization saturates to instead; ``(v, None, None)`` otherwise.
+    quantization saturates to instead; ``(v, None, None)`` otherwise. ``producer``:
+    ``graph.producer()``, where the caller has it.
 
     >>> import numpy as np, jax, probsched as ps
     >>> g = ps.from_jax(lambda x: jax.nn.relu6(x * 2.0), np.ones(4, np.float32))
     >>> relu_bounds(g, g.outputs[0])[1:]
     (0.0, 6.0)
     """
-    producer = graph.producer()
+    producer = producer if producer is not None else graph.producer()
     ceiling = None
     y = v
     n = producer.get(y)

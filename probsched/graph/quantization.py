@@ -252,6 +252,7 @@ def quantize(model: Union[Graph, Callable], calibration: Sequence[Any], *, metho
     weights = {id(layer.node): _weight(graph, layer.node, reduce_range) for layer in chosen}
 
     skips = set(plan.skip_values())
+    producer = graph.producer()
 
     def quantized_bytes(v: int, env: Dict[int, Any], like: Optional[int] = None) -> Any:
         """``v`` quantized with its parameters (``like``'s), once: a ReLU before it folded
@@ -261,7 +262,7 @@ def quantize(model: Union[Graph, Callable], calibration: Sequence[Any], *, metho
         key = ("q", v if like is None else like)  # one quantization of a value, whoever reads it
         if key not in env:
             scale, zero = params[key[1]]
-            y, floor, ceiling = relu_bounds(graph, v)
+            y, floor, ceiling = relu_bounds(graph, v, producer)
             lo, hi = INT_RANGE["uint8"]
             codes = (lo if floor is None else _code(floor, scale, zero), hi if ceiling is None else _code(ceiling, scale, zero))
             env[key] = quant_ops.quantize_activation(env[y], scale, zero, bounds=codes)

@@ -26,13 +26,14 @@ import numpy as np
 
 from .ir import Graph, Node
 
-_AFFINE = ("add", "sub", "mul", "div")
+#: elementwise ops that are affine in one operand when the other is a constant
+AFFINE = ("add", "sub", "mul", "div")
 
 
 def _link(graph: Graph, node: Node) -> Optional[Tuple[int, str, np.ndarray, bool]]:
     """``(x, op, c, x_first)`` when ``node`` is ``op(x, c)`` or ``op(c, x)`` with a constant
     ``c`` of at most ``x``'s size and an affine result in ``x``; else None."""
-    if node.op not in _AFFINE or len(node.inputs) != 2 or len(node.outputs) != 1:
+    if node.op not in AFFINE or len(node.inputs) != 2 or len(node.outputs) != 1:
         return None
     a, b = node.inputs
     ca, cb = a in graph.constants, b in graph.constants
