@@ -68,7 +68,8 @@ SHARED = {("matmul_4x8", False): 4, ("matmul_4x24", False): 4, ("matmul_4x16", F
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    kernel=st.sampled_from(sorted(SHARED) + [("matmul_4x16", 3)]),
+    # partial tiles of few rows sum their panel in interleaved parts (partial_sums), any K
+    kernel=st.sampled_from(sorted(SHARED) + [("matmul_4x16", 3), ("matmul_4x16", -1), ("matmul_4x16", -2)]),
     K=st.integers(0, 9),
     a_si=st.integers(1, 12),
     a_sk=st.integers(0, 5),
@@ -84,10 +85,20 @@ def test_kernels_compute_the_strided_tile(kernel, K, a_si, a_sk, b_extra, c_extr
     n = intrin.meta["N"]
     if mode is False:
         m, mk, zero_start = intrin.meta["M"], intrin.kernel(), False
+    elif mode is not True and mode < 0:  # the kernel of a partial tile of -mode rows
+        m, mk, zero_start = -mode, intrin.meta["variant"](-mode)(), False
     else:  # the zero-start kernel, of all rows (True) or of a partial tile's
         m = intrin.meta["M"] if mode is True else mode
         mk, zero_start = intrin.meta["zero_start_variant"](None if mode is True else mode)(), True
     check_call(mk, m, n, K, a_si, a_sk, n + b_extra, n + c_extra, pad, zero_start, seed=K)
+
+
+def test_a_block_of_few_accumulators_sums_its_panel_in_parts_and_joins_them_once():
+    from probsched.intrinsics.matmul import matmul_source
+
+    one_row = matmul_source(1, 16, target_lanes=8)  # 2 accumulators on AVX2: 4 parts of the panel
+    assert "for k in range(0, whole, 4):" in one_row and one_row.count("add(") == 2 * 3
+    assert "add(" not in matmul_source(6, 16, target_lanes=8)  # 12 accumulators keep the pipes busy
 
 
 def test_vector_helpers_of_both_widths():

@@ -75,18 +75,21 @@ def matmul_source(m: int, n: int, zero_start: bool = False, target_lanes: Option
     Per step of k the kernel keeps either B's row (``N / lanes`` vectors) or the rows'
     broadcasts (M vectors) in registers beside the accumulators, whichever is fewer: 3x32 on
     AVX2 is 12 accumulators, four vectors of B or three broadcasts, and only the second
-    fits 16 registers."""
+    fits 16 registers. A block of few accumulators sums the panel in
+    :func:`partial_sums` interleaved parts, joined at the end."""
     lanes = vector_lanes(n, target_lanes)
     nv = n // lanes
     width = "" if lanes == 16 else "8"
     by_column = m < nv
+    sets = partial_sums(m, nv, 32 if lanes == 16 else 16)
     lines = [
         # numba's cache checks this file's date only: name the vector helpers' version so
         # that an edited simd module is a new source, compiled anew (disk_cache names by it)
         f"# probsched.intrinsics.simd {source_version('probsched.intrinsics.simd')}",
         "import numba",
         "from probsched.intrinsics.simd import fma, store, "
-        + (f"broadcast{width} as broadcast, load{width} as load, zeros{width} as zeros" if width else "broadcast, load, zeros"),
+        + (f"broadcast{width} as broadcast, load{width} as load, zeros{width} as zeros" if width else "broadcast, load, zeros")
+        + (", add" if sets > 1 else ""),
         "",
         "_f = numba.types.Array(numba.float32, 1, 'C')",
         "_i = numba.int64",
@@ -98,6 +101,8 @@ def matmul_source(m: int, n: int, zero_start: bool = False, target_lanes: Option
         f"    # {m}x{n} register block of {m}x{nv} vectors of {lanes} lanes, {'column by column' if by_column else 'row by row'};"
         " c_sj and b_sj are 1 (tensorize checks it)",
     ]
+    if sets > 1:
+        return "\n".join(lines + _partial_sum_block(m, nv, lanes, zero_start, by_column, sets)) + "\n"
     loop = ["for k in range(K):", "    brow = b_off + k * b_sk", "    arow = a_off + k * a_sk"]
     if by_column:  # the rows' broadcasts, then B one vector at a time
         loop += [f"    a{r} = broadcast(A, arow + {r} * a_si)" for r in range(m)]
@@ -117,6 +122,75 @@ def matmul_source(m: int, n: int, zero_start: bool = False, target_lanes: Option
         store=lambda r, v: f"store(C, crow{r} + {lanes * v}, c{r}_{v})",
     )
     return "\n".join(lines) + "\n"
+
+
+#: FMAs a core keeps in flight: two pipes of 4-5 cycles (Zen 3, Zen 4, Skylake and later)
+IN_FLIGHT = 8
+
+
+def partial_sums(m: int, nv: int, registers: int = 16) -> int:
+    """Interleaved partial sums of the panel a kernel of ``m`` rows and ``nv`` vectors of
+    columns keeps per accumulator: 1, or enough for :data:`IN_FLIGHT` independent FMAs
+    when its ``m * nv`` accumulators are fewer and each of them waits on its own last FMA
+    (one row of a partial tile: a 1x16 block on AVX2 keeps 2 FMAs in flight, a quarter of
+    the core's rate). Only where the block is bound by that latency, not by its loads: a
+    row costs a broadcast per step of the panel and a vector of columns a load of B, so
+    rows beyond twice the vectors (4x8) gain nothing from more sums (measured on Zen 3:
+    1x16 27 -> 48 GFLOP/s with 4 sums, 2x16 52 -> 82 and 3x16 74 -> 92 with 2, 4x8 50 -> 46
+    with 2). The accumulators, B's row or the broadcasts and one spare must fit the
+    ``registers``.
+
+    >>> partial_sums(1, 2), partial_sums(2, 2), partial_sums(3, 2), partial_sums(6, 2), partial_sums(4, 1)
+    (4, 2, 2, 1, 1)
+    """
+    accumulators = m * nv
+    if accumulators >= IN_FLIGHT or m > 2 * nv:
+        return 1
+    sets = -(-IN_FLIGHT // accumulators)
+    while sets > 1 and accumulators * sets + min(m, nv) + 1 > registers:
+        sets -= 1
+    return sets
+
+
+def _partial_sum_block(m: int, nv: int, lanes: int, zero_start: bool, by_column: bool, sets: int) -> List[str]:
+    """Body lines of an ``m`` x ``nv`` vectors kernel that sums the panel in ``sets``
+    interleaved parts (:func:`partial_sums`): part ``s`` takes the steps ``k`` with
+    ``k % sets == s`` of the whole ones, part 0 the rest and C's values; the parts are added
+    pairwise before the store."""
+    lines = []
+    for r in range(m):
+        lines.append(f"    crow{r} = c_off + {r} * c_si")
+        for v in range(nv):
+            lines.append(f"    c{r}_{v}_0 = {'zeros()' if zero_start else f'load(C, crow{r} + {lanes * v})'}")
+            lines += [f"    c{r}_{v}_{s} = zeros()" for s in range(1, sets)]
+
+    def step(k: str, s: int, indent: str) -> List[str]:
+        out = [f"{indent}brow = b_off + ({k}) * b_sk", f"{indent}arow = a_off + ({k}) * a_sk"]
+        if by_column:
+            out += [f"{indent}a{r} = broadcast(A, arow + {r} * a_si)" for r in range(m)]
+            for v in range(nv):
+                out.append(f"{indent}b = load(B, brow + {lanes * v})")
+                out += [f"{indent}c{r}_{v}_{s} = fma(c{r}_{v}_{s}, a{r}, b)" for r in range(m)]
+        else:
+            out += [f"{indent}b{v} = load(B, brow + {lanes * v})" for v in range(nv)]
+            for r in range(m):
+                out.append(f"{indent}a = broadcast(A, arow + {r} * a_si)")
+                out += [f"{indent}c{r}_{v}_{s} = fma(c{r}_{v}_{s}, a, b{v})" for v in range(nv)]
+        return out
+
+    lines.append(f"    whole = K - K % {sets}")
+    lines.append(f"    for k in range(0, whole, {sets}):")
+    for s in range(sets):
+        lines += step(f"k + {s}" if s else "k", s, "        ")
+    lines.append("    for k in range(whole, K):")
+    lines += step("k", 0, "        ")
+    for r in range(m):
+        for v in range(nv):
+            parts = [f"c{r}_{v}_{s}" for s in range(sets)]
+            while len(parts) > 1:  # pairwise: no part waits on a chain of the others
+                parts = [f"add({parts[i]}, {parts[i + 1]})" if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+            lines.append(f"    store(C, crow{r} + {lanes * v}, {parts[0]})")
+    return lines
 
 
 def register_block(

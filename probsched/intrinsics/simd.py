@@ -267,6 +267,19 @@ def fma(typingctx, acc, a, b):
     return acc(acc, a, b), codegen
 
 
+@intrinsic
+def add(typingctx, a, b):
+    """``a + b`` on float32 vectors of one width (a kernel's partial sums joined)."""
+    _float_vector(a, "add")
+    if b != a:
+        raise TypeError(f"add: expected two vectors of one width, got {a}, {b}")
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], args[1])
+
+    return a(a, b), codegen
+
+
 def _pairs_of(acc, a, b, what: str) -> ir.VectorType:
     """The LLVM type of ``acc`` (a float32 vector of 16 or 8 lanes), checking that ``a`` and
     ``b`` hold its pairs."""
