@@ -135,10 +135,11 @@ def partial_sums(m: int, nv: int, registers: int = 16) -> int:
     (one row of a partial tile: a 1x16 block on AVX2 keeps 2 FMAs in flight, a quarter of
     the core's rate). Only where the block is bound by that latency, not by its loads: a
     row costs a broadcast per step of the panel and a vector of columns a load of B, so
-    rows beyond twice the vectors (4x8) gain nothing from more sums (measured on Zen 3:
-    1x16 27 -> 48 GFLOP/s with 4 sums, 2x16 52 -> 82 and 3x16 74 -> 92 with 2, 4x8 50 -> 46
-    with 2). The accumulators, B's row or the broadcasts and one spare must fit the
-    ``registers``.
+    rows beyond twice the vectors (4x8) gain nothing from more sums. On Zen 3, one thread,
+    operands in L1 (``benchmarks/bench_kernels_ab.py``): 1x16 26 -> 67 GFLOP/s with 4 sums,
+    2x16 52 -> 99 and 3x16 75 -> 104 with 2, 1x8 13 -> 51 with 8, 1x32 52 -> 81 with 2, of
+    a 104 GFLOP/s peak; 4x8 with 2 sums measured slower (50 -> 46). The accumulators, B's
+    row or the broadcasts and one spare must fit the ``registers``.
 
     >>> partial_sums(1, 2), partial_sums(2, 2), partial_sums(3, 2), partial_sums(6, 2), partial_sums(4, 1)
     (4, 2, 2, 1, 1)
