@@ -178,9 +178,13 @@ def test_compile_and_run_commands_round_trip(tmp_path, capsys):
     x = tmp_path / "x.npy"
     np.save(x, x_in)
     y = tmp_path / "y.npy"
-    assert main(["run", str(out), "--input", str(x), "--output", str(y), "--bench", "--seconds", "0.2"]) == 0
+    assert main(["run", str(out), "--input", str(x), "--output", str(y), "--bench", "--seconds", "0.2", "--profile"]) == 0
     printed = capsys.readouterr()
     assert "| model |" in printed.out and "median ms" in printed.out
+    # --profile: one row per task of the network (its tasks' names), then their sum, 100%
+    profiled = [row for row in printed.out.splitlines() if row.startswith("| ") and row.endswith("% |")]
+    assert len(profiled) >= 2 and profiled[-1].startswith("| sum of the calls |") and profiled[-1].endswith("| 100.0% |")
+    assert all("fused" in row for row in profiled[:-1]), profiled
     import jax
 
     w = np.linspace(-1, 1, 16 * 8, dtype=np.float32).reshape(16, 8)

@@ -1,9 +1,11 @@
-"""``probsched run model.psm --input x.npy [--output y.npy] [--bench]``: run a saved model.
+"""``probsched run model.psm --input x.npy [--output y.npy] [--bench] [--profile]``: run a saved model.
 
 The model file is loaded without the tuner (``ps.load``); each ``--input`` is one ``.npy``
 array, in the model's input order (``probsched run model.psm`` alone lists the inputs).
 ``--output`` saves the outputs (one ``.npy``, or ``.npz`` for several); ``--bench`` times
-calls and prints the median latency and the throughput.
+calls and prints the median latency and the throughput; ``--profile`` where one inference's
+time goes: each task's kernel calls timed one by one (:meth:`~probsched.runtime.CompiledModel.profile`),
+slowest task first, with its share of their sum.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ def add_parser(sub) -> None:
     p.add_argument("--output", "-o", metavar="PATH", help="save the outputs (.npy for one, .npz for several)")
     p.add_argument("--bench", action="store_true", help="time the model: median latency and throughput")
     p.add_argument("--seconds", type=float, default=3.0, help="how long --bench times calls (default 3)")
+    p.add_argument("--profile", action="store_true",
+                   help="time each task's kernel calls one by one: where one inference's time goes, slowest first")
+    p.add_argument("--top", type=int, default=20, help="tasks --profile lists (default 20; the rest are summed)")
     p.set_defaults(run=run)
 
 
@@ -92,4 +97,40 @@ def run(args: argparse.Namespace) -> int:
         med = float(np.median(times))
         print(f"| model | calls | median ms | throughput /s |\n|---|---:|---:|---:|\n"
               f"| {model.name} | {len(times)} | {med * 1e3:.3f} | {1 / med:.1f} |")
+    if args.profile:
+        print(profile_table(model.profile(repeat=PROFILE_REPEAT), args.top))
     return 0
+
+
+#: inferences each kernel call's median is taken over by ``--profile``
+PROFILE_REPEAT = 11
+
+
+def profile_table(rows, top: int = 20) -> str:
+    """A Markdown table of :meth:`~probsched.runtime.CompiledModel.profile`'s ``(task, calls,
+    µs per inference)`` rows, slowest first: the first ``top`` tasks, the rest summed in one
+    row, each with its share of the total.
+
+    >>> print(profile_table([("conv", 3, 300.0), ("dense", 1, 80.0), ("pool", 1, 20.0)], top=2))
+    | task | calls | ms per inference | share |
+    |---|---:|---:|---:|
+    | conv | 3 | 0.300 | 75.0% |
+    | dense | 1 | 0.080 | 20.0% |
+    | 1 more task | 1 | 0.020 | 5.0% |
+    | sum of the calls | 5 | 0.400 | 100.0% |
+    """
+    if top < 1:
+        raise CLIError(f"--top must be at least 1, got {top}")
+    total = sum(us for _, _, us in rows) or 1.0
+    lines = ["| task | calls | ms per inference | share |", "|---|---:|---:|---:|"]
+
+    def line(name: str, calls: int, us: float) -> str:
+        return f"| {name} | {calls} | {us / 1e3:.3f} | {100 * us / total:.1f}% |"
+
+    lines += [line(name, calls, us) for name, calls, us in rows[:top]]
+    rest = rows[top:]
+    if rest:
+        lines.append(line(f"{len(rest)} more task{'s' if len(rest) > 1 else ''}", sum(c for _, c, _ in rest),
+                          sum(us for _, _, us in rest)))
+    lines.append(line("sum of the calls", sum(c for _, c, _ in rows), sum(us for _, _, us in rows)))
+    return "\n".join(lines)
