@@ -191,6 +191,8 @@ def test_compile_and_run_commands_round_trip(tmp_path, capsys):
     np.testing.assert_allclose(np.load(y), np.asarray(jax.nn.gelu(x_in @ w) @ w.T), rtol=1e-4, atol=1e-4)
     assert main(["run", str(tmp_path / "x.npy")]) == 2  # an .npy is not a model: one line, exit 2
     assert "not a probsched model file" in capsys.readouterr().err
+    assert main(["run", str(out), "--input", str(x), "--profile", "--top", "0"]) == 2
+    assert "--top must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_a_loaded_models_micro_kernel_modules_compile_only_if_called(tmp_path, monkeypatch):

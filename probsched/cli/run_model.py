@@ -16,6 +16,9 @@ import time
 
 from .common import CLIError, check_writable
 
+#: inferences each kernel call's median is taken over by ``--profile``
+PROFILE_REPEAT = 11
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run a saved model file on .npy inputs (and time it with --bench)",
@@ -54,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable(args.output, "--output")
+    if args.top < 1:
+        raise CLIError(f"--top must be at least 1, got {args.top}")
     t0 = time.perf_counter()
     try:
         model = load(args.model)
@@ -102,10 +107,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-#: inferences each kernel call's median is taken over by ``--profile``
-PROFILE_REPEAT = 11
-
-
 def profile_table(rows, top: int = 20) -> str:
     """A Markdown table of :meth:`~probsched.runtime.CompiledModel.profile`'s ``(task, calls,
     µs per inference)`` rows, slowest first: the first ``top`` tasks, the rest summed in one
@@ -119,8 +120,6 @@ def profile_table(rows, top: int = 20) -> str:
     | 1 more task | 1 | 0.020 | 5.0% |
     | sum of the calls | 5 | 0.400 | 100.0% |
     """
-    if top < 1:
-        raise CLIError(f"--top must be at least 1, got {top}")
     total = sum(us for _, _, us in rows) or 1.0
     lines = ["| task | calls | ms per inference | share |", "|---|---:|---:|---:|"]
 
