@@ -103,15 +103,9 @@ def matmul_source(m: int, n: int, zero_start: bool = False, target_lanes: Option
     ]
     if sets > 1:
         return "\n".join(lines + _partial_sum_block(m, nv, lanes, zero_start, by_column, sets)) + "\n"
-    loop = ["for k in range(K):", "    brow = b_off + k * b_sk", "    arow = a_off + k * a_sk"]
-    if by_column:  # the rows' broadcasts, then B one vector at a time
-        loop += [f"    a{r} = broadcast(A, arow + {r} * a_si)" for r in range(m)]
-        for v in range(nv):
-            loop += [f"    b = load(B, brow + {lanes * v})"] + [f"    c{r}_{v} = fma(c{r}_{v}, a{r}, b)" for r in range(m)]
-        row, update = (lambda r: ""), None
-    else:  # B's row, then each row's broadcast
-        loop += [f"    b{v} = load(B, brow + {lanes * v})" for v in range(nv)]
-        row, update = (lambda r: f"a = broadcast(A, arow + {r} * a_si)"), (lambda r, v: f"c{r}_{v} = fma(c{r}_{v}, a, b{v})")
+    step = _step_lines(m, nv, lanes, by_column, "k", lambda r, v: f"c{r}_{v}")
+    loop = ["for k in range(K):"] + [f"    {line}" for line in step]
+    row, update = (lambda r: ""), None
     lines += register_block(
         m,
         nv,
@@ -153,6 +147,25 @@ def partial_sums(m: int, nv: int, registers: int = 16) -> int:
     return sets
 
 
+def _step_lines(m: int, nv: int, lanes: int, by_column: bool, k: str, acc: Callable[[int, int], str]) -> List[str]:
+    """One step ``k`` of the panel: B's row and A's broadcasts loaded, each accumulator
+    (``acc(row, vector)``) given its FMA; by column (the rows' broadcasts, then B one vector
+    at a time) or by row (B's row, then each row's broadcast)."""
+    at = k if k.isidentifier() else f"({k})"
+    out = [f"brow = b_off + {at} * b_sk", f"arow = a_off + {at} * a_sk"]
+    if by_column:
+        out += [f"a{r} = broadcast(A, arow + {r} * a_si)" for r in range(m)]
+        for v in range(nv):
+            out.append(f"b = load(B, brow + {lanes * v})")
+            out += [f"{acc(r, v)} = fma({acc(r, v)}, a{r}, b)" for r in range(m)]
+    else:
+        out += [f"b{v} = load(B, brow + {lanes * v})" for v in range(nv)]
+        for r in range(m):
+            out.append(f"a = broadcast(A, arow + {r} * a_si)")
+            out += [f"{acc(r, v)} = fma({acc(r, v)}, a, b{v})" for v in range(nv)]
+    return out
+
+
 def _partial_sum_block(m: int, nv: int, lanes: int, zero_start: bool, by_column: bool, sets: int) -> List[str]:
     """Body lines of an ``m`` x ``nv`` vectors kernel that sums the panel in ``sets``
     interleaved parts (:func:`partial_sums`): part ``s`` takes the steps ``k`` with
@@ -165,26 +178,15 @@ def _partial_sum_block(m: int, nv: int, lanes: int, zero_start: bool, by_column:
             lines.append(f"    c{r}_{v}_0 = {'zeros()' if zero_start else f'load(C, crow{r} + {lanes * v})'}")
             lines += [f"    c{r}_{v}_{s} = zeros()" for s in range(1, sets)]
 
-    def step(k: str, s: int, indent: str) -> List[str]:
-        out = [f"{indent}brow = b_off + ({k}) * b_sk", f"{indent}arow = a_off + ({k}) * a_sk"]
-        if by_column:
-            out += [f"{indent}a{r} = broadcast(A, arow + {r} * a_si)" for r in range(m)]
-            for v in range(nv):
-                out.append(f"{indent}b = load(B, brow + {lanes * v})")
-                out += [f"{indent}c{r}_{v}_{s} = fma(c{r}_{v}_{s}, a{r}, b)" for r in range(m)]
-        else:
-            out += [f"{indent}b{v} = load(B, brow + {lanes * v})" for v in range(nv)]
-            for r in range(m):
-                out.append(f"{indent}a = broadcast(A, arow + {r} * a_si)")
-                out += [f"{indent}c{r}_{v}_{s} = fma(c{r}_{v}_{s}, a, b{v})" for v in range(nv)]
-        return out
+    def step(k: str, s: int) -> List[str]:
+        return [f"        {line}" for line in _step_lines(m, nv, lanes, by_column, k, lambda r, v: f"c{r}_{v}_{s}")]
 
     lines.append(f"    whole = K - K % {sets}")
     lines.append(f"    for k in range(0, whole, {sets}):")
     for s in range(sets):
-        lines += step(f"k + {s}" if s else "k", s, "        ")
+        lines += step(f"k + {s}" if s else "k", s)
     lines.append("    for k in range(whole, K):")
-    lines += step("k", 0, "        ")
+    lines += step("k", 0)
     for r in range(m):
         for v in range(nv):
             parts = [f"c{r}_{v}_{s}" for s in range(sets)]
