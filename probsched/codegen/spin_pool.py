@@ -75,7 +75,7 @@ import os
 import platform
 import threading
 from types import SimpleNamespace
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -514,6 +514,9 @@ class SpinPool:
         self._which_core = _current_cpu() if hasattr(os, "sched_setaffinity") else None
         self._masks = np.zeros((workers, CPU_SET_BYTES), np.uint8)
         self._place_at = [0] * workers  # a slot's mask address, 0: stay where it wakes
+        # (core, allowed cores) of the thread that last woke a sleeping worker, for diagnostics:
+        # the caller may move between reading its core and the wake, the pool cannot
+        self.last_waker: Optional[Tuple[int, List[int]]] = None
         self._stopping = False
         self._lock = threading.Lock()
         self._serve = serve_function()
@@ -582,6 +585,7 @@ class SpinPool:
             return
         with self._lock:
             waker = (self._which_core(), sorted(os.sched_getaffinity(0))) if self._which_core else None
+            self.last_waker = waker
             for k in range(self.workers):
                 if states[k] == SLEEPING:  # left only here (or at stop and fork): no other writer to race
                     if waker is not None:
