@@ -153,14 +153,20 @@ def dot_quads_256(typingctx, acc, a, b):
     return acc(acc, a, b), codegen
 
 
-def pmaddwd() -> tuple:
+#: int16 lanes of ``vpmaddwd`` -> its LLVM intrinsic, and the CPU feature it needs
+_PMADDWD = {32: ("llvm.x86.avx512.pmaddw.d.512", "avx512bw"), 16: ("llvm.x86.avx2.pmadd.wd", "avx2"),
+            8: ("llvm.x86.sse2.pmadd.wd", None)}
+
+
+def pmaddwd(at_most: int = 32) -> tuple:
     """(int16 lanes, LLVM intrinsic) of the widest ``vpmaddwd`` numba's target selects
-    (AVX-512BW, AVX2, else SSE2)."""
-    if compiles_for("avx512bw"):
-        return 32, "llvm.x86.avx512.pmaddw.d.512"
-    if compiles_for("avx2"):
-        return 16, "llvm.x86.avx2.pmadd.wd"
-    return 8, "llvm.x86.sse2.pmadd.wd"
+    (AVX-512BW, AVX2, else SSE2) of at most ``at_most`` lanes: an 8-column accumulator
+    takes the 256-bit one on an AVX-512 CPU too (one module declares each intrinsic with
+    one type)."""
+    for lanes, (name, feature) in _PMADDWD.items():
+        if lanes <= at_most and (feature is None or compiles_for(feature)):
+            return lanes, name
+    raise ValueError(f"no vpmaddwd of at most {at_most} lanes")
 
 
 #: int16 lanes of ``vpmaddwd`` -> the ``vpmaddubsw`` of the same width (twice as many bytes)
@@ -188,8 +194,8 @@ def dot_quads_maddubs(typingctx, acc, a, b):
     lanes = vector.count
 
     def codegen(context, builder, sig, args):
-        words, maddwd = pmaddwd()
-        width = min(2 * words, 4 * lanes)  # bytes per instruction
+        words, maddwd = pmaddwd(2 * lanes)
+        width = 2 * words  # bytes per instruction
         bytes_t, words_t, sums_t = (ir.VectorType(t, width // k) for t, k in ((_I8, 1), (_I16, 2), (_I32, 4)))
         f_pairs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(words_t, [bytes_t, bytes_t]),
                                                  _PMADDUBSW[words])

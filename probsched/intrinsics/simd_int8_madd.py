@@ -127,8 +127,7 @@ def dot(typingctx, acc, a, b):
     columns = _ACCUMULATORS[acc]
 
     def codegen(context, builder, sig, args):
-        chunk, name = pmaddwd()
-        chunk = min(chunk, 2 * columns)
+        chunk, name = pmaddwd(2 * columns)
         words_t, sums_t = ir.VectorType(_I16, chunk), ir.VectorType(_I32, chunk // 2)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(sums_t, [words_t, words_t]), name)
         parts = []
