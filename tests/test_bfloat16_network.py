@@ -115,7 +115,7 @@ def test_only_values_every_reader_rounds_are_stored_in_bfloat16():
 
 def test_a_network_storing_bfloat16_between_tasks_computes_what_float32_between_computes():
     x = np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32)
-    narrow = ps.compile(residual_mlp, x, candidates=2, precision="bf16", progress=None)
+    narrow = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="exact", progress=None)
     wide = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow=False, progress=None)
     stored = {v for v, t in narrow.interface.types.items() if t.dtype == "bfloat16"}
     assert stored and not any(t.dtype == "bfloat16" for t in wide.interface.types.values())
@@ -124,6 +124,23 @@ def test_a_network_storing_bfloat16_between_tasks_computes_what_float32_between_
     np.testing.assert_allclose(narrow(x), wide(x), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(narrow(x), np.asarray(jax.jit(residual_mlp)(x)), rtol=3e-2, atol=3e-2)
     assert narrow.peak_bytes <= wide.peak_bytes
+
+
+def test_narrowing_every_value_stores_the_residual_too_and_stays_within_bfloat16s_error():
+    x = np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32)
+    graph = ps.from_jax(residual_mlp, x)
+    tasks, values = narrow_between_tasks([t.in_precision("bf16") for t in graph.tasks()], keep=graph.outputs, every=True)
+    between = {v for t in tasks for c in t.calls for v in c.outputs} - set(graph.outputs)
+    assert len(between) == 3 and values == between  # h, read by the residual add too, as well
+    every = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="all", progress=None)
+    exact = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="exact", progress=None)
+    stored = {v for v, t in every.interface.types.items() if t.dtype == "bfloat16"}
+    assert stored == between and len(stored) > sum(t.dtype == "bfloat16" for t in exact.interface.types.values())
+    got, want = every(x), np.asarray(jax.jit(residual_mlp)(x))
+    assert got.dtype == np.float32 and not np.array_equal(got, exact(x))  # h rounded once more
+    np.testing.assert_allclose(got, want, rtol=3e-2, atol=3e-2)
+    with pytest.raises(ps.ProbschedError, match="narrow='some'"):
+        ps.compile(residual_mlp, x, precision="bf16", narrow="some", progress=None)
 
 
 def test_the_reference_rounds_an_input_where_a_product_reads_it_and_nowhere_else():

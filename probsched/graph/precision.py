@@ -14,6 +14,9 @@ same rounding, once), and the readers take it as it is. Every other value stays 
 input, which an epilogue adds in float32, a softmax's, a norm's. So a network's error is
 that of its products alone, as with float32 between tasks, while the traffic between
 kernels halves where it can (ResNet-50: two of the three activations of each block).
+With ``every``, the others are stored in bfloat16 too and read widened (what OpenVINO's
+and PyTorch's bfloat16 do): the residual stream is rounded once more per block, and a
+1x1 convolution reading it has nothing left to convert.
 
 >>> import numpy as np, jax, probsched as ps
 >>> w = np.ones((8, 16), np.float32)
@@ -95,8 +98,8 @@ def _rounds_on_write(func: PrimFunc, name: str) -> bool:
     return bool(writers) and not readers and all(blk.init is None and not blk.is_reduction for blk in writers)
 
 
-def narrow_between_tasks(tasks: Sequence["Task"], keep: Sequence[int] = (),
-                         exclude: Sequence[int] = ()) -> Tuple[List["Task"], FrozenSet[int]]:
+def narrow_between_tasks(tasks: Sequence["Task"], keep: Sequence[int] = (), exclude: Sequence[int] = (),
+                         every: bool = False) -> Tuple[List["Task"], FrozenSet[int]]:
     """``tasks`` with the values between them that every reader rounds stored in bfloat16
     (module docstring), and those values. A value qualifies when it is a float32 output of
     one task in bfloat16, every parameter reading it is :func:`_rounds_only`, and its
@@ -104,7 +107,11 @@ def narrow_between_tasks(tasks: Sequence["Task"], keep: Sequence[int] = (),
     parameter narrows only where every call's value qualifies, and a value only where its
     producer's and all its readers' parameters do. ``keep``: values stored in float32
     regardless (the network's outputs); ``exclude``: positions in ``tasks`` of tasks to
-    leave as they are (say, one whose records do not replay narrowed).
+    leave as they are (say, one whose records do not replay narrowed). ``every``: a value
+    qualifies whatever its readers do with it (a float32 add, a norm: they read it widened)
+    and whichever float task writes it: the values' error is then one more rounding, as in
+    other engines' bfloat16, and a reader needs no copy stage of its own
+    (:mod:`probsched.lowering.forward_copies`).
 
     >>> import numpy as np, jax, probsched as ps
     >>> w = np.ones((8, 8), np.float32)
@@ -131,6 +138,10 @@ def narrow_between_tasks(tasks: Sequence["Task"], keep: Sequence[int] = (),
 
     def able(i: int, pos: int) -> bool:
         t = tasks[i]
+        if every and i not in exclude and t.precision in ("float32", BF16):
+            if pos >= len(t.func.input_buffers()):
+                return _rounds_on_write(t.func, names[i][pos])
+            return t.func.params[pos].dtype == "float32"  # read widened
         if i in exclude or t.precision != BF16:  # a float32 task rounding its output measured slower (MobileNet-V2's depthwise: +4%)
             return False
         name = names[i][pos]

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from ..database import Database, TuningRecord
-from ..errors import BuildError
+from ..errors import BuildError, ProbschedError
 from ..graph import Graph, Task
 from ..graph.precision import narrow_between_tasks
 from ..ir.dtypes import BF16
@@ -52,6 +52,9 @@ from ..schedule import InstructionLog, Schedule
 from . import compile_cache, network_cache
 from .selection import best_schedule
 from .shipped import shipped_database
+
+#: what ``narrow`` may say: every value between tasks in bfloat16, only where no result changes, none
+NARROW_MODES = ("all", "exact", "none")
 
 log = logging.getLogger("probsched.compile")
 
@@ -210,7 +213,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     seed: int = 0,
     progress: Union[str, Callable[[str], None], None] = "auto",
     precision: str = "float32",
-    narrow: bool = True,
+    narrow: Union[bool, str] = True,
 ) -> CompiledModel:
     """Compile a network (a :class:`~probsched.graph.Graph`, or a JAX function with example
     arguments); see the module docstring. ``database``: a path or
@@ -223,9 +226,12 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     ``"bf16"`` compiles the tasks with their products in bfloat16 (tasks and records of their
     own: :mod:`probsched.graph.precision`), except those whose float32 record is faster or
     the only one measured; the network's inputs and outputs stay float32. ``narrow``: in
-    bfloat16, store the values between tasks that every reader rounds anyway in bfloat16
-    (half the traffic, the same results: :func:`~probsched.graph.precision.narrow_between_tasks`);
-    False keeps every value between tasks float32.
+    bfloat16, which values between tasks are stored in bfloat16
+    (:func:`~probsched.graph.precision.narrow_between_tasks`): ``"exact"`` (or True) those
+    that every reader rounds anyway (half the traffic, the results of float32 between
+    tasks); ``"all"`` every one a task can round as it writes it, a residual connection's
+    too, as other engines' bfloat16 does (less traffic, one more rounding of those values);
+    ``"none"`` (or False) none.
 
     What was chosen and checked is kept on disk (:mod:`.compile_cache`), and so is the
     compiled network (:mod:`.network_cache`): compiling the same network with the same
@@ -244,8 +250,9 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
             tasks.append(task)
             stored[task.key] = records
         interface = ModelInterface.of_graph(graph)
-        if narrow and canonical(precision) == BF16:
-            tasks, values = _narrowed(tasks, stored, graph.outputs)
+        mode = narrow_mode(narrow)
+        if mode != "none" and canonical(precision) == BF16:
+            tasks, values = _narrowed(tasks, stored, graph.outputs, every=mode == "all")
             interface = interface.with_types({v: BF16 for v in values})
         calls = sorted(((c.index, t, c.inputs, c.outputs) for t in tasks for c in t.calls), key=lambda c: c[0])
         calls = [c[1:] for c in calls]  # in run order
@@ -270,7 +277,25 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     return compiled
 
 
-def _narrowed(tasks: List[Task], stored: dict, outputs: Sequence[int]) -> Tuple[List[Task], frozenset]:
+def narrow_mode(narrow: Union[bool, str]) -> str:
+    """``"all"``, ``"exact"`` or ``"none"`` for a ``narrow`` argument (True is ``"exact"``,
+    False ``"none"``).
+
+    >>> narrow_mode(True), narrow_mode("all"), narrow_mode(False)
+    ('exact', 'all', 'none')
+    >>> narrow_mode("some")
+    Traceback (most recent call last):
+    ...
+    probsched.errors.ProbschedError: narrow='some': expected 'all', 'exact' or 'none' (True is 'exact', False 'none')
+    """
+    if narrow is True or narrow is False:
+        return "exact" if narrow else "none"
+    if narrow not in NARROW_MODES:
+        raise ProbschedError(f"narrow={narrow!r}: expected 'all', 'exact' or 'none' (True is 'exact', False 'none')")
+    return narrow
+
+
+def _narrowed(tasks: List[Task], stored: dict, outputs: Sequence[int], every: bool = False) -> Tuple[List[Task], frozenset]:
     """``tasks`` with the values between them stored in bfloat16 where every reader rounds
     them anyway (:func:`~probsched.graph.precision.narrow_between_tasks`), and those values;
     a task whose first record does not replay narrowed (a micro-kernel that would write its
@@ -278,7 +303,7 @@ def _narrowed(tasks: List[Task], stored: dict, outputs: Sequence[int]) -> Tuple[
     narrowed tasks' records: their bases'."""
     exclude: set = set()
     while True:
-        narrowed, values = narrow_between_tasks(tasks, keep=outputs, exclude=exclude)
+        narrowed, values = narrow_between_tasks(tasks, keep=outputs, exclude=exclude, every=every)
         failed = {i for i, t in enumerate(narrowed) if t.base is not None and not _replays(t, stored[t.base.key])}
         if not failed:
             break
