@@ -1,13 +1,15 @@
-"""bf16 networks with values between tasks stored in bfloat16 (the default) against float32.
+"""bf16 networks by what they store in bfloat16 between tasks: every value, only those every reader rounds, none.
 
-``python benchmarks/bench_narrow.py --onnx-dir DIR --db-dir D [--models resnet50,bert_base] [--rounds 60]``
+``python benchmarks/bench_narrow.py --onnx-dir DIR --db-dir D [--models resnet50,bert_base] [--rounds 60] [--inputs 8]``
 
 For each canonical ONNX export (``DIR/<model>.onnx``) compiled in bf16 from ``D/<model>.db``
-twice, ``ps.compile(..., narrow=True)`` (bfloat16 where every reader rounds a value anyway,
-:func:`probsched.graph.precision.narrow_between_tasks`) and ``narrow=False`` (float32
-between every task): how many values are stored in bfloat16, each arena's size, whether the
-outputs are equal (they must be: the same rounding, once at the writer), and the median
-latency of ``--rounds`` inferences, the two timed alternately in one process.
+three times, ``ps.compile(..., narrow=M)`` for ``M`` = ``"all"`` (every value a task can
+round as it writes it), ``"exact"`` (where every reader rounds it anyway: the results of
+``"none"``, float32 between every task; :func:`probsched.graph.precision.narrow_between_tasks`)
+and ``"none"``: how many values are stored in bfloat16, each arena's size, the relative
+error of the outputs against the network compiled in float32 on ``--inputs`` random inputs
+(median; "exact" must equal "none"), and the median latency of ``--rounds`` inferences, the
+three timed alternately in one process.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import numpy as np  # noqa: E402
 import probsched as ps  # noqa: E402
 
 
-def _inputs(graph) -> list:
-    rng = np.random.default_rng(0)
+def _inputs(graph, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
     out = []
     for v in graph.inputs:
         t = graph.types[v]
@@ -41,12 +43,21 @@ def _flat(out) -> list:
     return [np.asarray(x) for x in out] if isinstance(out, (tuple, list)) else [np.asarray(out)]
 
 
+def _error(got: list, want: list) -> float:
+    """The largest difference over the output's largest magnitude, the worst output."""
+    return max(float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-30)) for g, w in zip(got, want))
+
+
+MODES = ("all", "exact", "none")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--onnx-dir", required=True)
     ap.add_argument("--db-dir", required=True)
     ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
     ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--inputs", type=int, default=8, help="random inputs the error is the median over")
     args = ap.parse_args(argv)
     cpu = platform.processor() or platform.machine()
     try:
@@ -55,26 +66,34 @@ def main(argv=None) -> None:
     except OSError:
         pass
     print(f"{cpu}, {os.cpu_count()} cores, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
-          f"bf16, medians of {args.rounds} inferences, interleaved\n")
-    print("| model | values in bf16 | arena MB (bf16 / f32 between) | outputs equal | bf16 between ms | f32 between ms | ratio |")
-    print("|---|---:|---:|:-:|---:|---:|---:|")
+          f"bf16, medians of {args.rounds} inferences, interleaved; error against float32, median of {args.inputs} inputs\n")
+    print("| model | narrow | values in bf16 | arena MB | relative error | ms | against none |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for name in args.models.split(","):
         graph = ps.from_onnx(os.path.join(args.onnx_dir, f"{name}.onnx"))
         db = os.path.join(args.db_dir, f"{name}.db")
-        models = {narrow: ps.compile(graph, database=db, precision="bf16", narrow=narrow, progress=None)
-                  for narrow in (True, False)}
+        models = {mode: ps.compile(graph, database=db, precision="bf16", narrow=mode, progress=None) for mode in MODES}
+        reference = ps.compile(graph, database=db, progress=None)
+        errors = {mode: [] for mode in MODES}
+        for seed in range(args.inputs):
+            x = _inputs(graph, seed)
+            want = _flat(reference(*x))
+            for mode, m in models.items():
+                errors[mode].append(_error(_flat(m(*x)), want))
+        if errors["exact"] != errors["none"]:
+            print(f"{name}: narrow='exact' changed the results ({errors['exact']} against {errors['none']})", file=sys.stderr)
         x = _inputs(graph)
-        equal = all(np.array_equal(a, b) for a, b in zip(_flat(models[True](*x)), _flat(models[False](*x))))
         times = {k: [] for k in models}
         for _ in range(args.rounds):
             for k, m in models.items():
                 start = time.perf_counter()
                 m(*x)
                 times[k].append(time.perf_counter() - start)
-        narrowed = sum(t.dtype == "bfloat16" for t in models[True].interface.types.values())
-        on, off = (float(np.median(times[k])) * 1e3 for k in (True, False))
-        print(f"| {name} | {narrowed} | {models[True].peak_bytes / 1e6:.2f} / {models[False].peak_bytes / 1e6:.2f} | "
-              f"{'yes' if equal else 'NO'} | {on:.2f} | {off:.2f} | {off / on:.3f} |", flush=True)
+        ms = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
+        for mode, m in models.items():
+            narrowed = sum(t.dtype == "bfloat16" for t in m.interface.types.values())
+            print(f"| {name} | {mode} | {narrowed} | {m.peak_bytes / 1e6:.2f} | {np.median(errors[mode]):.2e} | "
+                  f"{ms[mode]:.2f} | {ms['none'] / ms[mode]:.3f}x |", flush=True)
 
 
 if __name__ == "__main__":

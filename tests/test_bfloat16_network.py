@@ -155,3 +155,32 @@ def test_the_reference_rounds_an_input_where_a_product_reads_it_and_nowhere_else
     rounded = h.astype(ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_allclose(got, np.maximum(rounded @ w.astype(np.float32), 0) + h, rtol=1e-5, atol=1e-6)
     assert not np.allclose(got, np.maximum(rounded @ w.astype(np.float32), 0) + rounded, rtol=1e-6, atol=1e-7)
+
+
+RESIDUAL_MODEL = '''
+import jax, numpy as np
+
+def model():
+    rng = np.random.default_rng(3)
+    w1, w2 = (rng.standard_normal(s).astype(np.float32) / 6 for s in ((32, 48), (48, 48)))
+    def f(x):
+        h = jax.nn.relu(x @ w1)
+        return (jax.nn.relu(h @ w2) + h) @ w2
+    return f, (np.ones((8, 32), np.float32),)
+'''
+
+
+def test_cli_compile_narrow_says_what_is_stored_in_bfloat16_between_tasks(tmp_path, capsys):
+    from probsched.cli import main
+
+    spec = tmp_path / "residual.py"
+    spec.write_text(RESIDUAL_MODEL)
+    stored = {}
+    for mode in ("all", "exact"):
+        out = str(tmp_path / f"{mode}.psm")
+        assert main(["compile", f"{spec}:model", "--precision", "bf16", "--narrow", mode, "-o", out, "--quiet"]) == 0
+        stored[mode] = sum(t.dtype == "bfloat16" for t in ps.load(out).interface.types.values())
+    assert stored["all"] > stored["exact"]  # the residual input h, read by an add too
+    capsys.readouterr()
+    assert main(["compile", f"{spec}:model", "--precision", "bf16", "--narrow", "some", "-o", str(tmp_path / "x.psm")]) == 2
+    assert "--narrow" in capsys.readouterr().err

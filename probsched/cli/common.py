@@ -378,16 +378,23 @@ def lost_trials(command: str, errors: Sequence[Optional[str]]) -> bool:
 # ------------------------------------------------------------------------------ tuning options
 
 
-def add_precision_option(p: argparse.ArgumentParser, int8: bool = False) -> None:
+def add_precision_option(p: argparse.ArgumentParser, int8: bool = False, narrow: bool = False) -> None:
     """``--precision``: what the products of the tasks read (float32, or bf16 on CPUs with
     ``avx512_bf16``, emulated elsewhere; with ``int8``, also int8: a command that loads a
-    model quantizes it, :mod:`.calibration`, whose options it adds)."""
+    model quantizes it, :mod:`.calibration`, whose options it adds); with ``narrow``, the
+    ``--narrow`` of a command that compiles the network."""
     choices = ("float32", "bf16", "int8") if int8 else ("float32", "bf16")
     more = (" or int8 (the model quantized: its convolutions and matmuls read uint8 activations and int8 weights, "
             "calibrated by --calibration; a QDQ ONNX model is int8 already)") if int8 else ""
     p.add_argument("--precision", choices=choices, default="float32",
                    help="what the products read: float32 (default), bf16 (weights and the activations a product "
                         f"reads in bfloat16, accumulating in float32; inputs and outputs stay float32){more}")
+    if narrow:
+        p.add_argument("--narrow", choices=("exact", "all", "none"), default="exact",
+                       help="with --precision bf16, the values between tasks stored in bfloat16: exact (default: where "
+                            "every reader rounds them anyway, the results of float32 between tasks), all (every one, "
+                            "the residual stream too, as other engines' bf16: less memory traffic, one more rounding), "
+                            "none")
     if int8:
         from .calibration import add_int8_options
 

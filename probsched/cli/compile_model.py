@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
     add_onnx_options(p)
     p.add_argument("--db", default=None, help=DB_HELP + "; without it (or without records) schedules are predicted")
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="the model file to write (e.g. model.psm)")
-    add_precision_option(p, int8=True)
+    add_precision_option(p, int8=True, narrow=True)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     db = open_database(args.db, must_exist=True) if args.db else None
     bar = CompileBar(len(graph.tasks()), graph.name, args.quiet)
     try:
-        model = compile_network(graph, database=db, progress=bar, precision=float_precision(args.precision))
+        model = compile_network(graph, database=db, progress=bar, precision=float_precision(args.precision),
+                                narrow=args.narrow)
     except KeyboardInterrupt:
         print("\ninterrupted: nothing written", file=sys.stderr)
         return 130

@@ -55,7 +55,7 @@ def add_parser(sub) -> None:
                    help=f"task scheduler (default {next(iter(SCHEDULERS))})")
     add_search_options(p, trials=1500, trials_help="trials for the whole network (0: compile it from the database, measuring nothing)",
                        minutes=True)
-    add_precision_option(p, int8=True)
+    add_precision_option(p, int8=True, narrow=True)
     p.add_argument("--no-compare", action="store_true", help="do not time the network beside jax.jit")
     p.add_argument("--json", metavar="PATH", help="also write the task table and timings as JSON")
     p.set_defaults(run=run)
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         with logs_above(bar):
             result = tune_model(
                 graph, trials=trials, minutes=minutes, database=db, measurer=measurer, scheduler=args.scheduler, callbacks=[bar],
-                precision=float_precision(args.precision),
+                precision=float_precision(args.precision), narrow=args.narrow,
                 options=options,
             )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM

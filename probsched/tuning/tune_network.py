@@ -153,6 +153,7 @@ def tune_model(
     compile: bool = True,  # noqa: A002 - the verb the result's model comes from
     candidates: int = DEFAULT_CANDIDATES,
     precision: str = "float32",
+    narrow: Union[bool, str] = True,
     options: Optional[TuningOptions] = None,
     **option_values: Any,
 ) -> ModelTuneResult:
@@ -170,7 +171,9 @@ def tune_model(
     ``cb(model_trial, result_so_far)``. ``compile``: build ``result.model``
     (``candidates``: programs ranked for a task without a record). ``precision``: ``"bf16"``
     tunes every task with its products in bfloat16 (:mod:`probsched.graph.precision`), each
-    raced against its float32 version unless the database has that already (:func:`alternatives`). The search options
+    raced against its float32 version unless the database has that already (:func:`alternatives`);
+    ``narrow``: which values the compiled bf16 network stores in bfloat16 between tasks
+    (:func:`~.compile_network.compile_model`'s). The search options
     (``space``, ``strategy``, ``cost_model``, ``seed``, ``batch_size``, ``retime_top``,
     ``retime_rounds``, ``target``) are keywords, or an ``options=``
     :class:`~probsched.tuning.options.TuningOptions` they replace fields of; their defaults
@@ -213,7 +216,7 @@ def tune_model(
             resources.settle_borrowed()
             with loop.phase("compile"):
                 result.model = compile_model(graph, database=resources.db, space=loop.space, candidates=candidates,
-                                             seed=opts.seed or 0, precision=precision, progress=None)
+                                             seed=opts.seed or 0, precision=precision, narrow=narrow, progress=None)
     finally:
         resources.close()
     return result
