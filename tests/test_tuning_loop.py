@@ -111,6 +111,7 @@ def test_shipped_records_serve_compile_without_a_database_and_start_a_search(tmp
 
     from probsched.cli import main
     from probsched.database import Database
+    from probsched.space import Space, default as default_space
     from probsched.tuning import TaskSearch, shipped
 
     w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
@@ -140,6 +141,13 @@ def test_shipped_records_serve_compile_without_a_database_and_start_a_search(tmp
             fresh = TaskSearch(task.workload, empty, strategy="replay", seed=1, shipped=True)
             first = fresh.propose(1)
         assert first[0].hash == batch[0].hash  # the shipped best is measured first
+        # in a space changed since (its rules dropped here), the record's own program, not what its decisions make now
+        changed = Space(default_space().rules, [], name="changed")
+        with Database(":memory:") as empty:
+            seeded = TaskSearch(task.workload, empty, space=changed, strategy="replay", seed=1, shipped=True)
+            assert seeded.ctx.replay(seeded.ctx.transfer[0]).hash != batch[0].hash
+            first = seeded.propose(1)
+        assert first[0].hash == batch[0].hash
         # re-timed (cold, at a tuning run's end), the other one is the faster: shipped so, it is the one compiled
         with Database(db_path) as db:
             db.commit_retiming(task.workload, [(batch[0].hash, MeasureResult((5e-6,))), (batch[1].hash, MeasureResult((3e-6,)))])

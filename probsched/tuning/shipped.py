@@ -35,9 +35,8 @@ import os
 import tempfile
 from typing import Dict, Iterable, List, Optional
 
-from handlers.trace_struct import Trace
 
-from ..database import Database
+from ..database import Database, TuningRecord
 from ..intrinsics.matmul_amx import FAMILIES as AMX_FAMILIES
 from ..database.record import target_json
 from .selection import FAMILY_POOL
@@ -134,12 +133,11 @@ def _missing_kernels() -> List[str]:
     return [prefix for prefix, unit in UNIT_KERNELS.items() if not (host.has(f"amx_{unit}") and amx.usable(unit))]
 
 
-def shipped_decisions(key: str, limit: int = DEFAULT_TOP) -> List[Trace]:
-    """Decision traces of the shipped best records of the workload ``key`` (fastest first)."""
-    from .similar_tasks import best_decisions
-
+def shipped_records(key: str, limit: int = DEFAULT_TOP) -> List[TuningRecord]:
+    """The shipped best records of the workload ``key`` (fastest first; none where the
+    package ships no records for this CPU family)."""
     db = shipped_database()
-    return [] if db is None else best_decisions(db, key, limit)
+    return [] if db is None else db.best(key, k=limit)
 
 
 def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) -> Dict[str, int]:
@@ -177,4 +175,4 @@ def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) ->
     return kept
 
 
-__all__ = ["cpu_family", "records_family", "shipped_path", "shipped_database", "shipped_decisions", "build_records", "DEFAULT_TOP"]
+__all__ = ["cpu_family", "records_family", "shipped_path", "shipped_database", "shipped_records", "build_records", "DEFAULT_TOP"]

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, Union
 
+from handlers.trace_struct import Trace
+
 from ..database import Database, TuningRecord
 from ..ir.stmt import PrimFunc
 from ..measure.result import LOST
@@ -79,7 +81,10 @@ class TaskSearch:
     ``model`` a cost model shared with other searches or None; ``space`` the design space
     (default ``ps.space.default()``). ``start`` is the run's start (``time.perf_counter()``)
     that trials' wall times count from. Without records of its own, ``shipped``: the first
-    candidates it proposes are the shipped best of this task (:mod:`.shipped`);
+    candidates it proposes are the shipped best of this task (:mod:`.shipped`), the programs
+    those records hold (replayed from their instructions: their decisions may make another
+    program in a space changed since, 8x slower for ResNet-50's classifier), then evolved
+    from their decisions;
     ``similar_tasks``: the search starts from those of similar tasks (:mod:`.similar_tasks`).
     """
 
@@ -112,18 +117,18 @@ class TaskSearch:
         measured = {r.candidate_hash for r in self.past if r.error_kind != LOST}
         self.ctx = SearchContext(workload, self.space, model, seed, measured=measured)
         self.ctx.records = db.best(self.key, k=64)
-        #: decisions measured before the strategy's (the shipped best of this very task)
-        self.seeds: List = []
+        #: records measured before the strategy's candidates (the shipped best of this very task)
+        self.seeds: List[TuningRecord] = []
         if not any(r.ok for r in self.past):
             if shipped:
-                from .shipped import shipped_decisions
+                from .shipped import shipped_records
 
-                self.seeds = shipped_decisions(self.key)
+                self.seeds = shipped_records(self.key)
             if similar_tasks:
                 from .similar_tasks import similar_decisions
 
                 self.ctx.transfer = similar_decisions(db, self.func, self.key)
-            self.ctx.transfer = self.seeds + self.ctx.transfer
+            self.ctx.transfer = [d for d in map(_decisions, self.seeds) if d is not None] + self.ctx.transfer
         self.best_seconds = min((r.median for r in self.past if r.ok), default=math.inf)
         self.history: List[Trial] = []
         self.start = time.perf_counter() if start is None else start
@@ -161,13 +166,25 @@ class TaskSearch:
         return batch
 
     def _seeded(self, n: int) -> List[Candidate]:
-        """Up to ``n`` candidates replayed from :attr:`seeds` (consumed as proposed)."""
+        """Up to ``n`` candidates of :attr:`seeds` (consumed as proposed)."""
         out: List[Candidate] = []
         while self.seeds and len(out) < n:
-            c = self.ctx.replay(self.seeds.pop(0))
+            c = self._candidate_of(self.seeds.pop(0))
             if c is not None and self.ctx.is_new(c) and all(c.hash != o.hash for o in out):
                 out.append(c)
         return out
+
+    def _candidate_of(self, record: TuningRecord) -> Optional[Candidate]:
+        """The program ``record`` holds, with its decisions (what the strategy evolves);
+        where its instructions no longer replay, what its decisions make now."""
+        decisions = _decisions(record)
+        if decisions is None:
+            return None
+        try:
+            return Candidate(record.schedule(self.func), decisions)
+        except Exception as exc:  # noqa: BLE001 - an instruction of another version
+            log.info("%s: a shipped record does not replay (%s): its decisions are replayed instead", self.name, exc)
+            return self.ctx.replay(decisions)
 
     def record(self, batch: Sequence[Candidate], index: int, result: "MeasureResult") -> Trial:
         """Commit the result of ``batch[index]`` and note the trial."""
@@ -191,6 +208,16 @@ class TaskSearch:
             self.model.update_features([c.features() for c in batch], [r.median for r in results], [self.key] * len(batch))
         self.ctx.records = self.db.best(self.key, k=64)
         self.strategy.observe(self.ctx, batch, results)
+
+
+def _decisions(record: TuningRecord) -> Optional[Trace]:
+    """The decision trace ``record`` keeps, or None (none kept, or written by another version)."""
+    if not record.decisions:
+        return None
+    try:
+        return Trace.from_json(record.decisions)
+    except Exception:  # noqa: BLE001 - written by another version
+        return None
 
 
 __all__ = ["TaskSearch", "Trial", "features_of_records"]
