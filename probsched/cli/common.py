@@ -38,6 +38,7 @@ from ..database import Database, TuningRecord
 from ..database.errors import DatabaseError
 from ..ir.stmt import PrimFunc
 from ..precision import NAMES as PRECISION_NAMES
+from ..precision import NARROW_MODES
 from ..tuning.selection import best_schedule
 from ..workloads import Workload, as_workload
 from ..workloads import get as suite_get
@@ -390,7 +391,7 @@ def add_precision_option(p: argparse.ArgumentParser, int8: bool = False, narrow:
                    help="what the products read: float32 (default), bf16 (weights and the activations a product "
                         f"reads in bfloat16, accumulating in float32; inputs and outputs stay float32){more}")
     if narrow:
-        p.add_argument("--narrow", choices=("exact", "all", "none"), default="exact",
+        p.add_argument("--narrow", choices=NARROW_MODES, default="exact",
                        help="with --precision bf16, the values between tasks stored in bfloat16: exact (default: where "
                             "every reader rounds them anyway, the results of float32 between tasks), all (every one, "
                             "the residual stream too, as other engines' bf16: less memory traffic, one more rounding), "

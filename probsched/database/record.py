@@ -144,6 +144,18 @@ class TuningRecord:
         """The measurement as a :class:`~probsched.measure.MeasureResult`."""
         return MeasureResult(self.run_seconds, self.compile_seconds, self.error_kind, self.error_message, stopped_early=self.stopped_early)
 
+    def decision_trace(self) -> Optional["Trace"]:
+        """The handlers ``Trace`` of the decisions that made the candidate, or None (none
+        kept, or written by a version that reads no more)."""
+        if not self.decisions:
+            return None
+        from handlers.trace_struct import Trace
+
+        try:
+            return Trace.from_json(self.decisions)
+        except Exception:  # noqa: BLE001 - written by another version
+            return None
+
     def instruction_log(self) -> InstructionLog:
         """The instruction log, parsed from the stored JSON (the ``instructions`` field)."""
         return InstructionLog.from_json(self.instructions)

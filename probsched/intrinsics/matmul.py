@@ -104,15 +104,13 @@ def matmul_source(m: int, n: int, zero_start: bool = False, target_lanes: Option
     if sets > 1:
         return "\n".join(lines + _partial_sum_block(m, nv, lanes, zero_start, by_column, sets)) + "\n"
     step = _step_lines(m, nv, lanes, by_column, "k", lambda r, v: f"c{r}_{v}")
-    loop = ["for k in range(K):"] + [f"    {line}" for line in step]
-    row, update = (lambda r: ""), None
     lines += register_block(
         m,
         nv,
         start=lambda r, v: "zeros()" if zero_start else f"load(C, crow{r} + {lanes * v})",
-        loop=loop,
-        row=row,
-        update=update,
+        loop=["for k in range(K):"] + [f"    {line}" for line in step],
+        row=lambda r: "",
+        update=None,  # the loop's steps update the accumulators themselves
         store=lambda r, v: f"store(C, crow{r} + {lanes * v}, c{r}_{v})",
     )
     return "\n".join(lines) + "\n"

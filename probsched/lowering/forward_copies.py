@@ -39,7 +39,7 @@ def main(A: bfloat16[64], B: float32[64]):
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from ..ir.dtypes import BF16, NARROW_INT_DTYPES
 from ..ir.expr import Cast, Load, map_loads, walk
@@ -65,9 +65,9 @@ def _copied_input(store: Store) -> Optional[Load]:
     return value if tuple(value.indices) == tuple(store.indices) else None
 
 
-def _identity_copies(func: PrimFunc, idx: TreeIndex) -> Dict[str, Buffer]:
+def _identity_copies(func: PrimFunc, idx: TreeIndex) -> Dict[str, Tuple[Buffer, str]]:
     """Intermediate name -> the input it copies unchanged, in a loop nest of its own at the
-    root (module docstring)."""
+    root (module docstring), and the copying block's name."""
     params = {b.name: b for b in func.params}
     writers: Dict[str, list] = {}
     for blk in func.blocks():
@@ -76,7 +76,7 @@ def _identity_copies(func: PrimFunc, idx: TreeIndex) -> Dict[str, Buffer]:
     # a predicate or binding that loads the copy would keep it: none does in practice, checked all the same
     guarded = {ld.buffer.name for blk in func.blocks() for e in (blk.predicate, *blk.bindings)
                for ld in walk(e) if isinstance(ld, Load)}
-    found: Dict[str, Buffer] = {}
+    found: Dict[str, Tuple[Buffer, str]] = {}
     for buf in func.allocs:
         mine = writers.get(buf.name, [])
         if buf.scope != "global" or len(mine) != 1 or buf.name in guarded:
@@ -90,7 +90,7 @@ def _identity_copies(func: PrimFunc, idx: TreeIndex) -> Dict[str, Buffer]:
         src = _copied_input(blk.body)
         if src is None or src.buffer.name not in params or writers.get(src.buffer.name):
             continue
-        found[buf.name] = params[src.buffer.name]
+        found[buf.name] = (params[src.buffer.name], blk.name)
     return found
 
 
@@ -103,14 +103,13 @@ def forward_identity_copies(func: PrimFunc) -> PrimFunc:
     copies = _identity_copies(func, idx)
     if not copies:
         return func
-    writer_of = {b.name: blk.name for blk in func.blocks() for b, _ in blk.writes() if b.name in copies}
     out = func
-    for name in copies:  # one at a time: removing a loop nest moves the paths after it
-        out = remove_at(out, TreeIndex.of(out).block_path(writer_of[name]))
+    for _, block in copies.values():  # one at a time: removing a loop nest moves the paths after it
+        out = remove_at(out, TreeIndex.of(out).block_path(block))
 
     def read_input(ld: Load) -> Load:
         src = copies.get(ld.buffer.name)
-        return Load(src, ld.indices) if src is not None else ld
+        return Load(src[0], ld.indices) if src is not None else ld
 
     def fix_stmt(s):
         if isinstance(s, tuple):

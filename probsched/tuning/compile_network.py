@@ -46,15 +46,12 @@ from ..errors import BuildError, ProbschedError
 from ..graph import Graph, Task
 from ..graph.precision import narrow_between_tasks
 from ..ir.dtypes import BF16
-from ..precision import canonical
+from ..precision import NARROW_MODES, canonical
 from ..runtime import CompiledModel, KernelStep, ModelInterface
 from ..schedule import InstructionLog, Schedule
 from . import compile_cache, network_cache
 from .selection import best_schedule
 from .shipped import shipped_database
-
-#: what ``narrow`` may say: every value between tasks in bfloat16, only where no result changes, none
-NARROW_MODES = ("all", "exact", "none")
 
 log = logging.getLogger("probsched.compile")
 

@@ -74,14 +74,6 @@ def similar_decisions(db: "Database", func: PrimFunc, key: str) -> List[Trace]:
 def best_decisions(db: "Database", key: str, k: int) -> List[Trace]:
     """Decision traces of the ``k`` best records of workload ``key`` in ``db`` (fastest
     first; records without decisions, or written by another version, left out)."""
-    out: List[Trace] = []
-    for rec in db.best(key, k=k):
-        if rec.decisions:
-            try:
-                out.append(Trace.from_json(rec.decisions))
-            except Exception:  # noqa: BLE001 - written by another version
-                continue
-    return out
-
+    return [d for d in (rec.decision_trace() for rec in db.best(key, k=k)) if d is not None]
 
 __all__ = ["similar_decisions", "best_decisions", "shape_distance", "structure"]

@@ -30,8 +30,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, Union
 
-from handlers.trace_struct import Trace
-
 from ..database import Database, TuningRecord
 from ..ir.stmt import PrimFunc
 from ..measure.result import LOST
@@ -40,6 +38,8 @@ from ..search import get as get_strategy
 from ..workloads import Workload, as_workload
 
 if TYPE_CHECKING:
+    from handlers.trace_struct import Trace
+
     from ..cost_model import CostModel
     from ..measure import MeasureResult
 
@@ -117,18 +117,20 @@ class TaskSearch:
         measured = {r.candidate_hash for r in self.past if r.error_kind != LOST}
         self.ctx = SearchContext(workload, self.space, model, seed, measured=measured)
         self.ctx.records = db.best(self.key, k=64)
-        #: records measured before the strategy's candidates (the shipped best of this very task)
-        self.seeds: List[TuningRecord] = []
+        #: records measured before the strategy's candidates (the shipped best of this very
+        #: task), each with its decisions
+        self.seeds: List[Tuple[TuningRecord, "Trace"]] = []
         if not any(r.ok for r in self.past):
             if shipped:
                 from .shipped import shipped_records
 
-                self.seeds = shipped_records(self.key)
+                traced = ((r, r.decision_trace()) for r in shipped_records(self.key))
+                self.seeds = [(r, d) for r, d in traced if d is not None]
             if similar_tasks:
                 from .similar_tasks import similar_decisions
 
                 self.ctx.transfer = similar_decisions(db, self.func, self.key)
-            self.ctx.transfer = [d for d in map(_decisions, self.seeds) if d is not None] + self.ctx.transfer
+            self.ctx.transfer = [d for _, d in self.seeds] + self.ctx.transfer
         self.best_seconds = min((r.median for r in self.past if r.ok), default=math.inf)
         self.history: List[Trial] = []
         self.start = time.perf_counter() if start is None else start
@@ -169,17 +171,14 @@ class TaskSearch:
         """Up to ``n`` candidates of :attr:`seeds` (consumed as proposed)."""
         out: List[Candidate] = []
         while self.seeds and len(out) < n:
-            c = self._candidate_of(self.seeds.pop(0))
+            c = self._candidate_of(*self.seeds.pop(0))
             if c is not None and self.ctx.is_new(c) and all(c.hash != o.hash for o in out):
                 out.append(c)
         return out
 
-    def _candidate_of(self, record: TuningRecord) -> Optional[Candidate]:
-        """The program ``record`` holds, with its decisions (what the strategy evolves);
+    def _candidate_of(self, record: TuningRecord, decisions: "Trace") -> Optional[Candidate]:
+        """The program ``record`` holds, with its ``decisions`` (what the strategy evolves);
         where its instructions no longer replay, what its decisions make now."""
-        decisions = _decisions(record)
-        if decisions is None:
-            return None
         try:
             return Candidate(record.schedule(self.func), decisions)
         except Exception as exc:  # noqa: BLE001 - an instruction of another version
@@ -208,16 +207,6 @@ class TaskSearch:
             self.model.update_features([c.features() for c in batch], [r.median for r in results], [self.key] * len(batch))
         self.ctx.records = self.db.best(self.key, k=64)
         self.strategy.observe(self.ctx, batch, results)
-
-
-def _decisions(record: TuningRecord) -> Optional[Trace]:
-    """The decision trace ``record`` keeps, or None (none kept, or written by another version)."""
-    if not record.decisions:
-        return None
-    try:
-        return Trace.from_json(record.decisions)
-    except Exception:  # noqa: BLE001 - written by another version
-        return None
 
 
 __all__ = ["TaskSearch", "Trial", "features_of_records"]
