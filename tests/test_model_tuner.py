@@ -213,3 +213,23 @@ def test_a_budget_spent_before_every_task_had_a_round_still_gives_each_its_small
     res = tune(bert_tiny, minutes=0.01, batch_size=32, measurer=m)
     assert all(t.trials > 0 for t in res.tasks), [(t.name, t.trials) for t in res.tasks]
     assert [n for _, n in m.calls[1:]] == [MIN_FIRST_ROUND] * (len(res.tasks) - 1), m.calls
+
+
+def test_a_task_raced_in_two_precisions_counts_once_in_the_estimate(bert_tiny):
+    # tuned in bf16, each task with products is raced against itself in float32 (a group of
+    # two alternatives); the network runs the faster, so the estimate and the shares count it once
+    res = tune(bert_tiny, trials=8 * 16, batch_size=8, measurer=ScriptedMeasurer(), precision="bf16")
+    groups = {}
+    for t in res.tasks:
+        if t.group:
+            groups.setdefault(t.group, []).append(t)
+    assert groups and all(len(g) == 2 for g in groups.values())
+    alone = sum(t.weight * t.best_seconds for t in res.tasks if not t.group)
+    fastest = sum(min(t.weight * t.best_seconds for t in g) for g in groups.values())
+    assert res.estimated_seconds == pytest.approx(alone + fastest)
+    assert res.estimated_seconds < sum(t.weight * t.best_seconds for t in res.tasks)
+    assert res.history[-1].estimated_seconds == pytest.approx(res.estimated_seconds)
+    assert sum(t.share for t in res.tasks) == pytest.approx(1.0)
+    slower = [max(g, key=lambda t: t.weight * t.best_seconds) for g in groups.values()]
+    assert all(t.share == 0.0 for t in slower)
+    assert res.summary().count("slower alternative") == len(slower)

@@ -80,6 +80,23 @@ RETIME_MIN_SHARE = 0.01
 RACE_MARGIN = 1.25
 
 Round = Tuple[TaskSearch, List[Candidate]]
+
+
+def grouped_total(weighted: Sequence[Tuple[float, str]]) -> float:
+    """Sum of ``(seconds, group)`` pairs' seconds, each non-empty group of alternatives
+    (:class:`LoopTask` ``group``) counted once, by its fastest: what the network runs.
+
+    >>> grouped_total([(1.0, ""), (3.0, "conv"), (2.0, "conv")])
+    3.0
+    """
+    groups: Dict[str, float] = {}
+    total = 0.0
+    for seconds, group in weighted:
+        if group:
+            groups[group] = min(groups.get(group, math.inf), seconds)
+        else:
+            total += seconds
+    return total + sum(groups.values())
 #: The round size of a run bounded by time alone is chosen as for this many trials.
 DEFAULT_TIMED_TRIALS = 1500
 
@@ -297,14 +314,7 @@ class TuningLoop:
     def estimated_seconds(self) -> float:
         """Sum over tasks of weight x best time (inf while a task has no success); of a
         group of alternatives, the fastest."""
-        groups: Dict[str, float] = {}
-        total = 0.0
-        for task, state in zip(self.tasks, self.states):
-            if task.group:
-                groups[task.group] = min(groups.get(task.group, math.inf), state.weighted_seconds)
-            else:
-                total += state.weighted_seconds
-        return total + sum(groups.values())
+        return grouped_total([(state.weighted_seconds, task.group) for task, state in zip(self.tasks, self.states)])
 
     def _race(self, i: int) -> None:
         """Retire the alternatives of task ``i``'s group that are clearly slower than its

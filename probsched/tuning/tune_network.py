@@ -22,13 +22,13 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..database import Database
 from ..graph import Graph, Task
 from .compile_network import DEFAULT_CANDIDATES, as_graph
 from .compile_network import compile as compile_model
-from .loop import LoopTask, TrialEvent, TuningLoop, check_budget
+from .loop import LoopTask, TrialEvent, TuningLoop, check_budget, grouped_total
 from .options import TuningOptions, default_batch_size
 from .resources import TuningResources
 from .selection import best_schedule
@@ -52,7 +52,8 @@ class TaskRow:
     flops: float
     trials: int
     best_seconds: float
-    share: float  # of the estimated latency
+    share: float  # of the estimated latency (0 for an alternative the network does not run)
+    group: str = ""  # tasks of one non-empty group are one network task in two precisions
 
 
 @dataclass
@@ -72,8 +73,10 @@ class ModelTuneResult:
 
     @property
     def estimated_seconds(self) -> float:
-        """Sum over tasks of weight x best time (inf if a task has no successful record)."""
-        return sum(t.weight * t.best_seconds for t in self.tasks)
+        """Sum over tasks of weight x best time (inf if a task has no successful record);
+        of a group of alternatives (one task in two precisions), the fastest only: the
+        network runs that one."""
+        return grouped_total([(t.weight * t.best_seconds, t.group) for t in self.tasks])
 
     @property
     def seconds_per_trial(self) -> float:
@@ -97,7 +100,8 @@ class ModelTuneResult:
         ]
         for t in self.tasks:
             best = f"{t.best_seconds * 1e6:.1f}" if math.isfinite(t.best_seconds) else "-"
-            lines.append(f"| {t.name} | {t.weight} | {t.trials} | {best} | {t.share:.1%} |")
+            share = "slower alternative" if t.group and math.isfinite(t.best_seconds) and not t.share else f"{t.share:.1%}"
+            lines.append(f"| {t.name} | {t.weight} | {t.trials} | {best} | {share} |")
         return "\n".join(lines)
 
     def compare(self, rounds: int = 7, min_repeat_ms: float = 200.0, extra: Optional[dict] = None) -> List[tuple]:
@@ -205,12 +209,18 @@ def tune_model(
         result.phase_seconds = loop.phase_seconds
         loop.run()
         rows = []
-        for task, state in zip(tasks, loop.states):
+        for task, state, group in zip(tasks, loop.states, groups):
             best = best_schedule(resources.db, task.workload)
-            rows.append([task.name, task.weight, task.flops, state.trials, best.seconds if best else math.inf])
+            rows.append((task.name, task.weight, task.flops, state.trials, best.seconds if best else math.inf, group))
+        fastest: Dict[str, float] = {}
+        for _, w, _, _, b, group in rows:
+            if group:
+                fastest[group] = min(fastest.get(group, math.inf), w * b)
+        runs = [not g or (math.isfinite(b) and w * b == fastest[g]) for _, w, _, _, b, g in rows]
         total = loop.estimated_seconds if math.isfinite(loop.estimated_seconds) else 0.0
-        total = total or sum(r[1] * r[4] for r in rows if math.isfinite(r[4])) or 1.0
-        result.tasks = [TaskRow(n, w, f, tr, b, (w * b / total) if math.isfinite(b) else 0.0) for n, w, f, tr, b in rows]
+        total = total or sum(r[1] * r[4] for r, ran in zip(rows, runs) if ran and math.isfinite(r[4])) or 1.0
+        result.tasks = [TaskRow(n, w, f, tr, b, (w * b / total) if ran and math.isfinite(b) else 0.0, g)
+                        for (n, w, f, tr, b, g), ran in zip(rows, runs)]
         result.wall_seconds = time.perf_counter() - start
         if compile:
             resources.settle_borrowed()
