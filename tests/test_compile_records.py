@@ -143,3 +143,26 @@ def test_run_seconds_that_are_not_json_skip_the_record_with_a_warning(tmp_path, 
     assert "does not decode" in caplog.text and bad[:12] in caplog.text and str(db) in caplog.text
     with Database(str(db)) as d:  # the database still answers about the rest
         assert len(d.records(task.workload)) == 1
+
+
+def scaled(c):
+    """``fn`` with its epilogue scaled by ``c``: the same program but for one constant (as a
+    quantized layer's requantizing scale is, calibrated on other inputs)."""
+    return lambda x: jax.nn.relu(x @ W) * c
+
+
+def test_a_task_without_records_takes_its_twins_records(tmp_path, caplog):
+    (a,) = ps.from_jax(scaled(0.5), X).tasks()
+    (b,) = ps.from_jax(scaled(0.25), X).tasks()
+    assert a.key != b.key
+    path = tmp_path / "twin.db"
+    make_db(path, a, [(split_schedule(a.func, 3), 2e-6), (split_schedule(a.func, 4), 7e-6)])
+    with caplog.at_level(logging.WARNING):
+        model = ps.compile(scaled(0.25), X, database=str(path), candidates=2)
+    (choice,) = model.choices
+    assert (choice.source, choice.seconds) == ("database", pytest.approx(2e-6))  # the twin's fastest program
+    assert not caplog.records
+    np.testing.assert_allclose(model(X), np.asarray(jax.jit(scaled(0.25))(X)), rtol=1e-5, atol=1e-5)
+    # another program (a different epilogue) is no twin: it is predicted
+    (choice,) = ps.compile(other, X, database=str(path), candidates=2).choices
+    assert choice.source == "predicted"

@@ -288,3 +288,28 @@ def test_network_tasks_are_retimed_with_their_weights_cold_each_alternative_of_a
         loop.run()
     # the slower one too: read cold, bfloat16's half the weight bytes may make it the faster
     assert sorted(retimed) == sorted([(fast.name, True), (slow.name, True)])
+
+
+def test_a_search_without_records_measures_its_twins_best_program_first():
+    # two tasks that differ only in a constant of their epilogue (as one layer quantized with
+    # other scales does): the new one's search starts from the program the other's found fastest
+    import numpy as np
+    import jax
+
+    from probsched.database import Database
+    from probsched.tuning import TaskSearch
+
+    w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    x = np.ones((4, 8), np.float32)
+    (a,) = ps.from_jax(lambda v: jax.nn.relu(v @ w) * 0.5, x).tasks()
+    (b,) = ps.from_jax(lambda v: jax.nn.relu(v @ w) * 0.25, x).tasks()
+    with Database(":memory:") as db:
+        search = TaskSearch(a.workload, db, strategy="replay", seed=0)
+        batch = search.propose(3)
+        for i in range(len(batch)):
+            search.record(batch, i, MeasureResult(((3 - i) * 1e-6,)))  # the last proposed is the fastest
+        fastest = db.best(a.func, k=1)[0]
+        twin = TaskSearch(b.workload, db, strategy="replay", seed=1, shipped=True)
+        assert [r.candidate_hash for r, _ in twin.seeds][:1] == [fastest.candidate_hash]
+        first = twin.propose(1)
+    assert first[0].hash == fastest.schedule(b.func).mod.structural_hash() != batch[-1].hash

@@ -52,6 +52,7 @@ from ..schedule import InstructionLog, Schedule
 from . import compile_cache, network_cache
 from .selection import best_schedule
 from .shipped import shipped_database
+from .similar_tasks import stored_function, twin_records
 
 log = logging.getLogger("probsched.compile")
 
@@ -176,10 +177,13 @@ def _database_candidates(task: Task, db: Database, stored: List[Tuple[TuningReco
 def _replayed(task: Task, db: Database, rec: TuningRecord) -> Optional[Schedule]:
     """``rec``'s schedule of ``task``, or None (logged) when it does not replay to the program
     the record names."""
+    base = task.func if task.base is None else task.base.func
+    # a task storing some values in bfloat16 replays its base's records (the same blocks and
+    # loops): the base's program is the one the record names; a twin's record
+    # (:func:`_twins_stored`) names the program of the twin's function
+    twin = None if rec.workload_hash == base.structural_hash() else stored_function(db, rec.workload_hash)
     try:
-        # a task storing some values in bfloat16 replays its base's records (the same
-        # blocks and loops): the base's program is the one the record names
-        sch = rec.schedule(task.func if task.base is None else task.base.func)
+        sch = rec.schedule(base if twin is None else twin)
     except Exception as exc:  # an unknown instruction, a decision outside its support, bad JSON...
         log.warning(
             "compile: task %s: record %s in %s does not replay (%s: %s); trying the next", task.name,
@@ -190,7 +194,7 @@ def _replayed(task: Task, db: Database, rec: TuningRecord) -> Optional[Schedule]
         log.warning("compile: task %s: record %s in %s replays to another program; trying the next", task.name,
                     rec.candidate_hash[:12], db.path)
         return None
-    if task.base is None:
+    if task.base is None and twin is None:
         return sch
     try:
         return rec.schedule(task.func)
@@ -329,7 +333,23 @@ def _records(task: Task, db: Optional[Database], shipped: Optional[Database]) ->
     """The task's records to try (:func:`_stored`): the database's, and the shipped ones for a
     task the database has none of."""
     own = _stored(task, db)
-    return own, [] if own else _stored(task, shipped)
+    if own:
+        return own, []
+    theirs = _stored(task, shipped)
+    if theirs:
+        return own, theirs
+    own = _twins_stored(task, db)  # none of its own anywhere: its twins' (same program, other constants)
+    return own, [] if own else _twins_stored(task, shipped)
+
+
+def _twins_stored(task: Task, db: Optional[Database]) -> List[Tuple[TuningRecord, float]]:
+    """The best records of the twins of ``task`` in ``db`` (:func:`~.similar_tasks.twin_workloads`:
+    the same function but for the constants it computes with, e.g. a quantized layer's scales
+    from another calibration), fastest first, each with the time it reports."""
+    found = twin_records(db, task.func, task.key, MAX_RECORDS_TRIED)
+    if found:
+        log.info("compile: task %s has no records; its twins' (%d) replay onto it", task.name, len(found))
+    return [(r, r.median) for r in found]
 
 
 def _faster_precision(base: Task, low: Task, db: Optional[Database], shipped: Optional[Database]) -> Tuple[Task, Tuple[list, list]]:

@@ -10,6 +10,12 @@ new extent, a compute location that exists) is kept, the others are drawn from t
 the cost model then ranks them with everything else (:meth:`SearchContext.best_decisions
 <probsched.search.candidate.SearchContext.best_decisions>` gives them after the task's own).
 
+A *twin* is closer still: the same function but for the constants its blocks compute with
+(:func:`twin_key`): a quantized network calibrated on other inputs has other scales and zero
+points in its requantizing epilogues, and nothing else differs. A twin's record replays its
+program onto the task exactly, so ``ps.compile`` takes a twin's records for a task with none
+of its own (:func:`twin_workloads`).
+
 >>> import probsched as ps
 >>> a, b = ps.workloads.get("C2D:1").func, ps.workloads.get("C2D:2").func
 >>> shape_distance(a, b) > 0, shape_distance(a, a)
@@ -20,15 +26,19 @@ True
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from typing import TYPE_CHECKING, List, Optional
+import weakref
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from handlers.trace_struct import Trace
 
+from ..ir.serialize import func_to_data
 from ..ir.stmt import PrimFunc
 
 if TYPE_CHECKING:
-    from ..database import Database
+    from ..database import Database, TuningRecord
 
 #: Similar tasks whose records a new task starts from, and their best records taken each.
 SIMILAR_TASKS = 3
@@ -76,4 +86,80 @@ def best_decisions(db: "Database", key: str, k: int) -> List[Trace]:
     first; records without decisions, or written by another version, left out)."""
     return [d for d in (rec.decision_trace() for rec in db.best(key, k=k)) if d is not None]
 
-__all__ = ["similar_decisions", "best_decisions", "shape_distance", "structure"]
+def twin_key(func: PrimFunc) -> str:
+    """A digest of ``func`` blind to the constants its stores compute with (not to those of
+    indices, loop extents, bindings or a select's condition, which shape the loop nest):
+    equal for two functions whose programs differ only in such values.
+
+    >>> import probsched as ps
+    >>> def scaled(c):
+    ...     A = ps.placeholder((8,), name="A")
+    ...     return ps.create_func([A, ps.compute((8,), lambda i: A[i] * c + 1.0, name="B")])
+    >>> twin_key(scaled(0.5)) == twin_key(scaled(0.25)), scaled(0.5).structural_hash() == scaled(0.25).structural_hash()
+    (True, False)
+    """
+    data = _blind_stores(func_to_data(func))
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _blind_stores(x: Any) -> Any:
+    """Encoded statements (:mod:`probsched.ir.serialize`) with their stores' values blind to constants."""
+    if isinstance(x, dict):
+        return {k: (_blind_value(v) if k == "value" and "store" in x else _blind_stores(v)) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_blind_stores(y) for y in x]
+    return x
+
+
+def _blind_value(e: Any) -> Any:
+    """An encoded expression with its constants' values dropped, except under loads (indices)
+    and in a select's condition."""
+    if not isinstance(e, list) or not e:
+        return e
+    tag = e[0]
+    if tag == "const":
+        return ["const", None, e[2]]
+    if tag == "load":
+        return e
+    if tag == "select":
+        return ["select", e[1]] + [_blind_value(y) for y in e[2:]]
+    return [_blind_value(y) for y in e]
+
+
+#: per database: (its number of workloads, twin key -> hashes of its workloads with that key)
+_TWIN_INDEX: "weakref.WeakKeyDictionary[Database, Tuple[int, Dict[str, List[str]]]]" = weakref.WeakKeyDictionary()
+
+
+def twin_workloads(db: "Database", func: PrimFunc, key: str) -> List[str]:
+    """Hashes of the workloads stored in ``db`` that are twins of ``func`` (:func:`twin_key`),
+    never ``func``'s own (``key``)."""
+    stored = db.workloads()
+    size, index = _TWIN_INDEX.get(db, (-1, {}))
+    if size != len(stored):
+        index = {}
+        for w in stored:
+            try:
+                index.setdefault(twin_key(w.func), []).append(w.hash)
+            except Exception:  # noqa: BLE001 - a function stored by another version: no twin
+                continue
+        _TWIN_INDEX[db] = (len(stored), index)
+    return [h for h in index.get(twin_key(func), []) if h != key]
+
+
+def twin_records(db: Optional["Database"], func: PrimFunc, key: str, k: int) -> List["TuningRecord"]:
+    """The ``k`` fastest records of the twins of ``func`` (:func:`twin_workloads`) in ``db``."""
+    if db is None:
+        return []
+    found = [r for h in twin_workloads(db, func, key) for r in db.best(h, k=k)]
+    return sorted(found, key=lambda r: r.median)[:k]
+
+
+def stored_function(db: "Database", key: str) -> Optional[PrimFunc]:
+    """The function of workload ``key`` stored in ``db`` (None when it is not there)."""
+    for w in db.workloads():
+        if w.hash == key:
+            return w.func
+    return None
+
+
+__all__ = ["twin_records", "stored_function", "similar_decisions", "best_decisions", "shape_distance", "structure", "twin_key", "twin_workloads"]

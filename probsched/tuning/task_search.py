@@ -122,9 +122,14 @@ class TaskSearch:
         self.seeds: List[Tuple[TuningRecord, "Trace"]] = []
         if not any(r.ok for r in self.past):
             if shipped:
-                from .shipped import shipped_records
+                from .shipped import DEFAULT_TOP, shipped_database, shipped_records
+                from .similar_tasks import twin_records
 
-                traced = ((r, r.decision_trace()) for r in shipped_records(self.key))
+                # the shipped best of this task, or else its twins' (the same program but for
+                # constants: a layer quantized with other scales), in the database or shipped
+                found = shipped_records(self.key) or twin_records(db, self.func, self.key, DEFAULT_TOP) \
+                    or twin_records(shipped_database(), self.func, self.key, DEFAULT_TOP)
+                traced = ((r, r.decision_trace()) for r in found)
                 self.seeds = [(r, d) for r, d in traced if d is not None]
             if similar_tasks:
                 from .similar_tasks import similar_decisions
