@@ -97,6 +97,8 @@ def grouped_total(weighted: Sequence[Tuple[float, str]]) -> float:
         else:
             total += seconds
     return total + sum(groups.values())
+
+
 #: The round size of a run bounded by time alone is chosen as for this many trials.
 DEFAULT_TIMED_TRIALS = 1500
 

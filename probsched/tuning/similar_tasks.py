@@ -11,10 +11,11 @@ the cost model then ranks them with everything else (:meth:`SearchContext.best_d
 <probsched.search.candidate.SearchContext.best_decisions>` gives them after the task's own).
 
 A *twin* is closer still: the same function but for the constants its blocks compute with
-(:func:`twin_key`): a quantized network calibrated on other inputs has other scales and zero
-points in its requantizing epilogues, and nothing else differs. A twin's record replays its
+(:func:`twin_key`), such as a layer whose epilogue holds a calibrated scale as a constant
+(the first convolution of a network quantized by ``ps.quantize`` changes key with the
+calibration inputs; layers whose scales are tensors do not). A twin's record replays its
 program onto the task exactly, so ``ps.compile`` takes a twin's records for a task with none
-of its own (:func:`twin_workloads`).
+of its own anywhere, and a search measures them first (:func:`twin_records`).
 
 >>> import probsched as ps
 >>> a, b = ps.workloads.get("C2D:1").func, ps.workloads.get("C2D:2").func
@@ -85,6 +86,7 @@ def best_decisions(db: "Database", key: str, k: int) -> List[Trace]:
     """Decision traces of the ``k`` best records of workload ``key`` in ``db`` (fastest
     first; records without decisions, or written by another version, left out)."""
     return [d for d in (rec.decision_trace() for rec in db.best(key, k=k)) if d is not None]
+
 
 def twin_key(func: PrimFunc) -> str:
     """A digest of ``func`` blind to the constants its stores compute with (not to those of
