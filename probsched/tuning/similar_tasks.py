@@ -128,23 +128,23 @@ def _blind_value(e: Any) -> Any:
     return [_blind_value(y) for y in e]
 
 
-#: per database: (its number of workloads, twin key -> hashes of its workloads with that key)
-_TWIN_INDEX: "weakref.WeakKeyDictionary[Database, Tuple[int, Dict[str, List[str]]]]" = weakref.WeakKeyDictionary()
+#: per database: the hashes of its workloads indexed so far, and twin key -> those hashes
+_TWIN_INDEX: "weakref.WeakKeyDictionary[Database, Tuple[set, Dict[str, List[str]]]]" = weakref.WeakKeyDictionary()
 
 
 def twin_workloads(db: "Database", func: PrimFunc, key: str) -> List[str]:
     """Hashes of the workloads stored in ``db`` that are twins of ``func`` (:func:`twin_key`),
-    never ``func``'s own (``key``)."""
-    stored = db.workloads()
-    size, index = _TWIN_INDEX.get(db, (-1, {}))
-    if size != len(stored):
-        index = {}
-        for w in stored:
-            try:
-                index.setdefault(twin_key(w.func), []).append(w.hash)
-            except Exception:  # noqa: BLE001 - a function stored by another version: no twin
-                continue
-        _TWIN_INDEX[db] = (len(stored), index)
+    never ``func``'s own (``key``). Each stored function is read once per database (a tuning
+    run's database gains one workload per task)."""
+    indexed, index = _TWIN_INDEX.setdefault(db, (set(), {}))
+    for w in db.workloads():
+        if w.hash in indexed:
+            continue
+        indexed.add(w.hash)
+        try:
+            index.setdefault(twin_key(w.func), []).append(w.hash)
+        except Exception:  # noqa: BLE001 - a function stored by another version: no twin
+            continue
     return [h for h in index.get(twin_key(func), []) if h != key]
 
 
