@@ -314,7 +314,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--from-db", action="store_true", help="no tuning: compile the tuned network from DIR/<model>.db")
     p.add_argument("--candidates", type=int, default=128, help="predicted candidates per untuned task")
-    p.add_argument("--retime-top", type=int, default=0)
+    p.add_argument("--retime-top", type=int, default=None,
+                   help="candidates re-timed per weighty task after tuning (default: ps.tune_model's, which "
+                        "re-times them with their weights cold, as the network runs them; 0: none)")
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--min-repeat-ms", type=float, default=300.0)
     p.add_argument("--onnx", action="store_true", help="also time ONNX Runtime (needs the onnx extra)")
