@@ -59,6 +59,31 @@ def test_calls_from_several_threads_are_each_right(compiled, name):
 
 
 @pytest.mark.parametrize("name", ["bert_tiny", "resnet_tiny"])
+def test_the_kernels_of_a_call_share_one_scratch_buffer_and_compute_what_their_own_would(compiled, name, monkeypatch):
+    # the steps run one after another and their intermediates are dead when they return:
+    # one buffer serves them all (kept in cache; each kernel's own was cold in every call)
+    import probsched.runtime.model as runtime_model
+
+    fn, args, model = compiled[name]
+    def scratch(m):  # the intermediates the bound kernels of this thread's call write, one per task
+        out = {}
+        for step, run in zip(m.steps, m._context().runs):
+            n = len(step.kernel.params)
+            out.setdefault(id(step.kernel), run._flat[n : n + len(step.kernel._intermediates)])
+        return [s for s in out.values() if s]
+
+    mine = scratch(model)
+    assert len(mine) >= 2 and np.shares_memory(mine[0][0], mine[1][0])
+    monkeypatch.setattr(runtime_model, "SHARED_SCRATCH", False)
+    own = runtime_model.CompiledModel(model.interface, model.steps, model.choices)
+    theirs = scratch(own)
+    assert not np.shares_memory(theirs[0][0], theirs[1][0])
+    for seed in (0, 1):
+        x = np.random.default_rng(seed).standard_normal(args[0].shape).astype(np.float32)
+        np.testing.assert_array_equal(model(x), own(x))
+
+
+@pytest.mark.parametrize("name", ["bert_tiny", "resnet_tiny"])
 def test_a_bound_model_reads_and_writes_the_callers_arrays(compiled, name):
     fn, args, model = compiled[name]
     x = np.ascontiguousarray(args[0]).copy()
