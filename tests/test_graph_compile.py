@@ -69,7 +69,7 @@ def test_the_kernels_of_a_call_share_one_scratch_buffer_and_compute_what_their_o
         out = {}
         for step, run in zip(m.steps, m._context().runs):
             n = len(step.kernel.params)
-            out.setdefault(id(step.kernel), run._flat[n : n + len(step.kernel._intermediates)])
+            out.setdefault(id(step.kernel), run._flat[n : n + len(step.kernel.scratch_specs)])
         return [s for s in out.values() if s]
 
     mine = scratch(model)

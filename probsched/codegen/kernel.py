@@ -173,7 +173,10 @@ class Kernel:
         self._is_output = [b.name in written for b in self.params]
         self._output_positions = [i for i, out in enumerate(self._is_output) if out]
         self._dtypes = [numpy_dtype(b.dtype) for b in self.params]
-        self._intermediates = [aligned_empty(b.size, storage_dtype(b.dtype)) for b in module.wrapper_allocs]
+        # (shape, dtype) of each intermediate; the kernel's own buffers are made when a call
+        # or binding first needs them (a network binds its kernels to one shared buffer)
+        self._scratch_specs = [((int(b.size),), np.dtype(storage_dtype(b.dtype))) for b in module.wrapper_allocs]
+        self._own_scratch: Optional[List[np.ndarray]] = None
         # the launchers' and parallel bodies' addresses in this process (the entry's last arguments)
         self._addresses = list(compiled.addresses)
         self._segments = module.segments
@@ -192,7 +195,20 @@ class Kernel:
     def new_scratch(self) -> List[np.ndarray]:
         """Fresh intermediate buffers for a binding that runs beside the kernel's other
         bindings (:meth:`bind`'s ``scratch``): each thread calling the kernel needs its own."""
-        return [aligned_empty(a.shape, a.dtype) for a in self._intermediates]
+        return [aligned_empty(shape, dtype) for shape, dtype in self._scratch_specs]
+
+    @property
+    def scratch_specs(self) -> List[Tuple[Tuple[int, ...], np.dtype]]:
+        """``(shape, dtype)`` of each intermediate buffer a binding takes (:meth:`bind`'s
+        ``scratch``, in order): what a caller that provides the memory itself lays out."""
+        return list(self._scratch_specs)
+
+    @property
+    def _intermediates(self) -> List[np.ndarray]:
+        """The kernel's own intermediate buffers (calls and bindings without ``scratch``)."""
+        if self._own_scratch is None:
+            self._own_scratch = self.new_scratch()
+        return self._own_scratch
 
     def _flat_args(self, arrays, scratch=None, laid_out=()) -> list:
         name = self.func.name
@@ -269,7 +285,7 @@ class Kernel:
         parameter shape, as :meth:`BoundKernel.array` returns them), which binding then does
         not lay out again.
         """
-        if scratch is not None and [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in self._intermediates]:
+        if scratch is not None and [(a.shape, a.dtype) for a in scratch] != self._scratch_specs:
             raise KernelArgumentError(f"kernel {self.func.name}: scratch buffers do not match the kernel's (use new_scratch())")
         return BoundKernel(self, self._flat_args(arrays, scratch, frozenset(laid_out)))
 
@@ -398,8 +414,8 @@ class BoundKernel:
             if a.shape != b.shape or a.dtype != kernel._dtypes[pos] or not a.flags.c_contiguous:
                 raise KernelArgumentError(f"{kernel._where(pos)}: rebound to {_describe(a)}, expected C-contiguous {b.shape} {b.dtype}")
             flat[pos] = as_storage(a).reshape(-1)
-        k = len(kernel._intermediates)
-        if [(a.shape, a.dtype) for a in scratch] != [(a.shape, a.dtype) for a in kernel._intermediates]:
+        k = len(kernel._scratch_specs)
+        if [(a.shape, a.dtype) for a in scratch] != kernel._scratch_specs:
             raise KernelArgumentError(f"kernel {kernel.func.name}: scratch buffers do not match the kernel's (use new_scratch())")
         flat[n : n + k] = scratch
         return BoundKernel(kernel, flat)

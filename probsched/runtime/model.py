@@ -131,7 +131,7 @@ class CompiledModel:
         def aligned(n: int) -> int:
             return -(-n // ALIGNMENT) * ALIGNMENT
 
-        shapes = [[(a.shape, a.dtype) for a in s.kernel._intermediates] for s in self.steps]
+        shapes = [s.kernel.scratch_specs for s in self.steps]
         size = max([sum(aligned(int(np.prod(sh)) * dt.itemsize) for sh, dt in one) for one in shapes] + [1])
         buffer = aligned_empty((size,), np.uint8)
         out = []
