@@ -128,21 +128,17 @@ class CompiledModel:
         steps run one after another, and a kernel's intermediates are dead once it returns
         (it writes them before it reads them), so the next kernel writes lines still in cache
         where each kernel's own scratch would be cold in every inference."""
-        def aligned(n: int) -> int:
-            return -(-n // ALIGNMENT) * ALIGNMENT
-
-        shapes = [s.kernel.scratch_specs for s in self.steps]
-        size = max([sum(aligned(int(np.prod(sh)) * dt.itemsize) for sh, dt in one) for one in shapes] + [1])
+        layouts, size = [], 1
+        for step in self.steps:
+            at, views = 0, []
+            for shape, dtype in step.kernel.scratch_specs:
+                views.append((at, shape, dtype))
+                at += -(-int(np.prod(shape)) * dtype.itemsize // ALIGNMENT) * ALIGNMENT
+            layouts.append(views)
+            size = max(size, at)
         buffer = aligned_empty((size,), np.uint8)
-        out = []
-        for one in shapes:
-            views, at = [], 0
-            for shape, dtype in one:
-                n = int(np.prod(shape)) * dtype.itemsize
-                views.append(buffer[at : at + n].view(dtype).reshape(shape))
-                at += aligned(n)
-            out.append(views)
-        return out
+        return [[buffer[at : at + int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape)
+                 for at, shape, dtype in views] for views in layouts]
 
     def _bind_first(self) -> _Context:
         arena, arrays = self._new_arena()

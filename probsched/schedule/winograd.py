@@ -315,22 +315,16 @@ class _Rewrite:
             self.created.append(name)
             return stmt
 
-        def total(terms) -> Expr:
-            out = terms[0]
-            for t in terms[1:]:
-                out = out + t
-            return out
-
         def columns(v):
             p, b = v["p"], v["b"]
             terms = [Load(table, (p, Const(a, "int64"))) * load(v, Const(a, "int64"), b) for a in range(cols)]
-            return at_half(v, p, b), total(terms), True
+            return at_half(v, p, b), sum(terms[1:], terms[0]), True
 
         def both(v):
             p, q = v["p"], v["q"]
             pred = predicate(v, p, q) if predicate else True
             terms = [Load(table, (q, Const(b, "int64"))) * Load(half, at_half(v, p, Const(b, "int64"))) for b in range(cols)]
-            return at_dest(v, p, q), total(terms), pred
+            return at_dest(v, p, q), sum(terms[1:], terms[0]), pred
 
         first = make(half.name, half, [("p", rows), ("b", cols)], columns)
         second = make(final or dest.name, dest, [("p", rows), ("q", rows)], both)
