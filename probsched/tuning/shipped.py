@@ -31,9 +31,10 @@ import functools
 import gzip
 import json
 import logging
+import math
 import os
 import tempfile
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 
 from ..database import Database, TuningRecord
@@ -145,23 +146,37 @@ def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) ->
     ``out`` (a gzipped database export: what :func:`shipped_database` reads), with the
     workload's latest re-timing session and the records it timed (the tuner names a
     network task's schedule by that session, timed with the weights cold); returns the
-    records kept per workload name."""
+    records kept per workload name. A workload several databases hold comes from the one
+    whose best record is fastest (the first of equals): a network tuned in bf16 holds its
+    tasks' float32 versions too, tried a few times each, and those must not replace the
+    float32 network's own records, tuned hundreds of times. A record whose instructions no
+    longer replay on its workload (a schedule primitive changed since it was tuned) is
+    left out: ``ps.compile`` would skip it."""
     from ..database.database import JSONL_FORMAT, JSONL_VERSION
 
+    databases = list(databases)
+    source: Dict[str, Tuple[float, int]] = {}  # workload hash -> (best seconds, database index)
+    for i, path in enumerate(databases):
+        with Database(path) as db:
+            for w in db.workloads():
+                best = _replaying(db.best(w.hash, k=FAMILY_POOL), w, 1)
+                if best and best[0].median < source.get(w.hash, (math.inf, -1))[0]:
+                    source[w.hash] = (best[0].median, i)
     workloads: Dict[str, str] = {}
     lines: List[str] = []
     kept: Dict[str, int] = {}
-    for path in databases:
+    for i, path in enumerate(databases):
         with Database(path) as db:
             for w in db.workloads():
-                best = db.best(w.hash, k=top)
-                if not best or w.hash in workloads:
+                if w.hash in workloads or source.get(w.hash, (0.0, -1))[1] != i:
                     continue
+                pool = db.best(w.hash, k=FAMILY_POOL)
+                best = _replaying(pool, w, top)
                 workloads[w.hash] = json.dumps({"type": "workload", "hash": w.hash, "name": w.name, "func": w.func_json}, sort_keys=True)
                 session = db.latest_session(w.hash, target=None)
                 retimed = [] if session is None else [x for x in db.retiming_lines([session]) if x["median"] is not None]
                 timed = {x["candidate_hash"] for x in retimed}
-                by_hash = {r.candidate_hash: r for r in db.best(w.hash, k=FAMILY_POOL) if r.candidate_hash in timed}
+                by_hash = {r.candidate_hash: r for r in _replaying([r for r in pool if r.candidate_hash in timed], w, len(pool))}
                 records = best + [r for h, r in by_hash.items() if h not in {b.candidate_hash for b in best}]
                 for rec in records:
                     lines.append(json.dumps({"type": "record", **rec.to_dict()}, sort_keys=True))
@@ -173,6 +188,22 @@ def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) ->
         for line in list(workloads.values()) + lines:
             fh.write(line + "\n")
     return kept
+
+
+def _replaying(records: List[TuningRecord], workload, limit: int) -> List[TuningRecord]:
+    """The first ``limit`` of ``records`` whose instructions replay on ``workload`` (a stored one)."""
+    out: List[TuningRecord] = []
+    func = workload.func if records else None
+    for rec in records:
+        if len(out) >= limit:
+            break
+        try:
+            rec.schedule(func)
+        except Exception:  # noqa: BLE001 - any failure to replay: compile would skip the record
+            log.info("build-records: %s record %s no longer replays; left out", workload.name, rec.candidate_hash[:12])
+            continue
+        out.append(rec)
+    return out
 
 
 __all__ = ["cpu_family", "records_family", "shipped_path", "shipped_database", "shipped_records", "build_records", "DEFAULT_TOP"]
