@@ -93,6 +93,26 @@ def test_a_bf16_compile_runs_a_task_in_float32_where_its_float32_record_is_faste
         assert 0 < np.linalg.norm(model(x) - exact) / np.linalg.norm(exact) < 3e-2
 
 
+def test_a_cold_re_timing_of_the_bf16_task_does_not_hand_it_to_a_float32_record_timed_hot(tmp_path):
+    # the bf16 task's best was re-timed with its weights cold (slower than hot); the float32
+    # task's record was timed hot only: the two compare by their hot times, as tuned
+    from probsched.database import Database
+    from probsched.measure import MeasureResult
+
+    w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    fn = lambda x: jax.nn.relu(x @ w)  # noqa: E731
+    x = np.ones((4, 8), np.float32)
+    (task,) = ps.from_jax(fn, x).tasks()
+    half = task.in_precision("bf16")
+    with Database(str(tmp_path / "t.db")) as db:
+        _record(db, task, 3e-6)
+        _record(db, half, 2e-6)
+        (rec,) = db.records(half.func)
+        db.commit_retiming(half.workload, [(rec.candidate_hash, MeasureResult((4e-6,) * 3))])
+    model = ps.compile(fn, x, database=str(tmp_path / "t.db"), precision="bf16", progress=None)
+    assert model.choices[0].task.precision == "bfloat16" and model.choices[0].seconds == 4e-6
+
+
 def test_only_values_every_reader_rounds_are_stored_in_bfloat16():
     x = np.ones((8, 32), np.float32)
     graph = ps.from_jax(residual_mlp, x)

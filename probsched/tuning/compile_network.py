@@ -357,7 +357,9 @@ def _faster_precision(base: Task, low: Task, db: Optional[Database], shipped: Op
     task has a stored record or its record is faster, with the chosen task's records
     (:func:`_records`): a depthwise or a stem convolution (short reductions) can run slower
     in bfloat16 than in float32, and float32 is exact where bfloat16 rounds, so the measured
-    faster one is used (``TaskChoice.task`` says which)."""
+    faster one is used (``TaskChoice.task`` says which). The two compare by their fastest
+    records as the tuner timed them: a list's first record may carry the time a cold
+    re-timing gave it (:func:`_stored`), which the other task's list need not have."""
     mine = _records(low, db, shipped)
     if low is base:
         return low, mine
@@ -365,7 +367,7 @@ def _faster_precision(base: Task, low: Task, db: Optional[Database], shipped: Op
     for fast, slow in zip(theirs, mine):  # the database's records decide; the shipped ones without any
         if not fast and not slow:
             continue
-        if fast and (not slow or fast[0][1] < slow[0][1]):
+        if fast and (not slow or min(r.median for r, _ in fast) < min(r.median for r, _ in slow)):
             log.info("compile: task %s runs in float32 (%s than in %s)", base.name,
                      "faster" if slow else "measured, not", low.precision)
             return base, theirs
