@@ -31,6 +31,7 @@ optimizations; OpenVINO's reduced default precision within 5e-2)::
     python benchmarks/bench_models.py --engines --onnx-dir DIR --trials 800 --db-dir D   # tune, then time
     python benchmarks/bench_models.py --engines --onnx-dir DIR --from-db --db-dir D      # time again, quiet
     python benchmarks/bench_models.py --engines --onnx-dir DIR --precisions float32,bf16 ...  # a bf16 column too
+    python benchmarks/bench_models.py --engines ... --precisions bf16 --narrow exact,all        # bf16 twice: ps.compile(narrow=)
     python benchmarks/bench_models.py --engines --tiny --onnx-dir tests/data/onnx \
         --models resnet50_torchscript --rounds 3 --min-repeat-ms 20                       # does it run?
 """
@@ -230,6 +231,7 @@ def bench_engines(name: str, args: argparse.Namespace) -> dict:
     os.makedirs(args.db_dir, exist_ok=True)
     db = os.path.join(args.db_dir, f"{name}.db")  # one database: records carry their task's precision
     runners = []
+    first_narrow = args.narrow.split(",")[0]
     for precision in args.precisions.split(","):
         suffix = "" if precision == "float32" else f" {precision}"
         if args.trials:
@@ -243,12 +245,19 @@ def bench_engines(name: str, args: argparse.Namespace) -> dict:
         elif args.from_db:
             if not os.path.exists(db):
                 raise SystemExit(f"bench_models: --from-db: no database {db} for {name}")
-            model = ps.compile(graph, database=db, candidates=args.candidates, precision=precision)
+            model = ps.compile(graph, database=db, candidates=args.candidates, precision=precision, narrow=first_narrow)
             label = "probsched tuned" + suffix
         else:
-            model = ps.compile(graph, candidates=args.candidates, precision=precision)
+            model = ps.compile(graph, candidates=args.candidates, precision=precision, narrow=first_narrow)
             label = "probsched untuned" + suffix
+        if precision != "float32" and first_narrow != "exact":
+            label += f" narrow={first_narrow}"
         runners.append((label, lambda m=model: m(*args_in), model(*args_in)))
+        for narrow in args.narrow.split(",")[1:] if precision != "float32" else ():
+            # the same records, other values stored in bfloat16 between tasks (the first mode is the one above)
+            other = ps.compile(graph, database=db if (args.trials or args.from_db) else None, candidates=args.candidates,
+                               precision=precision, narrow=narrow)
+            runners.append((f"{label} narrow={narrow}", lambda m=other: m(*args_in), other(*args_in)))
     builders = [lambda: engines.ort_runner(path, feeds)]
     if "bert" in name:
         heads, hidden = (2, 32) if args.tiny else (12, 768)
@@ -326,7 +335,12 @@ def main(argv=None) -> int:
     p.add_argument("--tiny", action="store_true", help="--engines: the files are export_onnx_models.py --tiny's")
     p.add_argument("--precisions", default="float32",
                    help="--engines: probsched's precisions, each tuned and timed (float32,bf16: a bf16 column beside float32)")
+    p.add_argument("--narrow", default="exact",
+                   help="--engines, reduced precisions: what is stored in bfloat16 between tasks (ps.compile's narrow=), "
+                        "comma-separated for a column each (exact,all); the first is the tuned model's")
     args = p.parse_args(argv)
+    if args.trials and args.narrow.split(",")[0] != "exact":
+        p.error("--narrow: a tuned run's model is compiled with narrow='exact' first; put exact first (--narrow exact,all)")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # engines.py, export_onnx_models.py
     if args.engines:
         # PyTorch first: its libtorch asks for libgomp.so.1 by soname, and once numba's OpenMP
