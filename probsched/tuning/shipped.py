@@ -37,7 +37,7 @@ import tempfile
 from typing import Dict, Iterable, List, Optional, Tuple
 
 
-from ..database import Database, TuningRecord
+from ..database import Database, StoredWorkload, TuningRecord
 from ..intrinsics.matmul_amx import FAMILIES as AMX_FAMILIES
 from ..database.record import target_json
 from .selection import FAMILY_POOL
@@ -190,8 +190,8 @@ def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) ->
     return kept
 
 
-def _replaying(records: List[TuningRecord], workload, limit: int) -> List[TuningRecord]:
-    """The first ``limit`` of ``records`` whose instructions replay on ``workload`` (a stored one)."""
+def _replaying(records: List[TuningRecord], workload: StoredWorkload, limit: int) -> List[TuningRecord]:
+    """The first ``limit`` of ``records`` whose instructions replay on ``workload``."""
     out: List[TuningRecord] = []
     func = workload.func if records else None
     for rec in records:
