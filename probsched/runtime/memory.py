@@ -22,7 +22,8 @@ from typing import Dict, Hashable, List, Mapping, Tuple
 ALIGN = 64
 
 
-def _round_up(n: int, align: int = ALIGN) -> int:
+def round_up(n: int, align: int = ALIGN) -> int:
+    """``n`` rounded up to a multiple of ``align`` (a cache line)."""
     return -(-n // align) * align
 
 
@@ -37,7 +38,7 @@ class MemoryPlan:
     @property
     def total_bytes(self) -> int:
         """What the values would take without sharing (for comparison with the peak)."""
-        return sum(_round_up(s) for s in self.sizes.values())
+        return sum(round_up(s) for s in self.sizes.values())
 
 
 def plan_memory(sizes: Mapping[Hashable, int], lifetimes: Mapping[Hashable, Tuple[int, int]]) -> MemoryPlan:
@@ -46,7 +47,7 @@ def plan_memory(sizes: Mapping[Hashable, int], lifetimes: Mapping[Hashable, Tupl
     placed: List[Tuple[int, int, int, int]] = []  # (offset, end, first, last)
     offsets: Dict[Hashable, int] = {}
     for v in order:
-        size = _round_up(max(1, int(sizes[v])))
+        size = round_up(max(1, int(sizes[v])))
         first, last = lifetimes[v]
         if first > last:
             raise ValueError(f"plan_memory: value {v!r} dies (step {last}) before it is made (step {first})")
@@ -62,4 +63,4 @@ def plan_memory(sizes: Mapping[Hashable, int], lifetimes: Mapping[Hashable, Tupl
     return MemoryPlan(offsets, {v: int(s) for v, s in sizes.items()}, peak)
 
 
-__all__ = ["MemoryPlan", "plan_memory", "ALIGN"]
+__all__ = ["MemoryPlan", "plan_memory", "round_up", "ALIGN"]

@@ -39,13 +39,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..aligned import ALIGNMENT, aligned_copy, aligned_empty
+from ..aligned import aligned_copy, aligned_empty
 from ..arguments import check_arrays
 from ..errors import KernelArgumentError
 from ..ir.dtypes import numpy_dtype
 from ..ir.layout import layouts_of
 from .interface import ModelInterface, TensorSpec  # noqa: F401 - TensorSpec: the docstring example
-from .memory import MemoryPlan, plan_memory
+from .memory import MemoryPlan, plan_memory, round_up
 
 
 #: The kernels of a call write their intermediates into one buffer they all reuse (each
@@ -133,7 +133,7 @@ class CompiledModel:
             at, views = 0, []
             for shape, dtype in step.kernel.scratch_specs:
                 views.append((at, shape, dtype))
-                at += -(-int(np.prod(shape)) * dtype.itemsize // ALIGNMENT) * ALIGNMENT
+                at += round_up(int(np.prod(shape)) * dtype.itemsize)
             layouts.append(views)
             size = max(size, at)
         buffer = aligned_empty((size,), np.uint8)

@@ -155,23 +155,24 @@ def build_records(databases: Iterable[str], out: str, top: int = DEFAULT_TOP) ->
     from ..database.database import JSONL_FORMAT, JSONL_VERSION
 
     databases = list(databases)
-    source: Dict[str, Tuple[float, int]] = {}  # workload hash -> (best seconds, database index)
+    # workload hash -> (its best seconds, database index, that database's best records that replay)
+    source: Dict[str, Tuple[float, int, List[TuningRecord]]] = {}
     for i, path in enumerate(databases):
         with Database(path) as db:
             for w in db.workloads():
-                best = _replaying(db.best(w.hash, k=FAMILY_POOL), w, 1)
-                if best and best[0].median < source.get(w.hash, (math.inf, -1))[0]:
-                    source[w.hash] = (best[0].median, i)
+                best = _replaying(db.best(w.hash, k=FAMILY_POOL), w, top)
+                if best and best[0].median < source.get(w.hash, (math.inf,))[0]:
+                    source[w.hash] = (best[0].median, i, best)
     workloads: Dict[str, str] = {}
     lines: List[str] = []
     kept: Dict[str, int] = {}
     for i, path in enumerate(databases):
         with Database(path) as db:
             for w in db.workloads():
-                if w.hash in workloads or source.get(w.hash, (0.0, -1))[1] != i:
+                if w.hash in workloads or w.hash not in source or source[w.hash][1] != i:
                     continue
+                best = source[w.hash][2]
                 pool = db.best(w.hash, k=FAMILY_POOL)
-                best = _replaying(pool, w, top)
                 workloads[w.hash] = json.dumps({"type": "workload", "hash": w.hash, "name": w.name, "func": w.func_json}, sort_keys=True)
                 session = db.latest_session(w.hash, target=None)
                 retimed = [] if session is None else [x for x in db.retiming_lines([session]) if x["median"] is not None]
