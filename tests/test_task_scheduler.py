@@ -46,6 +46,19 @@ def test_a_resumed_run_gives_its_first_rounds_to_tasks_the_database_does_not_tim
     assert picks == [3, 1, 2, 0]
 
 
+def test_a_resumed_run_goes_on_with_the_tasks_earlier_runs_gave_least():
+    """Tasks an earlier run measured (their trials counted in the forward gain) get no first
+    round each again: the round goes to the largest gain, a task with 8 earlier trials
+    before one of the same time with 128; a task with no record still goes first."""
+    g, rng = GradientBased(), np.random.default_rng(0)
+    tasks = [state(0, best=1e-3), state(1, best=1e-3), state(2, best=2e-3)]
+    tasks[0].past_trials, tasks[1].past_trials, tasks[2].past_trials = 128, 8, 128
+    assert g.gain(tasks[1]) == pytest.approx(0.8 * 1e-3 / 8)
+    assert [g.next_task(tasks, rng) for _ in range(3)] == [1, 1, 1]  # no round this run, yet not fresh
+    tasks.append(state(3))
+    assert g.next_task(tasks, rng) == 3
+
+
 def test_gradient_follows_the_gains_on_a_scripted_run():
     """Three tasks whose best times drop as scripted: the picks follow weight x gain."""
     g, rng = GradientBased(alpha=0.2, window=1), np.random.default_rng(0)

@@ -268,24 +268,37 @@ def test_close_alternatives_both_stay():
     assert all(s.alive for s in loop.states)
 
 
-def test_a_bf16_tuning_races_float32_only_where_the_database_has_no_float32_record(tmp_path):
-    from probsched.database import Database, TuningRecord
+def test_a_bf16_tuning_races_every_product_task_against_its_float32_version():
     from probsched.tuning.tune_network import alternatives
 
     w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
     x = np.ones((4, 8), np.float32)
     graph = ps.from_jax(lambda x: jax.nn.softmax(jax.nn.relu(x @ w)), x)
+    tasks, groups = alternatives(graph.tasks(), "bf16")
+    products = [t for t in graph.tasks() if t.in_precision("bf16") is not t]
+    assert products and len(tasks) == len(graph.tasks()) + len(products)
+    for t in products:  # each product task twice, in one group: bf16 and float32
+        assert [(u.precision, g) for u, g in zip(tasks, groups) if g == t.key] == [("bfloat16", t.key), ("float32", t.key)]
+    assert alternatives(graph.tasks(), "float32") == (graph.tasks(), [""] * len(graph.tasks()))
+
+
+def test_an_alternative_its_records_show_clearly_slower_gets_no_round(tmp_path):
+    # a later run on the same database: the float32 version won the earlier race (a depthwise
+    # convolution), so it is the one tuned on; the bfloat16 one is retired before any round
+    from probsched.database import Database, TuningRecord
+
+    fast, slow, close = ps.workloads.small("GMM"), ps.workloads.small("C2D"), ps.workloads.small("C1D")
     with Database(str(tmp_path / "t.db")) as db:
-        tasks, groups = alternatives(graph.tasks(), "bf16", db)
-        products = [t for t in graph.tasks() if t.in_precision("bf16") is not t]
-        assert products and len(tasks) == len(graph.tasks()) + len(products)
-        for t in products:  # each product task twice, in one group: bf16 and float32
-            assert [(u.precision, g) for u, g in zip(tasks, groups) if g == t.key] == [("bfloat16", t.key), ("float32", t.key)]
-        key = db.commit_workload(products[0].workload)
-        db.commit_record(TuningRecord.from_result(key, ps.Schedule(products[0].func), MeasureResult((1e-6,))))
-        again, groups = alternatives(graph.tasks(), "bf16", db)
-        assert products[0] not in again and len(again) == len(tasks) - 1
-        assert alternatives(graph.tasks(), "float32", db) == (graph.tasks(), [""] * len(graph.tasks()))
+        for w, seconds in ((fast, 1e-6), (slow, 2e-6), (close, 1.1e-6)):
+            key = db.commit_workload(w)
+            db.commit_record(TuningRecord.from_result(key, ps.Schedule(w.func), MeasureResult((seconds,))))
+        m = ByName({fast.name: 1e-6, slow.name: 2e-6, close.name: 1.1e-6})
+        tasks = [LoopTask(slow, name="t:bf16", group="t"), LoopTask(fast, name="t", group="t"),
+                 LoopTask(close, name="u:bf16", group="u"), LoopTask(fast, name="u", group="u")]
+        loop = TuningLoop(tasks, trials=12, options=OPTIONS, resources=TuningResources(db, m), scheduler="round-robin")
+        assert [s.alive for s in loop.states] == [False, True, True, True]
+        loop.run()
+    assert slow.name not in m.names and close.name in m.names and fast.name in m.names
 
 
 def test_only_the_fastest_alternative_is_retimed():

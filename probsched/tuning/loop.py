@@ -285,9 +285,12 @@ class TuningLoop:
             for t, s, seed in zip(self.tasks, strategies, seeds)
         ]
         self.states = [
-            TaskState(i, t.label, t.weight, t.flops, 0, s.best_seconds) for i, (t, s) in enumerate(zip(self.tasks, self.searches))
+            TaskState(i, t.label, t.weight, t.flops, 0, s.best_seconds, past_trials=len(s.past))
+            for i, (t, s) in enumerate(zip(self.tasks, self.searches))
         ]
         self._index_of = {id(s): i for i, s in enumerate(self.searches)}
+        for group in dict.fromkeys(t.group for t in self.tasks if t.group):
+            self.race(group)
         self._spent = 0
         self._proposed: set = set()  # tasks that had a round proposed
         self._rounds_from = 0.0  # when the rounds began (run), and the phases' seconds then
@@ -318,10 +321,11 @@ class TuningLoop:
         group of alternatives, the fastest."""
         return grouped_total([(state.weighted_seconds, task.group) for task, state in zip(self.tasks, self.states)])
 
-    def _race(self, i: int) -> None:
-        """Retire the alternatives of task ``i``'s group that are clearly slower than its
-        fastest, once every one of them has a success."""
-        group = self.tasks[i].group
+    def race(self, group: str) -> None:
+        """Retire the alternatives of ``group`` that are clearly slower than its fastest
+        (:data:`RACE_MARGIN`), once every one of them has a success: after each of their
+        rounds, and at the start, from the database's records (a later run does not spend a
+        first round on an alternative an earlier one already left behind)."""
         if not group:
             return
         members = [j for j, t in enumerate(self.tasks) if t.group == group]
@@ -356,7 +360,7 @@ class TuningLoop:
                 # past the deadline only the first rounds the estimate could not fit (a round
                 # costing more than the rounds before it said), each at its smallest: without
                 # one a task runs a predicted schedule
-                i = next((j for j, st in enumerate(self.states) if st.alive and j not in self._proposed), None)
+                i = next((j for j in range(len(self.states)) if self._waits_for_first_round(j)), None)
                 if i is None:
                     return None
                 n = min(n, MIN_FIRST_ROUND)
@@ -370,16 +374,21 @@ class TuningLoop:
             self.states[i].alive = False
         return None
 
+    def _waits_for_first_round(self, j: int) -> bool:
+        """Whether task ``j`` is live and has neither had a round in this run nor a success in
+        an earlier one (what a compile would run for it is a predicted schedule)."""
+        return self.states[j].alive and j not in self._proposed and not math.isfinite(self.states[j].best_seconds)
+
     def _fit_first_rounds(self, i: int, n: int) -> int:
         """``n`` trials for task ``i``'s round, cut under a time budget so that every live
-        task without a round yet can still have one of :data:`MIN_FIRST_ROUND` trials before
+        task with neither a record nor a round yet (:meth:`_waits_for_first_round`) can still have one of :data:`MIN_FIRST_ROUND` trials before
         the deadline (without any of its own a task runs a predicted schedule; MobileNet-V2
         tuned for 6 minutes left two so). The rounds so far say what a round costs besides
         its trials (proposing, learning) and what a trial costs."""
         now = time.perf_counter()
         if not math.isfinite(self.deadline) or not self.events or not self.rounds:
             return n
-        waiting = sum(1 for j, st in enumerate(self.states) if j != i and st.alive and j not in self._proposed)
+        waiting = sum(1 for j in range(len(self.states)) if j != i and self._waits_for_first_round(j))
         if not waiting:
             return n
         overhead = sum(self.phase_seconds.get(k, 0.0) - self._phases_before_rounds.get(k, 0.0) for k in ("propose", "learn"))
@@ -410,7 +419,7 @@ class TuningLoop:
         if state.failed_rounds >= MAX_FAILED_ROUNDS:
             log.warning("%s: %d rounds without a successful trial; it leaves the rotation", state.name, MAX_FAILED_ROUNDS)
             state.alive = False
-        self._race(i)
+        self.race(self.tasks[i].group)
 
     def run(self) -> None:
         """Warm the model up, spend the budget, re-time the weighty tasks."""

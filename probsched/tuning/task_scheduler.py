@@ -15,14 +15,16 @@ the best time after each of its rounds. The tuner keeps the states and retires a
 writes one in a few lines.
 
 - :class:`RoundRobin`: each live task in turn.
-- :class:`GradientBased`: MetaSchedule's. Every task gets one round first (a task with no
-  success yet before the others, then the largest share of the latency first: a run
-  resumed on a database that already times most tasks reaches those it has no record of
-  before its budget ends, where a compile would run an untimed schedule); then the round goes
-  to the task with the largest estimated gain in end-to-end latency, ``weight * (alpha *
-  backward + (1 - alpha) * forward)``: ``backward`` the drop of its best time per round over
-  the last ``window`` rounds, ``forward`` its best time over its trials so far (what one more
-  trial could still save, optimistically); ties broken at random.
+- :class:`GradientBased`: MetaSchedule's. Every task without earlier trials gets one round
+  first (a task with no success yet before the others, then the largest share of the
+  latency first: a run resumed on a database that already times most tasks reaches those it
+  has no record of before its budget ends, where a compile would run an untimed schedule);
+  then the round goes to the task with the largest estimated gain in end-to-end latency,
+  ``weight * (alpha * backward + (1 - alpha) * forward)``: ``backward`` the drop of its best
+  time per round over the last ``window`` rounds, ``forward`` its best time over its trials
+  so far, earlier runs' included (what one more trial could still save, optimistically: a
+  resumed run goes on with the tasks earlier runs gave least, not with a first round for
+  each of a network's tasks again); ties broken at random.
 
 >>> import numpy as np
 >>> tasks = [TaskState(0, "a", 1, 1e6, 32, 2e-3, [3e-3, 2e-3]), TaskState(1, "b", 4, 1e6, 32, 1e-3, [1e-3, 1e-3])]
@@ -59,6 +61,7 @@ class TaskState:
     round_bests: List[float] = field(default_factory=list)  # best time after each round
     alive: bool = True
     failed_rounds: int = 0  # rounds in a row with no successful trial
+    past_trials: int = 0  # measured by earlier runs (the database's records of it)
 
     @property
     def weighted_seconds(self) -> float:
@@ -102,14 +105,14 @@ class GradientBased:
         backward = 0.0
         if len(hist) > self.window and math.isfinite(hist[-1 - self.window]):
             backward = (hist[-1 - self.window] - hist[-1]) / self.window
-        forward = task.best_seconds / max(1, task.trials)
+        forward = task.best_seconds / max(1, task.trials + task.past_trials)
         return task.weight * (self.alpha * backward + (1 - self.alpha) * forward)
 
     def next_task(self, tasks: Sequence[TaskState], rng: np.random.Generator) -> Optional[int]:
         live = [t for t in tasks if t.alive]
         if not live:
             return None
-        fresh = [t for t in live if not t.round_bests]
+        fresh = [t for t in live if not t.round_bests and not (t.past_trials and math.isfinite(t.best_seconds))]
         if fresh:
             return min(fresh, key=lambda t: (math.isfinite(t.best_seconds), -t.weighted_seconds, t.index)).index
         gains = np.array([self.gain(t) for t in live])

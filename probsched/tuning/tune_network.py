@@ -125,18 +125,28 @@ class ModelTuneResult:
         return [(name, t.median) for name, t in timings.items()]
 
 
-def alternatives(tasks: Sequence[Task], precision: str, db) -> Tuple[List[Task], List[str]]:
+def alternatives(tasks: Sequence[Task], precision: str) -> Tuple[List[Task], List[str]]:
     """The tasks to tune for ``precision``, each with its group (:class:`~.loop.LoopTask`):
-    a task with products in another precision than float32, tuned in that precision and,
-    unless ``db`` holds float32 records of it already, in float32 too as its alternative
-    (a depthwise or stem convolution can run faster in float32; the loop races the two and
-    ``ps.compile`` runs the faster: :func:`~.compile_network.compile`)."""
+    a task with products in another precision than float32, tuned in that precision and in
+    float32 too, as its alternative (a depthwise or stem convolution can run faster in
+    float32; the loop races the two and ``ps.compile`` runs the faster:
+    :func:`~.compile_network.compile`). The float32 version is an alternative even when a
+    database holds its records already: it is the one the network runs wherever it won an
+    earlier race, and a later run must be able to tune it (the loop retires at its start
+    an alternative its records show clearly slower: :meth:`~.loop.TuningLoop.race`).
+
+    >>> import numpy as np, probsched as ps
+    >>> graph = ps.from_jax(lambda x: x @ np.ones((8, 16), np.float32), np.ones((4, 8), np.float32))
+    >>> tasks, groups = alternatives(graph.tasks(), "bf16")
+    >>> [t.precision for t in tasks], len(set(groups))
+    (['bfloat16', 'float32'], 1)
+    """
     out: List[Task] = []
     groups: List[str] = []
     for t in tasks:
         low = t.in_precision(precision)
         out.append(low)
-        if low is t or db.best(t.func, k=1):
+        if low is t:
             groups.append("")
             continue
         groups.append(t.key)
@@ -175,7 +185,7 @@ def tune_model(
     ``cb(model_trial, result_so_far)``. ``compile``: build ``result.model``
     (``candidates``: programs ranked for a task without a record). ``precision``: ``"bf16"``
     tunes every task with its products in bfloat16 (:mod:`probsched.graph.precision`), each
-    raced against its float32 version unless the database has that already (:func:`alternatives`);
+    raced against its float32 version (:func:`alternatives`);
     ``narrow``: which values the compiled bf16 network stores in bfloat16 between tasks
     (:func:`~.compile_network.compile_model`'s). The search options
     (``space``, ``strategy``, ``cost_model``, ``seed``, ``batch_size``, ``retime_top``,
@@ -191,7 +201,7 @@ def tune_model(
     graph = as_graph(model, example_args)
     fn = model if not isinstance(model, Graph) else None
     resources = TuningResources(database, measurer)
-    tasks, groups = alternatives(graph.tasks(), precision, resources.db)
+    tasks, groups = alternatives(graph.tasks(), precision)
     start = time.perf_counter()
     try:
         result = ModelTuneResult(graph, [], [], None, "", example_args=tuple(example_args), fn=fn)
