@@ -17,7 +17,10 @@ For each model, in one process:
    inputs, interleaved round by round (:func:`probsched.measure.timer.time_interleaved`):
    medians of ``--rounds`` rounds.
 
-Prints a Markdown table (and ``--json FILE`` writes the figures) with the CPU model and date.
+Prints a Markdown table (and ``--json FILE`` writes the figures) with the CPU model and date;
+with ``--engines``, under it, each peer's time over probsched's within each round (median
+and range over the rounds: :func:`paired_ratios`), which the host's slower minutes move
+less than they move the medians.
 
 **Every engine on the same graph** (``--engines``): the canonical ONNX exports of the
 torchvision / Hugging Face models (``python benchmarks/export_onnx_models.py --full --out
@@ -278,7 +281,38 @@ def bench_engines(name: str, args: argparse.Namespace) -> dict:
     timings = time_interleaved({lbl: call for lbl, call, _ in runners}, rounds=args.rounds,
                                min_repeat_ms=args.min_repeat_ms, settle_s=0.2)
     row["ms"] = {k: v.median * 1e3 for k, v in timings.items()}
+    row["rounds_ms"] = {k: [m * 1e3 for m in v.means] for k, v in timings.items()}
     return row
+
+
+def paired_ratios(row: dict) -> dict:
+    """For each probsched column and each peer: the peer's time over probsched's, round by
+    round (every engine runs once per round, minutes apart at most from the others: the
+    ratio within a round cancels the host's slower stretches, which move every engine's
+    median), as ``(median, lowest, highest)`` over the rounds; above 1, probsched is faster.
+
+    >>> r = paired_ratios({"rounds_ms": {"probsched tuned": [2.0, 4.0, 2.0], "openvino f32": [3.0, 5.0, 2.0]}})
+    >>> r["probsched tuned"]["openvino f32"]
+    (1.25, 1.0, 1.5)
+    """
+    rounds = row.get("rounds_ms", {})
+    ours = [k for k in rounds if k.startswith("probsched")]
+    out: dict = {}
+    for k in ours:
+        for peer in (p for p in rounds if not p.startswith("probsched")):
+            ratios = [b / a for a, b in zip(rounds[k], rounds[peer])]
+            out.setdefault(k, {})[peer] = (float(np.median(ratios)), min(ratios), max(ratios))
+    return out
+
+
+def ratios_lines(rows: list) -> str:
+    """:func:`paired_ratios` of every model as lines under the table."""
+    lines = []
+    for r in rows:
+        for k, peers in paired_ratios(r).items():
+            cells = ", ".join(f"{peer} {m:.2f}x ({lo:.2f}-{hi:.2f})" for peer, (m, lo, hi) in peers.items())
+            lines.append(f"- {r['model']}, {k}: each peer's time over its own in the same round, median (range): {cells}")
+    return "\n".join(lines)
 
 
 def engines_table(rows: list) -> str:
@@ -358,6 +392,8 @@ def main(argv=None) -> int:
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     print(f"\n{cpu_model()}, {os.cpu_count()} cores, {stamp}; load {os.getloadavg()[0]:.1f}\n")
     print(engines_table(rows) if args.engines else table(rows))
+    if args.engines:
+        print("\n" + ratios_lines(rows))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"cpu": cpu_model(), "date": stamp, "rows": rows}, fh, indent=1)

@@ -38,6 +38,16 @@ def test_their_doctests_pass(bench, lc):
         assert result.attempted >= 5 and result.failed == 0
 
 
+def test_bench_models_pairs_each_round(bench):
+    models = importlib.import_module("bench_models")  # beside bench_layers on the path
+    result = doctest.testmod(models, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 2 and result.failed == 0
+    row = {"model": "m", "rounds_ms": {"probsched tuned bf16": [2.0, 4.0], "openvino default (bf16)": [1.0, 6.0]}}
+    # slower in one round, faster in the other: the median of the two ratios, and the range
+    assert models.paired_ratios(row)["probsched tuned bf16"]["openvino default (bf16)"] == (1.0, 0.5, 1.5)
+    assert "openvino default (bf16) 1.00x (0.50-1.50)" in models.ratios_lines([row])
+
+
 def _init(name, *dims):
     return helper.make_tensor(name, TensorProto.FLOAT, dims, np.zeros(int(np.prod(dims)), np.float32))
 
