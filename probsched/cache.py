@@ -35,8 +35,9 @@ _IMPORT_LOCK = threading.Lock()
 #: :mod:`probsched.cost_model.trained_cache`), ``programs`` (compiled scheduled programs,
 #: :mod:`probsched.codegen.program_cache`), ``choices`` (what ``ps.compile`` chose and
 #: checked, :mod:`probsched.tuning.compile_cache`), ``networks`` (compiled networks without
-#: their weights, :mod:`probsched.tuning.network_cache`).
-KINDS = ("kernels", "models", "programs", "choices", "networks")
+#: their weights, :mod:`probsched.tuning.network_cache`), ``narrow`` (which values a bf16
+#: network stores in bfloat16, as measured: :mod:`probsched.tuning.narrow_choice`).
+KINDS = ("kernels", "models", "programs", "choices", "networks", "narrow")
 
 
 def root() -> str:

@@ -55,8 +55,9 @@ _BY_NAME = {"float32": "float32", "fp32": "float32", "f32": "float32", "bfloat16
 NAMES = tuple(_BY_NAME)
 PRECISIONS = ("float32", BF16, "int8")
 #: what a bf16 network stores in bfloat16 between tasks (``ps.compile(..., narrow=)``): the
-#: values every reader rounds anyway (the results of float32 between tasks), every value, none
-NARROW_MODES = ("exact", "all", "none")
+#: values every reader rounds anyway (the results of float32 between tasks), every value,
+#: none, or the faster of the first two for the network, timed when it is compiled
+NARROW_MODES = ("exact", "all", "none", "auto")
 #: the short names workload names and the command line use
 SHORT = {"float32": "fp32", BF16: "bf16", "int8": "int8", INT8R: INT8R}
 

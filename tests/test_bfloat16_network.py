@@ -163,6 +163,36 @@ def test_narrowing_every_value_stores_the_residual_too_and_stays_within_bfloat16
         ps.compile(residual_mlp, x, precision="bf16", narrow="some", progress=None)
 
 
+def test_narrow_auto_keeps_the_mode_its_paired_timing_finds_faster_and_remembers_it(tmp_path, monkeypatch):
+    from probsched.tuning import narrow_choice
+
+    monkeypatch.setenv("PROBSCHED_CACHE_DIR", str(tmp_path))  # no decision from an earlier run
+    x = np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32)
+    stored = lambda m: {v for v, t in m.interface.types.items() if t.dtype == "bfloat16"}  # noqa: E731
+    every = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="all", progress=None)
+    exact = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="exact", progress=None)
+    timed = []
+
+    def paired(a, b, **kw):  # "all" (a) over "exact" (b): the ratio each case below scripts
+        timed.append((a(), b()))
+        return ratio
+
+    monkeypatch.setattr(narrow_choice, "paired", paired)
+    for ratio, want in ((0.995, exact), (0.9, every)):
+        monkeypatch.setenv("PROBSCHED_CACHE_DIR", str(tmp_path / str(ratio)))
+        auto = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="auto", progress=None)
+        assert stored(auto) == stored(want) and np.array_equal(auto(x), want(x))
+        # "all"'s and "exact"'s outputs, in that order, on the inputs it made
+        a, b = timed[-1]
+        assert a.shape == b.shape == (8, 16) and not np.array_equal(a, b)
+    assert len(timed) == 2
+    again = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="auto", progress=None)
+    assert len(timed) == 2 and stored(again) == stored(every)  # the decision kept on disk: not timed again
+    # in float32 there is nothing to choose: no second network, no timing
+    assert ps.compile(residual_mlp, x, candidates=2, narrow="auto", progress=None).interface.types == \
+        ps.compile(residual_mlp, x, candidates=2, progress=None).interface.types and len(timed) == 2
+
+
 def test_the_reference_rounds_an_input_where_a_product_reads_it_and_nowhere_else():
     # task 01 reads h twice: its product rounds it (its copy stage), its residual add does not
     import ml_dtypes

@@ -395,7 +395,7 @@ def add_precision_option(p: argparse.ArgumentParser, int8: bool = False, narrow:
                        help="with --precision bf16, the values between tasks stored in bfloat16: exact (default: where "
                             "every reader rounds them anyway, the results of float32 between tasks), all (every one, "
                             "the residual stream too, as other engines' bf16: less memory traffic, one more rounding), "
-                            "none")
+                            "none, auto (the faster of exact and all for this network, both compiled and timed)")
     if int8:
         from .calibration import add_int8_options
 

@@ -232,14 +232,36 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     that every reader rounds anyway (half the traffic, the results of float32 between
     tasks); ``"all"`` every one a task can round as it writes it, a residual connection's
     too, as other engines' bfloat16 does (less traffic, one more rounding of those values);
-    ``"none"`` (or False) none.
+    ``"none"`` (or False) none; ``"auto"`` the faster of ``"exact"`` and ``"all"`` for this
+    network, both compiled and timed here (:mod:`.narrow_choice`; the choice is kept on
+    disk, so a second compile returns the same model).
 
     What was chosen and checked is kept on disk (:mod:`.compile_cache`), and so is the
     compiled network (:mod:`.network_cache`): compiling the same network with the same
     records again loads it."""
+    graph = as_graph(model, example_args)
+    mode = narrow_mode(narrow)
+    options = dict(database=database, space=space, candidates=candidates, check=check, seed=seed, progress=progress,
+                   precision=precision)
+    if mode == "auto":
+        if canonical(precision) != BF16:
+            return _compile(graph, narrow="exact", **options)[0]
+        from . import narrow_choice
+
+        built = {m: _compile(graph, narrow=m, **options) for m in ("exact", "all")}
+        chosen, _ = narrow_choice.choose({m: b[0] for m, b in built.items()}, (built["exact"][1], built["all"][1]))
+        return built[chosen][0]
+    return _compile(graph, narrow=mode, **options)[0]
+
+
+def _compile(graph: Graph, database: Union[str, Database, None], space: Optional[Callable], candidates: int, check: bool,
+             seed: int, progress: Union[str, Callable[[str], None], None], precision: str,
+             narrow: str) -> Tuple[CompiledModel, Optional[str]]:
+    """:func:`compile` with one ``narrow`` mode (not ``"auto"``); the compiled network and its
+    cache key (None: not cacheable)."""
     from .. import space as space_mod
 
-    graph = as_graph(model, example_args)
+    mode = narrow
     space = space or space_mod.default()
     own_db = database is not None and not isinstance(database, Database)
     db = Database(database) if own_db else database
@@ -251,7 +273,6 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
             tasks.append(task)
             stored[task.key] = records
         interface = ModelInterface.of_graph(graph)
-        mode = narrow_mode(narrow)
         if mode != "none" and canonical(precision) == BF16:
             tasks, values = _narrowed(tasks, stored, graph.outputs, every=mode == "all")
             interface = interface.with_types({v: BF16 for v in values})
@@ -265,7 +286,7 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
             report, close = _progress(progress, graph.name, 1)
             report(f"[1/1] {graph.name}: compiled before ({len(tasks)} tasks)")
             close()
-            return CompiledModel(interface, steps, choices, graph=graph)
+            return CompiledModel(interface, steps, choices, graph=graph), key
         kernels, choices, clean = _build_tasks(graph.name, tasks, stored, db, space, candidates, check, seed, shipped,
                                                progress)
     finally:
@@ -275,24 +296,24 @@ def compile(  # noqa: A001 - the library's verb, as ps.build
     compiled = CompiledModel(interface, steps, choices, graph=graph)
     if key is not None and clean:
         network_cache.store(key, compiled)
-    return compiled
+    return compiled, key
 
 
 def narrow_mode(narrow: Union[bool, str]) -> str:
-    """``"all"``, ``"exact"`` or ``"none"`` for a ``narrow`` argument (True is ``"exact"``,
-    False ``"none"``).
+    """``"all"``, ``"exact"``, ``"none"`` or ``"auto"`` for a ``narrow`` argument (True is
+    ``"exact"``, False ``"none"``).
 
-    >>> narrow_mode(True), narrow_mode("all"), narrow_mode(False)
-    ('exact', 'all', 'none')
+    >>> narrow_mode(True), narrow_mode("all"), narrow_mode(False), narrow_mode("auto")
+    ('exact', 'all', 'none', 'auto')
     >>> narrow_mode("some")
     Traceback (most recent call last):
     ...
-    probsched.errors.ProbschedError: narrow='some': expected 'all', 'exact' or 'none' (True is 'exact', False 'none')
+    probsched.errors.ProbschedError: narrow='some': expected 'exact', 'all', 'none' or 'auto' (True is 'exact', False 'none')
     """
     if narrow is True or narrow is False:
         return "exact" if narrow else "none"
     if narrow not in NARROW_MODES:
-        raise ProbschedError(f"narrow={narrow!r}: expected 'all', 'exact' or 'none' (True is 'exact', False 'none')")
+        raise ProbschedError(f"narrow={narrow!r}: expected 'exact', 'all', 'none' or 'auto' (True is 'exact', False 'none')")
     return narrow
 
 

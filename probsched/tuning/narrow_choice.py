@@ -1,0 +1,125 @@
+"""``ps.compile(..., precision="bf16", narrow="auto")``: store in bfloat16 between tasks what
+makes *this* network faster, measured.
+
+Which values a bf16 network stores in bfloat16 between its tasks
+(:func:`~probsched.graph.precision.narrow_between_tasks`) moves its speed by several per
+cent either way, and not the same way for every network: on AMD Zen 4, ResNet-50 ran 6%
+faster with every value in bfloat16 (``"all"``: half the bytes of its float32 residual
+stream) than with only the values every reader rounds anyway (``"exact"``), MobileNet-V2 8%
+slower (its float32 depthwise tasks, tuned to write float32, write bfloat16 through the
+same schedules; ``benchmarks/data/zen4_1207c.md``). Neither the tasks' tuned times nor the
+sum of the kernel calls timed one by one say which (MobileNet-V2's calls summed 7% *less*
+with ``"all"``): only whole inferences do. So ``"auto"`` compiles both and times them
+:func:`paired`: blocks of inferences of one and of the other, alternating, and the median
+over the pairs of one's time over the other's, which the host's slower stretches move far
+less than they move either median. ``"all"`` is kept when it is at least
+:data:`MARGIN` faster (it rounds the residual stream once more per block: a choice for
+speed, so it must pay); the decision is kept on disk (:mod:`probsched.cache`, keyed by the
+two compiled networks), so compiling the network again gives the same model.
+
+>>> import time
+>>> fast, slow = (lambda: time.sleep(0.001)), (lambda: time.sleep(0.002))
+>>> ratio = paired(fast, slow, seconds=0.1, block_s=0.005)
+>>> 0.3 < ratio < 0.8
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import cache
+
+log = logging.getLogger("probsched.compile")
+
+#: ``"all"`` is kept only when its paired time is at most this share of ``"exact"``'s.
+MARGIN = 0.99
+
+#: Seconds of paired timing a choice spends at least (and pairs at least :data:`MIN_PAIRS`).
+SECONDS = 3.0
+MIN_PAIRS = 15
+
+
+def paired(a: Callable[[], object], b: Callable[[], object], seconds: float = SECONDS, block_s: float = 0.02,
+           min_pairs: int = MIN_PAIRS) -> float:
+    """The median over pairs of blocks of ``a``'s mean time over ``b``'s (below 1: ``a`` is
+    faster). A block is as many calls as last ``block_s``, after one untimed call (the
+    other's data out of the caches, its threads awake); the pairs alternate which runs
+    first, for ``seconds`` and at least ``min_pairs`` pairs."""
+    for f in (a, b):
+        f()
+    t0 = time.perf_counter()
+    a()
+    per = max(time.perf_counter() - t0, 1e-6)
+    k = max(1, int(block_s / per))
+    ratios: List[float] = []
+    start = time.perf_counter()
+    while len(ratios) < min_pairs or time.perf_counter() - start < seconds:
+        means = {}
+        for name, f in (("a", a), ("b", b)) if len(ratios) % 2 == 0 else (("b", b), ("a", a)):
+            f()
+            t = time.perf_counter()
+            for _ in range(k):
+                f()
+            means[name] = (time.perf_counter() - t) / k
+        ratios.append(means["a"] / means["b"])
+    return float(np.median(ratios))
+
+
+def example_inputs(model) -> List[np.ndarray]:
+    """Inputs of ``model``'s types for timing it: standard normal floats (no denormals, no
+    NaNs to slow a kernel down), zeros for integers (a valid index of any table)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for v in model.interface.inputs:
+        spec = model.interface.types[v]
+        dtype = np.dtype(spec.dtype) if spec.dtype != "bfloat16" else np.dtype(np.float32)
+        if np.issubdtype(dtype, np.floating):
+            out.append(rng.standard_normal(spec.shape).astype(dtype))
+        else:
+            out.append(np.zeros(spec.shape, dtype))
+    return out
+
+
+def _decision_path(keys: Tuple[str, str]) -> str:
+    digest = hashlib.sha256("|".join(keys).encode()).hexdigest()[:40]
+    return os.path.join(cache.folder("narrow"), digest + ".json")
+
+
+def choose(models: Dict[str, object], keys: Optional[Tuple[str, str]] = None) -> Tuple[str, Optional[float]]:
+    """``"all"`` or ``"exact"`` for ``models`` (the same network compiled both ways), and the
+    measured ratio of ``"all"``'s time to ``"exact"``'s (None when read from the disk, or
+    when the two store the same values and nothing is timed). ``keys``: the two compiled
+    networks' cache keys, under which the decision is kept (None: not kept)."""
+    exact, every = models["exact"], models["all"]
+    if exact.interface.types == every.interface.types:
+        return "exact", None  # nothing more is stored in bfloat16 with "all": one network
+    path = _decision_path(keys) if keys and all(keys) else None
+    if path and os.path.exists(path):
+        try:
+            with open(path) as fh:
+                saved = json.load(fh)
+            if saved.get("mode") in ("exact", "all"):
+                return saved["mode"], None
+        except (OSError, ValueError):
+            pass  # a damaged decision is made again
+    args = example_inputs(exact)
+    ratio = paired(lambda: every(*args), lambda: exact(*args))
+    mode = "all" if ratio <= MARGIN else "exact"
+    log.info("compile: narrow='auto' chose %r: with every value in bfloat16 the network takes %.3fx the time", mode, ratio)
+    if path:
+        try:
+            cache.write_atomic(path, json.dumps({"mode": mode, "ratio": ratio}).encode())
+        except OSError:
+            pass  # an unwritable cache: the next compile measures again
+    return mode, ratio
+
+
+__all__ = ["choose", "paired", "example_inputs", "MARGIN"]
