@@ -193,6 +193,29 @@ def test_narrow_auto_keeps_the_mode_its_paired_timing_finds_faster_and_remembers
         ps.compile(residual_mlp, x, candidates=2, progress=None).interface.types and len(timed) == 2
 
 
+KEY_OF_A_TWO_ACTIVATION_PRODUCT = """
+import jax, numpy as np, probsched as ps
+g = ps.from_jax(lambda q, k: jax.nn.softmax(q @ k.T), np.ones((8, 16), np.float32), np.ones((8, 16), np.float32))
+print([t.in_precision("bf16").key for t in g.tasks()])
+"""
+
+
+def test_a_bf16_task_reading_two_activations_has_one_key_in_every_process():
+    # its copy stages were added in a set's order, which string hashing changes per process:
+    # attention's Q @ K got another database key in every other process, its records lost
+    import os
+    import subprocess
+    import sys
+
+    keys = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        out = subprocess.run([sys.executable, "-c", KEY_OF_A_TWO_ACTIVATION_PRODUCT], env=env, capture_output=True,
+                             text=True, check=True)
+        keys.add(out.stdout.strip().splitlines()[-1])
+    assert len(keys) == 1
+
+
 def test_the_reference_rounds_an_input_where_a_product_reads_it_and_nowhere_else():
     # task 01 reads h twice: its product rounds it (its copy stage), its residual add does not
     import ml_dtypes

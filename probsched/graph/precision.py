@@ -60,7 +60,10 @@ def task_function(task: "Task", precision: str) -> Tuple[PrimFunc, str, Tuple[st
     for blk in func.blocks():
         own = set(written_buffers(blk))
         reads = [b for b in read_buffers(blk) if b not in own]
-        for name in set(product_operands(blk)) & activations:
+        # in the product's operand order: a set's order changes from process to process (string
+        # hashing), and with it the copy stages' names, the function's structural hash and the
+        # database key of a task whose product reads two activations (attention's Q @ K)
+        for name in dict.fromkeys(n for n in product_operands(blk) if n in activations):
             func, _ = cache_read(func, blk.name, reads.index(name), "global")
     rounded = tuple(sorted(lowered_buffers(func) & activations))
     return flatten_window(convert(func, target, keep=activations)), target, rounded
