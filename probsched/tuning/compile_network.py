@@ -261,7 +261,6 @@ def _compile(graph: Graph, database: Union[str, Database, None], space: Optional
     cache key (None: not cacheable)."""
     from .. import space as space_mod
 
-    mode = narrow
     space = space or space_mod.default()
     own_db = database is not None and not isinstance(database, Database)
     db = Database(database) if own_db else database
@@ -273,8 +272,8 @@ def _compile(graph: Graph, database: Union[str, Database, None], space: Optional
             tasks.append(task)
             stored[task.key] = records
         interface = ModelInterface.of_graph(graph)
-        if mode != "none" and canonical(precision) == BF16:
-            tasks, values = _narrowed(tasks, stored, graph.outputs, every=mode == "all")
+        if narrow != "none" and canonical(precision) == BF16:
+            tasks, values = _narrowed(tasks, stored, graph.outputs, every=narrow == "all")
             interface = interface.with_types({v: BF16 for v in values})
         calls = sorted(((c.index, t, c.inputs, c.outputs) for t in tasks for c in t.calls), key=lambda c: c[0])
         calls = [c[1:] for c in calls]  # in run order
