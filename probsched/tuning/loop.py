@@ -383,8 +383,9 @@ class TuningLoop:
         """``n`` trials for task ``i``'s round, cut under a time budget so that every live
         task with neither a record nor a round yet (:meth:`_waits_for_first_round`) can still
         have one of :data:`MIN_FIRST_ROUND` trials before the deadline (without any of its
-        own a task runs a predicted schedule; MobileNet-V2 tuned for 6 minutes left two so). The rounds so far say what a round costs besides
-        its trials (proposing, learning) and what a trial costs."""
+        own a task runs a predicted schedule; MobileNet-V2 tuned for 6 minutes left two so).
+        The rounds so far say what a round costs besides its trials (proposing, learning) and
+        what a trial costs."""
         now = time.perf_counter()
         if not math.isfinite(self.deadline) or not self.events or not self.rounds:
             return n

@@ -15,8 +15,9 @@ over the pairs of one's time over the other's, which the host's slower stretches
 less than they move either median. ``"all"`` is kept when it is at least
 :data:`MARGIN` faster (it rounds the residual stream once more per block: a choice for
 speed, so it must pay; BERT-base's error grew from 9.7e-3 to 1.24e-2 where it was chosen,
-so ``"exact"`` is the mode for the smallest error); the decision is kept on disk (:mod:`probsched.cache`, keyed by the
-two compiled networks), so compiling the network again gives the same model.
+so ``"exact"`` is the mode for the smallest error); the decision is kept on disk
+(:mod:`probsched.cache`, keyed by the two compiled networks), so compiling the network
+again gives the same model.
 
 >>> import time
 >>> fast, slow = (lambda: time.sleep(0.001)), (lambda: time.sleep(0.002))
