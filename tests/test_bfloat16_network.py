@@ -193,6 +193,21 @@ def test_narrow_auto_keeps_the_mode_its_paired_timing_finds_faster_and_remembers
         ps.compile(residual_mlp, x, candidates=2, progress=None).interface.types and len(timed) == 2
 
 
+def test_narrow_auto_keeps_exact_without_timing_when_all_moves_the_outputs_past_the_budget(tmp_path, monkeypatch):
+    from probsched.tuning import narrow_choice
+
+    monkeypatch.setenv("PROBSCHED_CACHE_DIR", str(tmp_path))
+    x = np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32)
+    every = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="all", progress=None)
+    exact = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="exact", progress=None)
+    apart = narrow_choice.departure(every(x), exact(x))
+    assert 0 < apart <= narrow_choice.ERROR_BUDGET  # one more rounding of h: within the budget here
+    monkeypatch.setattr(narrow_choice, "ERROR_BUDGET", apart / 2)  # a network that amplifies it
+    monkeypatch.setattr(narrow_choice, "paired", lambda *a, **k: pytest.fail("timed although 'all' errs too much"))
+    auto = ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="auto", progress=None)
+    assert auto.interface.types == exact.interface.types and np.array_equal(auto(x), exact(x))
+
+
 KEY_OF_A_TWO_ACTIVATION_PRODUCT = """
 import jax, numpy as np, probsched as ps
 g = ps.from_jax(lambda q, k: jax.nn.softmax(q @ k.T), np.ones((8, 16), np.float32), np.ones((8, 16), np.float32))
