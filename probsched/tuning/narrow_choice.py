@@ -10,8 +10,8 @@ slower (its float32 depthwise tasks, tuned to write float32, write bfloat16 thro
 same schedules; ``benchmarks/data/zen4_1207c.md``). Neither the tasks' tuned times nor the
 sum of the kernel calls timed one by one say which (MobileNet-V2's calls summed 7% *less*
 with ``"all"``): only whole inferences do. So ``"auto"`` compiles both and times them
-:func:`paired`: blocks of inferences of one and of the other, alternating, and the median
-over the pairs of one's time over the other's, which the host's slower stretches move far
+:func:`paired`: repeats of inferences of one and of the other, alternating, and the median
+over the rounds of one's time over the other's, which the host's slower stretches move far
 less than they move either median. ``"all"`` is kept when it is at least
 :data:`MARGIN` faster (it rounds the residual stream once more per block: a choice for
 speed, so it must pay) and only when its outputs depart from ``"exact"``'s by at most
@@ -24,7 +24,7 @@ so compiling the network again gives the same model.
 
 >>> import time
 >>> fast, slow = (lambda: time.sleep(0.001)), (lambda: time.sleep(0.002))
->>> ratio = paired(fast, slow, seconds=0.1, block_s=0.005)
+>>> ratio = paired(fast, slow, rounds=9, repeat_ms=5)
 >>> 0.3 < ratio < 0.8
 True
 """
@@ -35,12 +35,12 @@ import hashlib
 import json
 import logging
 import os
-import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import cache
+from ..measure.timer import time_interleaved
 
 log = logging.getLogger("probsched.compile")
 
@@ -51,35 +51,19 @@ MARGIN = 0.99
 #: bfloat16's unit roundoff, 2**-8, one more rounding of the outputs themselves.
 ERROR_BUDGET = 2.0 ** -8
 
-#: Seconds of paired timing a choice spends at least (and pairs at least :data:`MIN_PAIRS`).
-SECONDS = 3.0
-MIN_PAIRS = 15
+#: Rounds of paired timing (each a repeat of at least :data:`REPEAT_MS` of each network).
+ROUNDS = 60
+REPEAT_MS = 20.0
 
 
-def paired(a: Callable[[], object], b: Callable[[], object], seconds: float = SECONDS, block_s: float = 0.02,
-           min_pairs: int = MIN_PAIRS) -> float:
-    """The median over pairs of blocks of ``a``'s mean time over ``b``'s (below 1: ``a`` is
-    faster). A block is as many calls as last ``block_s``, after one untimed call (the
-    other's data out of the caches, its threads awake); the pairs alternate which runs
-    first, for ``seconds`` and at least ``min_pairs`` pairs."""
-    for f in (a, b):
-        f()
-    t0 = time.perf_counter()
-    a()
-    per = max(time.perf_counter() - t0, 1e-6)
-    k = max(1, int(block_s / per))
-    ratios: List[float] = []
-    start = time.perf_counter()
-    while len(ratios) < min_pairs or time.perf_counter() - start < seconds:
-        means = {}
-        for name, f in (("a", a), ("b", b)) if len(ratios) % 2 == 0 else (("b", b), ("a", a)):
-            f()
-            t = time.perf_counter()
-            for _ in range(k):
-                f()
-            means[name] = (time.perf_counter() - t) / k
-        ratios.append(means["a"] / means["b"])
-    return float(np.median(ratios))
+def paired(a: Callable[[], object], b: Callable[[], object], rounds: int = ROUNDS, repeat_ms: float = REPEAT_MS) -> float:
+    """The median over rounds of ``a``'s mean time over ``b``'s (below 1: ``a`` is faster),
+    each round a repeat of each after one untimed call (the other's data out of the caches,
+    its threads awake), which runs first alternating
+    (:func:`~probsched.measure.timer.time_interleaved`, without pauses: no other library's
+    threads to let settle)."""
+    t = time_interleaved({"a": a, "b": b}, rounds=rounds, min_repeat_ms=repeat_ms, settle_s=0.0, warm_up=0.0)
+    return float(np.median([x / y for x, y in zip(t["a"].means, t["b"].means)]))
 
 
 def example_inputs(model) -> List[np.ndarray]:
@@ -97,22 +81,15 @@ def example_inputs(model) -> List[np.ndarray]:
     return out
 
 
-def _flat(outputs) -> np.ndarray:
-    """A model's outputs (an array, or a list, tuple or dict of them) as one float64 vector."""
-    if isinstance(outputs, dict):
-        outputs = [outputs[k] for k in sorted(outputs)]
-    if isinstance(outputs, (list, tuple)):
-        return np.concatenate([_flat(o) for o in outputs]) if outputs else np.zeros(0)
-    return np.asarray(outputs, np.float64).ravel()
-
-
-def departure(a, b) -> float:
-    """How far outputs ``a`` are from ``b``: ``|a - b| / |b|`` over all their elements.
+def departure(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
+    """How far outputs ``a`` (arrays, or one array) are from ``b``: ``|a - b| / |b|`` over
+    all their elements.
 
     >>> departure([np.zeros(2), np.array([3.0])], [np.array([0.0, 4.0]), np.zeros(1)])
     1.25
     """
-    fa, fb = _flat(a), _flat(b)
+    fa, fb = (np.concatenate([np.ravel(x) for x in ([v] if isinstance(v, np.ndarray) else v)]).astype(np.float64)
+              for v in (a, b))
     return float(np.linalg.norm(fa - fb) / max(np.linalg.norm(fb), 1e-30))
 
 
@@ -126,8 +103,8 @@ def choose(models: Dict[str, object], keys: Optional[Tuple[str, str]] = None) ->
     """``"all"`` or ``"exact"`` for ``models`` (the same network compiled both ways), and the
     measured ratio of ``"all"``'s time to ``"exact"``'s (None when read from the disk, when
     the two store the same values, or when ``"all"``'s outputs are too far from
-    ``"exact"``'s: nothing is timed then). ``keys``: the two compiled
-    networks' cache keys, under which the decision is kept (None: not kept)."""
+    ``"exact"``'s: nothing is timed then). ``keys``: the two compiled networks' cache keys,
+    under which the decision is kept (None: not kept)."""
     exact, every = models["exact"], models["all"]
     if exact.interface.types == every.interface.types:
         return "exact", None  # nothing more is stored in bfloat16 with "all": one network
@@ -141,7 +118,10 @@ def choose(models: Dict[str, object], keys: Optional[Tuple[str, str]] = None) ->
         except (OSError, ValueError):
             pass  # a damaged decision is made again
     args = example_inputs(exact)
-    apart = departure(every(*args), exact(*args))
+    bound = [m.bind(*args) for m in (every, exact)]  # outputs as one flat list of arrays
+    for run in bound:
+        run()
+    apart = departure(*(run.outputs for run in bound))
     if apart > ERROR_BUDGET:
         mode, ratio = "exact", None
         log.info("compile: narrow='auto' chose 'exact': with every value in bfloat16 the outputs move %.1e "
