@@ -3,6 +3,9 @@ rewrite, workloads, the tolerance, references and records."""
 
 from __future__ import annotations
 
+import platform
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -56,6 +59,57 @@ def test_nan_stays_nan_through_a_bfloat16_store(rounding_kernel):
     a = np.full(64, np.nan, np.float32)
     (got,) = rounding_kernel.run(a, np.ones(64, BF16))
     assert np.isnan(got.astype(np.float32)).all()
+
+
+def test_the_store_rounding_agrees_with_its_plain_form_on_every_float32():
+    """``codegen.bf16.bits`` is written for the vectorizer; the plain form (a branch for NaN,
+    the rest rounded to nearest even) must give the same bits for all 2**32 inputs."""
+    import numba
+    from probsched.codegen.bf16 import bits
+    from probsched.codegen.mathlib import bitcast
+
+    u32 = np.uint32
+
+    @numba.njit
+    def plain(x):
+        u = bitcast(x, np.uint32)
+        if x != x:
+            return np.uint16((u >> u32(16)) | u32(0x40))
+        return np.uint16((u + u32(0x7FFF) + ((u >> u32(16)) & u32(1))) >> u32(16))
+
+    @numba.njit
+    def disagreements():
+        n = 0
+        for i in range(2**32):
+            x = bitcast(np.uint32(i), np.float32)
+            n += bits(x) != plain(x)
+        return n
+
+    assert disagreements() == 0
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86-64 assembly")
+def test_a_loop_of_bfloat16_stores_is_vectorized():
+    """Eight stores in a row (a vectorized loop of a schedule) become vector instructions,
+    not eight 16-bit scalar stores: with a branch for NaN in the rounding they did not, and
+    a depthwise convolution writing bfloat16 ran 3.7x slower than one writing float32."""
+    import numba
+    from probsched.codegen.bf16 import bits
+    from probsched.codegen.compile import compile_options
+
+    @numba.njit(**compile_options())
+    def store(y, x):
+        for j in range(0, x.size, 8):
+            for i in range(8):
+                y[j + i] = bits(x[j + i])
+
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    y = np.zeros(64, np.uint16)
+    store(y, x)
+    assert np.array_equal(y, x.astype(BF16).view(np.uint16))
+    asm = "\n".join(store.inspect_asm().values())
+    scalar_stores = re.findall(r"\bmovw\s+%\w+, ", asm)
+    assert not scalar_stores, f"{len(scalar_stores)} scalar 16-bit stores"
 
 
 def test_arithmetic_on_bfloat16_is_float32():
