@@ -272,3 +272,59 @@ def test_cli_compile_narrow_says_what_is_stored_in_bfloat16_between_tasks(tmp_pa
     capsys.readouterr()
     assert main(["compile", f"{spec}:model", "--precision", "bf16", "--narrow", "some", "-o", str(tmp_path / "x.psm")]) == 2
     assert "--narrow" in capsys.readouterr().err
+
+
+def test_a_narrowed_task_runs_its_own_records_before_its_bases(tmp_path):
+    # a task storing values in bfloat16 is another program: once tuned as itself (its own
+    # records), the compile runs those, not its base's replayed
+    from probsched.database import Database
+    from probsched.tuning.compile_network import network_tasks
+
+    x = np.ones((4, 32), np.float32)
+    graph = ps.from_jax(residual_mlp, x)
+    with Database(str(tmp_path / "t.db")) as db:
+        for t in graph.tasks():
+            _record(db, t.in_precision("bf16"), 5e-6)
+        tasks, _, values = network_tasks(graph, db, "bf16", "exact")
+        narrowed = [t for t in tasks if t.base is not None]
+        assert narrowed and values
+        _record(db, narrowed[0], 7e-6)
+    model = ps.compile(residual_mlp, x, database=str(tmp_path / "t.db"), precision="bf16", narrow="exact", progress=None)
+    seconds = {c.task.key: c.seconds for c in model.choices}
+    assert seconds[narrowed[0].key] == 7e-6
+    assert all(seconds[t.key] == 5e-6 for t in narrowed[1:])  # the others: their bases'
+    np.testing.assert_allclose(model(x), ps.compile(residual_mlp, x, candidates=2, precision="bf16", narrow="exact",
+                                                    progress=None)(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_bf16_run_tunes_the_narrowed_tasks_from_their_bases_records(tmp_path):
+    from probsched.database import Database
+    from probsched.tuning import TuningOptions
+    from probsched.tuning.tune_network import narrowed_label, narrowed_tasks
+
+    from tests.test_tuning_loop import SlowInstant
+
+    x = np.ones((4, 32), np.float32)
+    graph = ps.from_jax(residual_mlp, x)
+    options = TuningOptions(strategy="replay", cost_model=None, batch_size=2, retime_top=0, shipped=False)
+    result = ps.tune_model(graph, trials=40, database=str(tmp_path / "t.db"), measurer=SlowInstant(), precision="bf16",
+                           narrow="all", compile=False, options=options)
+    with Database(str(tmp_path / "t.db")) as db:
+        narrowed = narrowed_tasks(graph, db, "bf16", ["all"])
+        assert narrowed
+        for t in narrowed:
+            own = db.records(t.func)
+            assert own, t.name  # tuned as itself
+            base_best = db.best(t.base.workload)[0]
+            # its first candidate: its base's best, replayed on it
+            first = min(own, key=lambda r: r.timestamp)
+            assert first.instructions == base_best.schedule(t.func).instructions.to_json()
+    labels = [r.name for r in result.tasks]
+    assert all(narrowed_label(t) in labels for t in narrowed)
+    trials = sum(r.trials for r in result.tasks)
+    assert trials == len(result.history) <= 40
+    assert sum(r.trials for r in result.tasks if "[bfloat16" in r.name) >= 8  # the last fifth of the budget
+    # each network task counts once in the estimate, by its fastest version
+    assert result.history[-1].estimated_seconds == pytest.approx(result.estimated_seconds)
+    assert sum(r.share for r in result.tasks) == pytest.approx(1.0)
+    assert {result.tasks[e.task].name for e in result.history[-4:]} <= {narrowed_label(t) for t in narrowed}

@@ -178,9 +178,11 @@ def _replayed(task: Task, db: Database, rec: TuningRecord) -> Optional[Schedule]
     """``rec``'s schedule of ``task``, or None (logged) when it does not replay to the program
     the record names."""
     base = task.func if task.base is None else task.base.func
-    # a task storing some values in bfloat16 replays its base's records (the same blocks and
-    # loops): the base's program is the one the record names; a twin's record
-    # (:func:`_twins_stored`) names the program of the twin's function
+    # a record names its own program: the task's (a narrowed task tuned as itself), or, for a
+    # task storing some values in bfloat16, its base's (the same blocks and loops), or a
+    # twin's (:func:`_twins_stored`: the twin's function)
+    if rec.workload_hash == task.func.structural_hash():
+        base = task.func
     twin = None if rec.workload_hash == base.structural_hash() else stored_function(db, rec.workload_hash)
     try:
         sch = rec.schedule(base if twin is None else twin)
@@ -194,7 +196,7 @@ def _replayed(task: Task, db: Database, rec: TuningRecord) -> Optional[Schedule]
         log.warning("compile: task %s: record %s in %s replays to another program; trying the next", task.name,
                     rec.candidate_hash[:12], db.path)
         return None
-    if task.base is None and twin is None:
+    if base is task.func and twin is None:
         return sch
     try:
         return rec.schedule(task.func)
@@ -266,14 +268,9 @@ def _compile(graph: Graph, database: Union[str, Database, None], space: Optional
     db = Database(database) if own_db else database
     try:
         shipped = shipped_database()
-        tasks, stored = [], {}
-        for t in graph.tasks():
-            task, records = _faster_precision(t, t.in_precision(precision), db, shipped)
-            tasks.append(task)
-            stored[task.key] = records
+        tasks, stored, values = network_tasks(graph, db, precision, narrow, shipped)
         interface = ModelInterface.of_graph(graph)
-        if narrow != "none" and canonical(precision) == BF16:
-            tasks, values = _narrowed(tasks, stored, graph.outputs, every=narrow == "all")
+        if values:
             interface = interface.with_types({v: BF16 for v in values})
         calls = sorted(((c.index, t, c.inputs, c.outputs) for t in tasks for c in t.calls), key=lambda c: c[0])
         calls = [c[1:] for c in calls]  # in run order
@@ -316,22 +313,47 @@ def narrow_mode(narrow: Union[bool, str]) -> str:
     return narrow
 
 
-def _narrowed(tasks: List[Task], stored: dict, outputs: Sequence[int], every: bool = False) -> Tuple[List[Task], frozenset]:
+def network_tasks(graph: Graph, db: Optional[Database], precision: str, narrow: str,
+                  shipped: Optional[Database] = None) -> Tuple[List[Task], dict, frozenset]:
+    """The tasks a compile of ``graph`` runs with the records of ``db`` (and the shipped
+    ones): each in ``precision`` or in float32 (:func:`_faster_precision`), then, for bf16
+    and a ``narrow`` mode other than ``"none"`` (not ``"auto"``: one mode), with the values
+    between them stored in bfloat16 (:func:`_narrowed`); the records each is compiled from
+    (by task key); and the values stored in bfloat16. ``ps.tune_model`` tunes the narrowed
+    tasks of this list, so they are the ones the compile then runs."""
+    tasks, stored = [], {}
+    for t in graph.tasks():
+        task, records = _faster_precision(t, t.in_precision(precision), db, shipped)
+        tasks.append(task)
+        stored[task.key] = records
+    values: frozenset = frozenset()
+    if narrow != "none" and canonical(precision) == BF16:
+        tasks, values = _narrowed(tasks, stored, graph.outputs, narrow == "all", db, shipped)
+    return tasks, stored, values
+
+
+def _narrowed(tasks: List[Task], stored: dict, outputs: Sequence[int], every: bool = False,
+              db: Optional[Database] = None, shipped: Optional[Database] = None) -> Tuple[List[Task], frozenset]:
     """``tasks`` with the values between them stored in bfloat16 where every reader rounds
-    them anyway (:func:`~probsched.graph.precision.narrow_between_tasks`), and those values;
-    a task whose first record does not replay narrowed (a micro-kernel that would write its
-    output) is left as it is, and the values planned again without it. ``stored`` gains the
-    narrowed tasks' records: their bases'."""
+    them anyway (``every``: every value a task can round as it writes it;
+    :func:`~probsched.graph.precision.narrow_between_tasks`), and those values. A narrowed
+    task runs its own records (``ps.tune_model`` tunes it as the network runs it: a schedule
+    tuned to write float32 can write bfloat16 slowly), else its base's, replayed; one with
+    none of its own whose base's first record does not replay narrowed (a micro-kernel that
+    would write its output) is left as it is, and the values planned again without it.
+    ``stored`` gains the narrowed tasks' records."""
     exclude: set = set()
     while True:
         narrowed, values = narrow_between_tasks(tasks, keep=outputs, exclude=exclude, every=every)
-        failed = {i for i, t in enumerate(narrowed) if t.base is not None and not _replays(t, stored[t.base.key])}
+        own = {t.key: _records(t, db, shipped) for t in narrowed if t.base is not None}
+        failed = {i for i, t in enumerate(narrowed)
+                  if t.base is not None and not any(own[t.key]) and not _replays(t, stored[t.base.key])}
         if not failed:
             break
         exclude |= failed
     for task in narrowed:
         if task.base is not None:
-            stored[task.key] = stored[task.base.key]
+            stored[task.key] = own[task.key] if any(own[task.key]) else stored[task.base.key]
     return narrowed, values
 
 

@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from ..database import Database, TuningRecord
+from ..database.record import workload_key
 from ..measure.cold_weights import weight_positions
 from ..measure.protocol import takes_keyword
 from ..search import Candidate, SearchStrategy
@@ -134,12 +136,15 @@ class LoopTask:
     ``group``: tasks of one non-empty group are alternatives (one network task in two
     precisions): the network runs the fastest, so the estimate counts the group once, and
     once each has a success, one slower than :data:`RACE_MARGIN` times the group's best
-    leaves the rotation."""
+    leaves the rotation. ``seeds_from``: a workload with the same blocks and loops whose best
+    records the search proposes first, replayed, when it has none of its own (a narrowed
+    task's base: :class:`~.task_search.TaskSearch` ``seed_records``)."""
 
     workload: Union[Workload, "PrimFunc"]
     weight: int = 1
     name: str = ""
     group: str = ""
+    seeds_from: Optional[Union[Workload, "PrimFunc"]] = None
 
     @property
     def label(self) -> str:
@@ -227,6 +232,16 @@ def _bound(search: Optional[TaskSearch], bounded: bool) -> dict:
     return {"best_seconds": best} if bounded and math.isfinite(best) else {}
 
 
+def _seed_records(db: Database, workload: Optional[Union[Workload, "PrimFunc"]]) -> List[TuningRecord]:
+    """The best records of ``workload`` (a :class:`LoopTask`'s ``seeds_from``) a search starts
+    from: the database's, else the shipped ones; none without a workload."""
+    if workload is None:
+        return []
+    from .shipped import DEFAULT_TOP, shipped_records
+
+    return db.best(workload, k=DEFAULT_TOP) or shipped_records(workload_key(workload), DEFAULT_TOP)
+
+
 def make_cost_model(options: TuningOptions, trials: int, strategy: SearchStrategy) -> Optional["CostModel"]:
     """The run's cost model: None when nothing would ask it (no trials, or a strategy that
     never scores), else ``options.cost_model`` by name or as given."""
@@ -281,7 +296,8 @@ class TuningLoop:
         seeds = [None if options.seed is None else options.seed + i for i in range(len(tasks))]
         self.searches = [
             TaskSearch(t.workload, resources.db, space=self.space, strategy=s, model=self.model, seed=seed, start=self.start,
-                       similar_tasks=options.similar_tasks, shipped=options.shipped)
+                       similar_tasks=options.similar_tasks, shipped=options.shipped,
+                       seed_records=_seed_records(resources.db, t.seeds_from))
             for t, s, seed in zip(self.tasks, strategies, seeds)
         ]
         self.states = [

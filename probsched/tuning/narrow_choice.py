@@ -3,11 +3,13 @@ makes *this* network faster, measured.
 
 Which values a bf16 network stores in bfloat16 between its tasks
 (:func:`~probsched.graph.precision.narrow_between_tasks`) moves its speed by several per
-cent either way, and not the same way for every network: on AMD Zen 4, ResNet-50 ran 6%
-faster with every value in bfloat16 (``"all"``: half the bytes of its float32 residual
-stream) than with only the values every reader rounds anyway (``"exact"``), MobileNet-V2 8%
-slower (its float32 depthwise tasks, tuned to write float32, write bfloat16 through the
-same schedules; ``benchmarks/data/zen4_1207c.md``). Neither the tasks' tuned times nor the
+cent either way, and not the same way for every network nor for every state of the
+machine: on AMD Zen 4, ResNet-50 ran 6% faster with every value in bfloat16 (``"all"``: half
+the bytes of its float32 residual stream) than with only the values every reader rounds
+anyway (``"exact"``); MobileNet-V2 ran 3-6% slower while memory was not the limit and 10-12%
+faster while it was (another tenant's traffic: the same network took twice as long), its
+depthwise tasks then bound by the bytes they move (``benchmarks/data/zen4_1207c.md``,
+``zen4_1207d.md``). Neither the tasks' tuned times nor the
 sum of the kernel calls timed one by one say which (MobileNet-V2's calls summed 7% *less*
 with ``"all"``): only whole inferences do. So ``"auto"`` compiles both and times them
 :func:`paired`: repeats of inferences of one and of the other, alternating, and the median

@@ -86,6 +86,8 @@ class TaskSearch:
     program in a space changed since, 8x slower for ResNet-50's classifier), then evolved
     from their decisions;
     ``similar_tasks``: the search starts from those of similar tasks (:mod:`.similar_tasks`).
+    ``seed_records`` (instead of the shipped ones): records of another program with the same
+    blocks and loops, proposed first, replayed on this one (a narrowed task's base's best).
     """
 
     def __init__(
@@ -100,6 +102,7 @@ class TaskSearch:
         start: Optional[float] = None,
         similar_tasks: bool = False,
         shipped: bool = False,
+        seed_records: Sequence[TuningRecord] = (),
     ) -> None:
         from .. import space as space_mod
 
@@ -121,7 +124,12 @@ class TaskSearch:
         #: task), each with its decisions
         self.seeds: List[Tuple[TuningRecord, "Trace"]] = []
         if not any(r.ok for r in self.past):
-            if shipped:
+            if seed_records:
+                # another program's best, replayed on this one (a narrowed task starts from its
+                # base's records: the same blocks and loops)
+                traced = ((r, r.decision_trace()) for r in seed_records)
+                self.seeds = [(r, d) for r, d in traced if d is not None]
+            elif shipped:
                 from .shipped import DEFAULT_TOP, shipped_database, shipped_records
                 from .similar_tasks import twin_records
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..database import Database
 from ..graph import Graph, Task
-from .compile_network import DEFAULT_CANDIDATES, as_graph
+from ..ir.dtypes import BF16
+from ..precision import canonical
+from .compile_network import DEFAULT_CANDIDATES, as_graph, narrow_mode, network_tasks
 from .compile_network import compile as compile_model
 from .loop import LoopTask, TrialEvent, TuningLoop, check_budget, grouped_total
 from .options import TuningOptions, default_batch_size
@@ -155,6 +157,85 @@ def alternatives(tasks: Sequence[Task], precision: str) -> Tuple[List[Task], Lis
     return out, groups
 
 
+#: The share of a bf16 run's budget (trials or minutes) that tunes the tasks storing values
+#: in bfloat16 between them (:func:`narrowed_modes`), after the tasks themselves.
+NARROWED_SHARE = 0.2
+
+
+def narrowed_modes(precision: str, narrow: Union[bool, str]) -> List[str]:
+    """The ``narrow`` modes whose narrowed tasks a run in ``precision`` tunes: those the
+    compile may run (``"auto"`` compiles both).
+
+    >>> narrowed_modes("bf16", "auto"), narrowed_modes("bf16", True), narrowed_modes("float32", "all")
+    (['exact', 'all'], ['exact'], [])
+    """
+    mode = narrow_mode(narrow)
+    if canonical(precision) != BF16 or mode == "none":
+        return []
+    return ["exact", "all"] if mode == "auto" else [mode]
+
+
+def narrowed_tasks(graph: Graph, db: Database, precision: str, modes: Sequence[str]) -> List[Task]:
+    """The narrowed tasks the compile of ``graph`` runs with the records of ``db`` in each
+    of ``modes`` (:func:`~.compile_network.network_tasks`), each once: a task that stores
+    values in bfloat16 between tasks is another program than the one tuned (it reads or
+    writes bfloat16), and a schedule tuned to write float32 can write bfloat16 slowly
+    (MobileNet-V2's depthwise convolutions, 1.5-3.5x)."""
+    from .shipped import shipped_database
+
+    out: Dict[str, Task] = {}
+    for mode in modes:
+        for task in network_tasks(graph, db, precision, mode, shipped_database())[0]:
+            if task.base is not None:
+                out.setdefault(task.key, task)
+    return list(out.values())
+
+
+def _tune_narrowed(graph: Graph, precision: str, modes: Sequence[str], rows: list, trials: Optional[int],
+                   minutes: Optional[float], start: float, opts: TuningOptions, resources: TuningResources, scheduler,
+                   on_trial, result: "ModelTuneResult") -> list:
+    """Tune the narrowed tasks of the network (:func:`narrowed_tasks`, as the tasks' race
+    left it) with what is left of the budget, each starting from its base's best records;
+    ``rows`` gains theirs, each in the group of its network task (the network runs one)."""
+    narrowed = narrowed_tasks(graph, resources.db, precision, modes)
+    left_trials = None if trials is None else trials - len(result.history)
+    left_minutes = None if minutes is None else minutes - (time.perf_counter() - start) / 60.0
+    if not narrowed or (left_trials is not None and left_trials <= 0) or (left_minutes is not None and left_minutes <= 0):
+        return rows
+    network_task = {t.name: t.key for t in graph.tasks()}
+    rows = [(n, w, f, tr, b, g or network_task.get(n.split(":bf16")[0], "")) for n, w, f, tr, b, g in rows]
+    groups = [network_task[t.name.split(":bf16")[0]] for t in narrowed]
+    tuned = [(w * b, g) for _, w, _, _, b, g in rows]
+    first = len(rows)
+
+    def on_narrowed_trial(event: TrialEvent) -> None:
+        # the event as the whole run sees it: the network's estimate, the task's row
+        estimate = grouped_total(tuned + [(s.weighted_seconds, g) for s, g in zip(loop.states, groups)])
+        event = replace(event, task=first + event.task, estimated_seconds=estimate)
+        result.history.append(event)
+        on_trial(event)
+
+    loop = TuningLoop(
+        [LoopTask(t.workload, t.weight, narrowed_label(t), seeds_from=t.base.workload) for t in narrowed],
+        trials=left_trials, minutes=left_minutes, options=opts, resources=resources, scheduler=scheduler,
+        on_trial=on_narrowed_trial,
+    )
+    result.history = list(result.history)
+    loop.run()
+    for phase, seconds in loop.phase_seconds.items():
+        result.phase_seconds[phase] = result.phase_seconds.get(phase, 0.0) + seconds
+    for task, state, group in zip(narrowed, loop.states, groups):
+        best = best_schedule(resources.db, task.workload)
+        rows.append((narrowed_label(task), task.weight, task.flops, state.trials, best.seconds if best else math.inf, group))
+    return rows
+
+
+def narrowed_label(task: Task) -> str:
+    """How a narrowed task is named in a run's table: its name and the values it stores in
+    bfloat16."""
+    return f"{task.name} [bfloat16: {', '.join(task.narrowed)}]"
+
+
 def tune_model(
     model: Union[Graph, Callable],
     *example_args: Any,
@@ -187,7 +268,9 @@ def tune_model(
     tunes every task with its products in bfloat16 (:mod:`probsched.graph.precision`), each
     raced against its float32 version (:func:`alternatives`);
     ``narrow``: which values the compiled bf16 network stores in bfloat16 between tasks
-    (:func:`~.compile_network.compile_model`'s). The search options
+    (:func:`~.compile_network.compile`'s); the tasks that store some (:func:`narrowed_tasks`)
+    are tuned too, with the last :data:`NARROWED_SHARE` of the budget, each starting from
+    its base's best records. The search options
     (``space``, ``strategy``, ``cost_model``, ``seed``, ``batch_size``, ``retime_top``,
     ``retime_rounds``, ``target``) are keywords, or an ``options=``
     :class:`~probsched.tuning.options.TuningOptions` they replace fields of; their defaults
@@ -202,6 +285,7 @@ def tune_model(
     fn = model if not isinstance(model, Graph) else None
     resources = TuningResources(database, measurer)
     tasks, groups = alternatives(graph.tasks(), precision)
+    modes = narrowed_modes(precision, narrow)
     start = time.perf_counter()
     try:
         result = ModelTuneResult(graph, [], [], None, "", example_args=tuple(example_args), fn=fn)
@@ -210,9 +294,13 @@ def tune_model(
             for cb in callbacks:
                 cb(event, result)
 
+        first_trials, first_minutes = trials, minutes  # the tasks, then their narrowed versions (modes)
+        if modes:
+            first_trials = None if trials is None else trials - int(round(NARROWED_SHARE * trials))
+            first_minutes = None if minutes is None else minutes * (1.0 - NARROWED_SHARE)
         loop = TuningLoop(
-            [LoopTask(t.workload, t.weight, t.name, g) for t, g in zip(tasks, groups)], trials=trials, minutes=minutes, options=opts,
-            resources=resources, scheduler=scheduler, on_trial=on_trial, start=start,
+            [LoopTask(t.workload, t.weight, t.name, g) for t, g in zip(tasks, groups)], trials=first_trials,
+            minutes=first_minutes, options=opts, resources=resources, scheduler=scheduler, on_trial=on_trial, start=start,
         )
         result.scheduler = loop.scheduler_name
         result.history = loop.events
@@ -222,13 +310,16 @@ def tune_model(
         for task, state, group in zip(tasks, loop.states, groups):
             best = best_schedule(resources.db, task.workload)
             rows.append((task.name, task.weight, task.flops, state.trials, best.seconds if best else math.inf, group))
+        if modes:
+            rows = _tune_narrowed(graph, precision, modes, rows, trials, minutes, start, opts, resources, scheduler, on_trial,
+                                  result)
         fastest: Dict[str, float] = {}
         for _, w, _, _, b, group in rows:
             if group:
                 fastest[group] = min(fastest.get(group, math.inf), w * b)
         runs = [not g or (math.isfinite(b) and w * b == fastest[g]) for _, w, _, _, b, g in rows]
-        total = loop.estimated_seconds if math.isfinite(loop.estimated_seconds) else 0.0
-        total = total or sum(r[1] * r[4] for r, ran in zip(rows, runs) if ran and math.isfinite(r[4])) or 1.0
+        # the rows' own times (a narrowed version may be its network task's fastest): shares sum to 1
+        total = sum(r[1] * r[4] for r, ran in zip(rows, runs) if ran and math.isfinite(r[4])) or 1.0
         result.tasks = [TaskRow(n, w, f, tr, b, (w * b / total) if ran and math.isfinite(b) else 0.0, g)
                         for (n, w, f, tr, b, g), ran in zip(rows, runs)]
         result.wall_seconds = time.perf_counter() - start
