@@ -218,7 +218,7 @@ def test_a_budget_spent_before_every_task_had_a_round_still_gives_each_its_small
 def test_a_task_raced_in_two_precisions_counts_once_in_the_estimate(bert_tiny):
     # tuned in bf16, each task with products is raced against itself in float32 (a group of
     # two alternatives); the network runs the faster, so the estimate and the shares count it once
-    res = tune(bert_tiny, trials=8 * 16, batch_size=8, measurer=ScriptedMeasurer(), precision="bf16", narrow=False)
+    res = tune(bert_tiny, trials=8 * 16, batch_size=8, measurer=ScriptedMeasurer(), precision="bf16")
     groups = {}
     for t in res.tasks:
         if t.group:
