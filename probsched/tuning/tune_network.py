@@ -55,7 +55,7 @@ class TaskRow:
     trials: int
     best_seconds: float
     share: float  # of the estimated latency (0 for an alternative the network does not run)
-    group: str = ""  # tasks of one non-empty group are one network task in two precisions
+    group: str = ""  # tasks of one non-empty group are versions of one network task (precisions, narrowed)
 
 
 @dataclass
@@ -76,8 +76,8 @@ class ModelTuneResult:
     @property
     def estimated_seconds(self) -> float:
         """Sum over tasks of weight x best time (inf if a task has no successful record);
-        of a group of alternatives (one task in two precisions), the fastest only: the
-        network runs that one."""
+        of a group of alternatives (one task in two precisions, or narrowed), the fastest
+        only: the network runs that one."""
         return grouped_total([(t.weight * t.best_seconds, t.group) for t in self.tasks])
 
     @property
