@@ -310,7 +310,7 @@ def test_a_bf16_run_tunes_the_narrowed_tasks_from_their_bases_records(tmp_path):
     result = ps.tune_model(graph, trials=40, database=str(tmp_path / "t.db"), measurer=SlowInstant(), precision="bf16",
                            narrow="all", compile=False, options=options)
     with Database(str(tmp_path / "t.db")) as db:
-        narrowed = narrowed_tasks(graph, db, "bf16", ["all"])
+        narrowed = narrowed_tasks(graph, db, "bf16", "all")
         assert narrowed
         for t in narrowed:
             own = db.records(t.func)

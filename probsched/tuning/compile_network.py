@@ -343,9 +343,12 @@ def _narrowed(tasks: List[Task], stored: dict, outputs: Sequence[int], every: bo
     would write its output) is left as it is, and the values planned again without it.
     ``stored`` gains the narrowed tasks' records."""
     exclude: set = set()
+    own: dict = {}  # a narrowed task's own records, by key (a task planned again keeps its key)
     while True:
         narrowed, values = narrow_between_tasks(tasks, keep=outputs, exclude=exclude, every=every)
-        own = {t.key: _records(t, db, shipped) for t in narrowed if t.base is not None}
+        for t in narrowed:
+            if t.base is not None and t.key not in own:
+                own[t.key] = _records(t, db, shipped)
         failed = {i for i, t in enumerate(narrowed)
                   if t.base is not None and not any(own[t.key]) and not _replays(t, stored[t.base.key])}
         if not failed:

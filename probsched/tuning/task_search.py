@@ -124,21 +124,11 @@ class TaskSearch:
         #: task), each with its decisions
         self.seeds: List[Tuple[TuningRecord, "Trace"]] = []
         if not any(r.ok for r in self.past):
-            if seed_records:
-                # another program's best, replayed on this one (a narrowed task starts from its
-                # base's records: the same blocks and loops)
-                traced = ((r, r.decision_trace()) for r in seed_records)
-                self.seeds = [(r, d) for r, d in traced if d is not None]
-            elif shipped:
-                from .shipped import DEFAULT_TOP, shipped_database, shipped_records
-                from .similar_tasks import twin_records
-
-                # the shipped best of this task, or else its twins' (the same program but for
-                # constants: a layer quantized with other scales), in the database or shipped
-                found = shipped_records(self.key) or twin_records(db, self.func, self.key, DEFAULT_TOP) \
-                    or twin_records(shipped_database(), self.func, self.key, DEFAULT_TOP)
-                traced = ((r, r.decision_trace()) for r in found)
-                self.seeds = [(r, d) for r, d in traced if d is not None]
+            # another program's best, replayed on this one (a narrowed task starts from its
+            # base's records: the same blocks and loops), or the shipped best of this task
+            found = list(seed_records) or (self._shipped_seeds(db) if shipped else [])
+            traced = ((r, r.decision_trace()) for r in found)
+            self.seeds = [(r, d) for r, d in traced if d is not None]
             if similar_tasks:
                 from .similar_tasks import similar_decisions
 
@@ -148,6 +138,15 @@ class TaskSearch:
         self.history: List[Trial] = []
         self.start = time.perf_counter() if start is None else start
         self.exhausted = False  # the strategy found no new candidate
+
+    def _shipped_seeds(self, db: Database) -> List[TuningRecord]:
+        """The shipped best of this task, or else its twins' (the same program but for
+        constants: a layer quantized with other scales), in ``db`` or shipped."""
+        from .shipped import DEFAULT_TOP, shipped_database, shipped_records
+        from .similar_tasks import twin_records
+
+        return shipped_records(self.key) or twin_records(db, self.func, self.key, DEFAULT_TOP) \
+            or twin_records(shipped_database(), self.func, self.key, DEFAULT_TOP)
 
     @property
     def name(self) -> str:

@@ -158,49 +158,43 @@ def alternatives(tasks: Sequence[Task], precision: str) -> Tuple[List[Task], Lis
 
 
 #: The share of a bf16 run's budget (trials or minutes) that tunes the tasks storing values
-#: in bfloat16 between them (:func:`narrowed_modes`), after the tasks themselves.
+#: in bfloat16 between them (:func:`narrowed_mode`), after the tasks themselves.
 NARROWED_SHARE = 0.2
 
 
-def narrowed_modes(precision: str, narrow: Union[bool, str]) -> List[str]:
-    """The ``narrow`` modes whose narrowed tasks a run in ``precision`` tunes: ``"all"``'s,
-    where the compile may run it (``"all"``, ``"auto"``). With ``"exact"`` a narrowed task
-    reads or writes in bfloat16 only values its base rounds anyway, and its base's records
-    run it as fast: tuning them as themselves gained nothing measurable (ResNet-50 1.018x,
-    MobileNet-V2 0.992x the time, paired; ``benchmarks/data/zen4_1207d.md``), while
-    ``"all"``'s, which write bfloat16 where their bases wrote float32, gained 3%
+def narrowed_mode(precision: str, narrow: Union[bool, str]) -> Optional[str]:
+    """The ``narrow`` mode whose narrowed tasks a run in ``precision`` tunes: ``"all"``,
+    where the compile may run it (``"all"``, ``"auto"``), else None. With ``"exact"`` a
+    narrowed task reads or writes in bfloat16 only values its base rounds anyway, and its
+    base's records run it as fast: tuning them as themselves gained nothing measurable
+    (ResNet-50 1.018x, MobileNet-V2 0.992x the time, paired; ``benchmarks/data/zen4_1207d.md``),
+    while ``"all"``'s, which write bfloat16 where their bases wrote float32, gained 3%
     (MobileNet-V2).
 
-    >>> narrowed_modes("bf16", "auto"), narrowed_modes("bf16", True), narrowed_modes("float32", "all")
-    (['all'], [], [])
+    >>> narrowed_mode("bf16", "auto"), narrowed_mode("bf16", True), narrowed_mode("float32", "all")
+    ('all', None, None)
     """
-    mode = narrow_mode(narrow)
-    return ["all"] if canonical(precision) == BF16 and mode in ("all", "auto") else []
+    return "all" if canonical(precision) == BF16 and narrow_mode(narrow) in ("all", "auto") else None
 
 
-def narrowed_tasks(graph: Graph, db: Database, precision: str, modes: Sequence[str]) -> List[Task]:
-    """The narrowed tasks the compile of ``graph`` runs with the records of ``db`` in each
-    of ``modes`` (:func:`~.compile_network.network_tasks`), each once: a task that stores
-    values in bfloat16 between tasks is another program than the one tuned (it reads or
-    writes bfloat16), and a schedule tuned to write float32 can write bfloat16 slowly
-    (MobileNet-V2's depthwise convolutions, 1.3-2x their float32 time in network order)."""
+def narrowed_tasks(graph: Graph, db: Database, precision: str, mode: str) -> List[Task]:
+    """The narrowed tasks the compile of ``graph`` runs with the records of ``db`` in ``mode``
+    (:func:`~.compile_network.network_tasks`): a task that stores values in bfloat16 between
+    tasks is another program than the one tuned (it reads or writes bfloat16), and a
+    schedule tuned to write float32 can write bfloat16 slowly (MobileNet-V2's depthwise
+    convolutions, 1.3-2x their float32 time in network order)."""
     from .shipped import shipped_database
 
-    out: Dict[str, Task] = {}
-    for mode in modes:
-        for task in network_tasks(graph, db, precision, mode, shipped_database())[0]:
-            if task.base is not None:
-                out.setdefault(task.key, task)
-    return list(out.values())
+    return [t for t in network_tasks(graph, db, precision, mode, shipped_database())[0] if t.base is not None]
 
 
-def _tune_narrowed(graph: Graph, precision: str, modes: Sequence[str], rows: list, trials: Optional[int],
+def _tune_narrowed(graph: Graph, precision: str, mode: str, rows: list, trials: Optional[int],
                    minutes: Optional[float], start: float, opts: TuningOptions, resources: TuningResources, scheduler,
                    on_trial, result: "ModelTuneResult") -> list:
     """Tune the narrowed tasks of the network (:func:`narrowed_tasks`, as the tasks' race
     left it) with what is left of the budget, each starting from its base's best records;
     ``rows`` gains theirs, each in the group of its network task (the network runs one)."""
-    narrowed = narrowed_tasks(graph, resources.db, precision, modes)
+    narrowed = narrowed_tasks(graph, resources.db, precision, mode)
     left_trials = None if trials is None else trials - len(result.history)
     left_minutes = None if minutes is None else minutes - (time.perf_counter() - start) / 60.0
     if not narrowed or (left_trials is not None and left_trials <= 0) or (left_minutes is not None and left_minutes <= 0):
@@ -288,7 +282,7 @@ def tune_model(
     fn = model if not isinstance(model, Graph) else None
     resources = TuningResources(database, measurer)
     tasks, groups = alternatives(graph.tasks(), precision)
-    modes = narrowed_modes(precision, narrow)
+    narrowed = narrowed_mode(precision, narrow)
     start = time.perf_counter()
     try:
         result = ModelTuneResult(graph, [], [], None, "", example_args=tuple(example_args), fn=fn)
@@ -297,8 +291,8 @@ def tune_model(
             for cb in callbacks:
                 cb(event, result)
 
-        first_trials, first_minutes = trials, minutes  # the tasks, then their narrowed versions (modes)
-        if modes:
+        first_trials, first_minutes = trials, minutes  # the tasks, then their narrowed versions
+        if narrowed:
             first_trials = None if trials is None else trials - int(round(NARROWED_SHARE * trials))
             first_minutes = None if minutes is None else minutes * (1.0 - NARROWED_SHARE)
         loop = TuningLoop(
@@ -313,8 +307,8 @@ def tune_model(
         for task, state, group in zip(tasks, loop.states, groups):
             best = best_schedule(resources.db, task.workload)
             rows.append((task.name, task.weight, task.flops, state.trials, best.seconds if best else math.inf, group))
-        if modes:
-            rows = _tune_narrowed(graph, precision, modes, rows, trials, minutes, start, opts, resources, scheduler, on_trial,
+        if narrowed:
+            rows = _tune_narrowed(graph, precision, narrowed, rows, trials, minutes, start, opts, resources, scheduler, on_trial,
                                   result)
         fastest: Dict[str, float] = {}
         for _, w, _, _, b, group in rows:
